@@ -1,0 +1,56 @@
+//! Exit codes: the one place that gives each way a run can end its number.
+//!
+//! Cron jobs, CI and wrapper scripts branch on these, so every code is
+//! distinct, documented here and in the README, and never reused.
+
+/// Every story passes (verified by the gate when one is configured).
+pub const COMPLETE: u8 = 0;
+/// The iteration limit was reached with stories still unfinished.
+pub const MAX_ITERATIONS: u8 = 1;
+/// Bad flags, a bad prd.json, a bad config file: nothing was run.
+pub const USAGE: u8 = 2;
+/// The circuit breaker is open: the loop stopped making progress.
+pub const CIRCUIT_OPEN: u8 = 3;
+/// A rate or usage limit, and ralph was told not to wait (or the wait is too long).
+pub const RATE_LIMITED: u8 = 4;
+/// The agent reported that it is blocked and needs a person.
+pub const BLOCKED: u8 = 5;
+/// A budget (wall clock, cost, tokens) was spent.
+pub const BUDGET: u8 = 6;
+/// The environment is broken: the agent or gate cannot run, authentication
+/// failed, the disk is full. Not the agent's fault, not a lack of progress.
+pub const ENVIRONMENT: u8 = 7;
+/// Another ralph holds this directory's lock.
+pub const LOCKED: u8 = 8;
+/// Stopped by SIGINT (Ctrl-C): 128 + 2, as shells report it.
+pub const INTERRUPTED: u8 = 130;
+/// Stopped by SIGTERM: 128 + 15.
+pub const TERMINATED: u8 = 143;
+
+/// The table the README and `ralph --help` show.
+pub const TABLE: &[(u8, &str)] = &[
+    (COMPLETE, "every story passes (verified by the gate when one is configured)"),
+    (MAX_ITERATIONS, "iteration limit reached, stories remain"),
+    (USAGE, "usage or configuration error (flags, prd.json, config)"),
+    (CIRCUIT_OPEN, "circuit breaker open: no progress"),
+    (RATE_LIMITED, "rate or usage limit and not waiting (--no-wait or past --max-wait)"),
+    (BLOCKED, "the agent reported BLOCKED"),
+    (BUDGET, "budget spent (--max-duration, --max-cost, --max-tokens)"),
+    (ENVIRONMENT, "environment error: agent or gate cannot run, auth failure, disk"),
+    (LOCKED, "another ralph holds this directory"),
+    (INTERRUPTED, "interrupted by SIGINT"),
+    (TERMINATED, "terminated by SIGTERM"),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_distinct() {
+        let mut codes: Vec<u8> = TABLE.iter().map(|(c, _)| *c).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), TABLE.len());
+    }
+}

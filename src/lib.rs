@@ -1,0 +1,9 @@
+//! ralph: runs a coding agent in a loop over the stories of a `prd.json`,
+//! one fresh agent process per story, until every story is verified done.
+//!
+//! `main.rs` only calls [`run`]; everything else lives in the library so the
+//! integration tests and benches can reach it.
+
+pub mod analyze;
+pub mod exit;
+pub mod store;

@@ -1,0 +1,364 @@
+//! The `.ralph/` folder: its layout, the directory lock, and atomic writes.
+//!
+//! Everything ralph keeps between iterations and between runs lives here, so
+//! every write goes through [`write_atomic`]: a temp file in the same folder,
+//! fsync, rename. A `kill -9` at any instant leaves either the old or the new
+//! file, never half of one.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// What ralph writes into `.ralph/.gitignore`, so the agent's `git add -A`
+/// never commits ralph's runtime files. The user's settings stay committable.
+const GITIGNORE: &str = "\
+# Written by ralph: its runtime state stays out of your commits.
+# config.toml and prompt.md are yours to commit.
+*
+!.gitignore
+!config.toml
+!prompt.md
+";
+
+/// Paths of the files under `.ralph/`.
+#[derive(Debug, Clone)]
+pub struct Store {
+    root: PathBuf,
+}
+
+impl Store {
+    pub fn new(project_dir: &Path) -> Store {
+        Store { root: project_dir.join(".ralph") }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.root.join(name)
+    }
+
+    /// Creates `.ralph/` (and its `.gitignore`) if missing.
+    pub fn ensure(&self) -> io::Result<()> {
+        fs::create_dir_all(&self.root)?;
+        let ignore = self.root.join(".gitignore");
+        if !ignore.exists() {
+            write_atomic(&ignore, GITIGNORE.as_bytes())?;
+        }
+        Ok(())
+    }
+
+    pub fn lock_path(&self) -> PathBuf {
+        self.path("lock")
+    }
+
+    pub fn config(&self) -> PathBuf {
+        self.path("config.toml")
+    }
+
+    pub fn prompt(&self) -> PathBuf {
+        self.path("prompt.md")
+    }
+
+    pub fn state(&self) -> PathBuf {
+        self.path("state.json")
+    }
+
+    pub fn circuit(&self) -> PathBuf {
+        self.path("circuit.json")
+    }
+
+    pub fn circuit_history(&self) -> PathBuf {
+        self.path("circuit-history.jsonl")
+    }
+
+    pub fn limits(&self) -> PathBuf {
+        self.path("limits.json")
+    }
+
+    pub fn handoff(&self) -> PathBuf {
+        self.path("handoff.json")
+    }
+
+    pub fn last_prd(&self) -> PathBuf {
+        self.path("last-prd.json")
+    }
+
+    pub fn lessons_dir(&self) -> PathBuf {
+        self.path("lessons")
+    }
+
+    pub fn events(&self) -> PathBuf {
+        self.path("events.jsonl")
+    }
+
+    pub fn rules(&self) -> PathBuf {
+        self.path("rules.json")
+    }
+
+    pub fn runs(&self) -> PathBuf {
+        self.path("runs.jsonl")
+    }
+
+    pub fn logs_dir(&self) -> PathBuf {
+        self.path("logs")
+    }
+
+    pub fn run_log_dir(&self, run_id: &str) -> PathBuf {
+        self.logs_dir().join(run_id)
+    }
+}
+
+/// Writes `bytes` to `path` so that readers see the old or the new content,
+/// never a mixture: temp file in the same folder, fsync, rename, fsync dir.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().ok_or_else(|| {
+        io::Error::new(io::ErrorKind::InvalidInput, format!("no file name in {}", path.display()))
+    })?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".tmp{}", std::process::id()));
+    let tmp = dir.join(tmp_name);
+    let result = (|| {
+        let mut file = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&tmp, path)?;
+        // The rename itself must reach the disk for the write to survive a crash.
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Serialises `value` as pretty JSON (with a trailing newline) and writes it atomically.
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+    bytes.push(b'\n');
+    write_atomic(path, &bytes)
+}
+
+/// What reading a JSON state file found.
+#[derive(Debug)]
+pub enum Loaded<T> {
+    /// No file: a fresh start.
+    Missing,
+    Ok(T),
+    /// The file exists but is empty, not JSON, or not the expected shape.
+    /// Carries a description for the warning.
+    Damaged(String),
+}
+
+/// Reads a JSON state file, telling "missing" apart from "damaged" so the
+/// caller can warn instead of silently starting over.
+pub fn read_json<T: DeserializeOwned>(path: &Path) -> io::Result<Loaded<T>> {
+    let mut text = String::new();
+    match File::open(path) {
+        Ok(mut f) => {
+            if let Err(e) = f.read_to_string(&mut text) {
+                if e.kind() == io::ErrorKind::InvalidData {
+                    return Ok(Loaded::Damaged("not UTF-8".into()));
+                }
+                return Err(e);
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Loaded::Missing),
+        Err(e) => return Err(e),
+    }
+    if text.trim().is_empty() {
+        return Ok(Loaded::Damaged("empty file".into()));
+    }
+    match serde_json::from_str(&text) {
+        Ok(v) => Ok(Loaded::Ok(v)),
+        Err(e) => Ok(Loaded::Damaged(e.to_string())),
+    }
+}
+
+/// Appends one line to a JSON-lines file. Lines are written with a single
+/// `write` so a crash can truncate at most the last line, which readers skip.
+pub fn append_jsonl<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
+    let mut line = serde_json::to_vec(value).map_err(io::Error::other)?;
+    line.push(b'\n');
+    let mut f = OpenOptions::new().create(true).append(true).open(path)?;
+    f.write_all(&line)
+}
+
+/// Reads a JSON-lines file, skipping lines that do not parse. Returns the
+/// values and how many lines were skipped (for a warning).
+pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> io::Result<(Vec<T>, usize)> {
+    let text = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+        Err(e) => return Err(e),
+    };
+    let mut values = Vec::new();
+    let mut bad = 0;
+    for line in text.split(|&b| b == b'\n') {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice(line) {
+            Ok(v) => values.push(v),
+            Err(_) => bad += 1,
+        }
+    }
+    Ok((values, bad))
+}
+
+/// The directory lock, held for the whole run. Dropping it releases the lock.
+#[derive(Debug)]
+pub struct Lock {
+    _file: File,
+}
+
+/// Why the lock could not be taken.
+#[derive(Debug)]
+pub enum LockError {
+    /// Another process holds it; its pid if the lock file names one.
+    Busy(Option<u32>),
+    Io(io::Error),
+}
+
+/// What taking the lock found about the previous holder.
+#[derive(Debug, PartialEq, Eq)]
+pub enum PreviousHolder {
+    None,
+    /// The file names a pid that no longer runs: that run crashed or was killed.
+    Dead(u32),
+}
+
+/// Takes `.ralph/lock` for this process. The OS releases the lock when the
+/// process dies, however it dies, so a lock left by a crash never blocks;
+/// the pid in the file only tells us that there was one.
+pub fn lock(path: &Path) -> Result<(Lock, PreviousHolder), LockError> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(LockError::Io)?;
+    let mut previous = String::new();
+    let _ = file.read_to_string(&mut previous);
+    let previous_pid = previous.trim().parse::<u32>().ok();
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => return Err(LockError::Busy(previous_pid)),
+        Err(fs::TryLockError::Error(e)) => return Err(LockError::Io(e)),
+    }
+    let holder = match previous_pid {
+        Some(pid) if pid != std::process::id() && !pid_alive(pid) => PreviousHolder::Dead(pid),
+        _ => PreviousHolder::None,
+    };
+    file.set_len(0).map_err(LockError::Io)?;
+    use std::io::Seek;
+    file.seek(io::SeekFrom::Start(0)).map_err(LockError::Io)?;
+    writeln!(file, "{}", std::process::id()).map_err(LockError::Io)?;
+    let _ = file.sync_data();
+    Ok((Lock { _file: file }, holder))
+}
+
+/// Who holds the lock right now, without taking it (for `ralph status`).
+pub fn lock_holder(path: &Path) -> Option<u32> {
+    let file = OpenOptions::new().read(true).open(path).ok()?;
+    match file.try_lock_shared() {
+        Ok(()) => {
+            let _ = file.unlock();
+            None
+        }
+        Err(_) => {
+            let text = fs::read_to_string(path).ok()?;
+            text.trim().parse().ok()
+        }
+    }
+}
+
+/// Whether a process with this pid exists.
+pub fn pid_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 performs only the permission and existence check.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_content_and_leaves_no_temp() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("state.json");
+        write_atomic(&p, b"one").unwrap();
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"two");
+        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+    }
+
+    #[test]
+    fn read_json_tells_missing_from_damaged() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.json");
+        assert!(matches!(read_json::<serde_json::Value>(&p).unwrap(), Loaded::Missing));
+        fs::write(&p, "").unwrap();
+        assert!(matches!(read_json::<serde_json::Value>(&p).unwrap(), Loaded::Damaged(_)));
+        fs::write(&p, "{garbage").unwrap();
+        assert!(matches!(read_json::<serde_json::Value>(&p).unwrap(), Loaded::Damaged(_)));
+        fs::write(&p, [0xff, 0xfe]).unwrap();
+        assert!(matches!(read_json::<serde_json::Value>(&p).unwrap(), Loaded::Damaged(_)));
+        fs::write(&p, "{\"a\":1}").unwrap();
+        assert!(matches!(read_json::<serde_json::Value>(&p).unwrap(), Loaded::Ok(_)));
+    }
+
+    #[test]
+    fn jsonl_skips_bad_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("e.jsonl");
+        append_jsonl(&p, &serde_json::json!({"a": 1})).unwrap();
+        fs::OpenOptions::new().append(true).open(&p).unwrap().write_all(b"{broken\n").unwrap();
+        append_jsonl(&p, &serde_json::json!({"a": 2})).unwrap();
+        let (values, bad) = read_jsonl::<serde_json::Value>(&p).unwrap();
+        assert_eq!(values.len(), 2);
+        assert_eq!(bad, 1);
+    }
+
+    #[test]
+    fn lock_is_exclusive_within_and_reports_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("lock");
+        let (held, prev) = lock(&p).unwrap();
+        assert_eq!(prev, PreviousHolder::None);
+        // A second open file description cannot take it while the first holds it.
+        match lock(&p) {
+            Err(LockError::Busy(Some(pid))) => assert_eq!(pid, std::process::id()),
+            other => panic!("expected busy, got {other:?}"),
+        }
+        assert_eq!(lock_holder(&p), Some(std::process::id()));
+        drop(held);
+        assert_eq!(lock_holder(&p), None);
+    }
+
+    #[test]
+    fn dead_previous_holder_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("lock");
+        // Pid numbers this high are beyond Linux's pid_max, so never alive.
+        fs::write(&p, "99999999\n").unwrap();
+        let (_held, prev) = lock(&p).unwrap();
+        assert_eq!(prev, PreviousHolder::Dead(99_999_999));
+    }
+}
