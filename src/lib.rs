@@ -4,6 +4,16 @@
 //! `main.rs` only calls [`run`]; everything else lives in the library so the
 //! integration tests and benches can reach it.
 
+pub mod agent;
 pub mod analyze;
+pub mod archive;
+pub mod config;
+pub mod error;
+pub mod event;
 pub mod exit;
+pub mod git;
+pub mod prd;
+pub mod prompt;
+pub mod signals;
 pub mod store;
+pub mod ui;

@@ -1,0 +1,538 @@
+//! The command line for each agent CLI, the way its makers intend it to run
+//! unattended: headless mode, prompt channel, structured output, and the
+//! permission flags it needs to work without a person to click "allow".
+//!
+//! Nothing here runs a shell: every invocation is an argv.
+
+use std::path::{Path, PathBuf};
+
+use crate::analyze::Format;
+
+/// The agent CLIs ralph knows.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Tool {
+    /// Anthropic Claude Code (`claude -p`).
+    Claude,
+    /// Sourcegraph Amp (`amp -x`).
+    Amp,
+    /// OpenAI Codex CLI (`codex exec`).
+    Codex,
+    /// Google Gemini CLI (`gemini`, headless).
+    Gemini,
+    /// opencode (`opencode run`).
+    Opencode,
+    /// Cursor's agent CLI (`cursor-agent -p`).
+    #[value(name = "cursor-agent", alias = "cursor")]
+    #[serde(rename = "cursor-agent", alias = "cursor")]
+    Cursor,
+    /// aider (`aider --message-file`).
+    Aider,
+    /// Any other command, given with `--agent-cmd`.
+    Custom,
+}
+
+impl Tool {
+    pub const ALL: [Tool; 8] = [
+        Tool::Claude,
+        Tool::Amp,
+        Tool::Codex,
+        Tool::Gemini,
+        Tool::Opencode,
+        Tool::Cursor,
+        Tool::Aider,
+        Tool::Custom,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::Claude => "claude",
+            Tool::Amp => "amp",
+            Tool::Codex => "codex",
+            Tool::Gemini => "gemini",
+            Tool::Opencode => "opencode",
+            Tool::Cursor => "cursor-agent",
+            Tool::Aider => "aider",
+            Tool::Custom => "custom",
+        }
+    }
+
+    /// The program a named tool runs by default.
+    pub fn default_program(self) -> Option<&'static str> {
+        match self {
+            Tool::Custom => None,
+            t => Some(t.name()),
+        }
+    }
+
+    /// How the tool's stdout is formatted in the mode ralph runs it in.
+    pub fn format(self) -> Format {
+        match self {
+            Tool::Claude => Format::Claude,
+            Tool::Amp => Format::Amp,
+            Tool::Codex => Format::Codex,
+            Tool::Gemini => Format::Gemini,
+            Tool::Opencode => Format::Opencode,
+            Tool::Cursor => Format::Cursor,
+            Tool::Aider | Tool::Custom => Format::Text,
+        }
+    }
+
+    /// Where each CLI finds project skills, for `ralph init`.
+    pub fn skills_dir(self) -> Option<&'static str> {
+        match self {
+            Tool::Claude => Some(".claude/skills"),
+            Tool::Amp => Some(".agents/skills"),
+            Tool::Codex => Some(".agents/skills"),
+            Tool::Gemini => Some(".gemini/skills"),
+            Tool::Opencode => Some(".opencode/skills"),
+            Tool::Cursor => Some(".cursor/skills"),
+            Tool::Aider | Tool::Custom => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How the prompt reaches the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PromptChannel {
+    /// Written to stdin, which is then closed (an open stdin makes some CLIs wait forever).
+    Stdin,
+    /// As one argv element. Linux caps a single argument at 128 KiB.
+    Argv,
+    /// In a file whose path is passed on the command line.
+    File,
+}
+
+/// Largest prompt Linux accepts as a single argv element (MAX_ARG_STRLEN).
+pub const MAX_ARGV_PROMPT: usize = 128 * 1024 - 1;
+
+/// Placeholders in a custom command.
+pub const PROMPT_PLACEHOLDER: &str = "{prompt}";
+pub const PROMPT_FILE_PLACEHOLDER: &str = "{prompt_file}";
+
+/// A configured agent: which CLI, which program, and the knobs users set.
+#[derive(Debug, Clone)]
+pub struct Backend {
+    pub tool: Tool,
+    /// argv[0] and fixed arguments: the tool's program, or the custom command.
+    pub command: Vec<String>,
+    pub model: Option<String>,
+    pub extra_args: Vec<String>,
+    /// Use the CLI's safer permission mode instead of "allow everything".
+    pub safe: bool,
+    /// Tools to allow in safe mode (Claude `--allowedTools`).
+    pub allowed_tools: Vec<String>,
+    /// Output format of a custom command.
+    pub format: Format,
+}
+
+/// A ready-to-spawn command.
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    pub program: String,
+    pub args: Vec<String>,
+    pub stdin: Option<Vec<u8>>,
+    /// The prompt file to write before spawning (file channel).
+    pub prompt_file: Option<PathBuf>,
+    pub env_remove: Vec<String>,
+    pub env_set: Vec<(String, String)>,
+    pub format: Format,
+    pub channel: PromptChannel,
+}
+
+/// Variables a parent agent session sets that make a child CLI misbehave
+/// (Claude refuses to start "inside another Claude Code session").
+const SCRUBBED_ENV: &[&str] = &["CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT"];
+
+impl Backend {
+    /// A named tool with its defaults.
+    pub fn new(tool: Tool) -> Backend {
+        Backend {
+            tool,
+            command: tool.default_program().map(|p| vec![p.to_string()]).unwrap_or_default(),
+            model: None,
+            extra_args: Vec::new(),
+            safe: false,
+            allowed_tools: default_allowed_tools(),
+            format: tool.format(),
+        }
+    }
+
+    /// A custom command line (split like a shell splits words).
+    pub fn custom(command: &str, format: Format) -> Result<Backend, String> {
+        let words = super::words::split(command)?;
+        if words.is_empty() {
+            return Err("--agent-cmd is empty".into());
+        }
+        Ok(Backend { command: words, format, ..Backend::new(Tool::Custom) })
+    }
+
+    pub fn program(&self) -> &str {
+        self.command.first().map(String::as_str).unwrap_or("")
+    }
+
+    /// The prompt channel this backend uses.
+    pub fn channel(&self) -> PromptChannel {
+        match self.tool {
+            Tool::Opencode | Tool::Cursor => PromptChannel::Argv,
+            Tool::Aider => PromptChannel::File,
+            Tool::Custom => {
+                if self.command.iter().any(|a| a.contains(PROMPT_FILE_PLACEHOLDER)) {
+                    PromptChannel::File
+                } else if self.command.iter().any(|a| a.contains(PROMPT_PLACEHOLDER)) {
+                    PromptChannel::Argv
+                } else {
+                    PromptChannel::Stdin
+                }
+            }
+            _ => PromptChannel::Stdin,
+        }
+    }
+
+    /// The exact command for one iteration. `prompt_file` is where the
+    /// prompt is written for the file channel.
+    pub fn invocation(&self, prompt: &str, prompt_file: &Path) -> Result<Invocation, String> {
+        let channel = self.channel();
+        if channel == PromptChannel::Argv && prompt.len() > MAX_ARGV_PROMPT {
+            return Err(format!(
+                "the prompt is {} bytes, more than the {} bytes Linux allows in one argument for {}",
+                prompt.len(),
+                MAX_ARGV_PROMPT,
+                self.tool
+            ));
+        }
+        let model = self.model.as_deref().filter(|m| !m.is_empty());
+        let mut args: Vec<String> = self.command.iter().skip(1).cloned().collect();
+        match self.tool {
+            Tool::Claude => {
+                // stream-json, not json: a json run prints nothing until it
+                // ends, which defeats the idle timeout, and only the stream
+                // carries the structured `rate_limit_event`. `-p` with
+                // stream-json requires `--verbose`.
+                push(&mut args, &["-p", "--output-format", "stream-json", "--verbose"]);
+                if self.safe {
+                    push(&mut args, &["--permission-mode", "acceptEdits"]);
+                    if !self.allowed_tools.is_empty() {
+                        push(&mut args, &["--allowedTools"]);
+                        args.extend(self.allowed_tools.iter().cloned());
+                    }
+                } else {
+                    push(&mut args, &["--dangerously-skip-permissions"]);
+                }
+                if let Some(m) = model {
+                    args.extend(["--model".into(), m.into()]);
+                }
+            }
+            Tool::Amp => {
+                if !self.safe {
+                    push(&mut args, &["--dangerously-allow-all"]);
+                }
+                push(&mut args, &["--stream-json"]);
+                if let Some(m) = model {
+                    args.extend(["--model".into(), m.into()]);
+                }
+                // Execute mode last, with the message on stdin: a flag right
+                // after `-x` would be taken for the message.
+                push(&mut args, &["-x"]);
+            }
+            Tool::Codex => {
+                push(&mut args, &["exec", "--json", "--skip-git-repo-check"]);
+                if self.safe {
+                    push(&mut args, &["--sandbox", "workspace-write"]);
+                } else {
+                    push(&mut args, &["--dangerously-bypass-approvals-and-sandbox"]);
+                }
+                if let Some(m) = model {
+                    args.extend(["--model".into(), m.into()]);
+                }
+            }
+            Tool::Gemini => {
+                push(&mut args, &["--output-format", "stream-json", "--skip-trust"]);
+                push(
+                    &mut args,
+                    &[if self.safe { "--approval-mode=auto_edit" } else { "--approval-mode=yolo" }],
+                );
+                if let Some(m) = model {
+                    args.extend(["--model".into(), m.into()]);
+                }
+            }
+            Tool::Opencode => {
+                push(&mut args, &["run", "--format", "json"]);
+                if !self.safe {
+                    push(&mut args, &["--auto"]);
+                }
+                if let Some(m) = model {
+                    args.extend(["--model".into(), m.into()]);
+                }
+            }
+            Tool::Cursor => {
+                push(&mut args, &["-p", "--output-format", "stream-json"]);
+                if !self.safe {
+                    push(&mut args, &["--force"]);
+                }
+                if let Some(m) = model {
+                    args.extend(["--model".into(), m.into()]);
+                }
+            }
+            Tool::Aider => {
+                push(
+                    &mut args,
+                    &["--yes-always", "--no-stream", "--no-pretty", "--no-check-update"],
+                );
+                push(
+                    &mut args,
+                    &["--no-show-release-notes", "--no-analytics", "--no-auto-commits"],
+                );
+                if let Some(m) = model {
+                    args.extend(["--model".into(), m.into()]);
+                }
+            }
+            Tool::Custom => {
+                let file = prompt_file.display().to_string();
+                for a in &mut args {
+                    if a.contains(PROMPT_FILE_PLACEHOLDER) {
+                        *a = a.replace(PROMPT_FILE_PLACEHOLDER, &file);
+                    }
+                    if a.contains(PROMPT_PLACEHOLDER) {
+                        *a = a.replace(PROMPT_PLACEHOLDER, prompt);
+                    }
+                }
+            }
+        }
+        args.extend(self.extra_args.iter().cloned());
+        match self.tool {
+            Tool::Opencode | Tool::Cursor => args.push(prompt.to_string()),
+            Tool::Aider => {
+                args.extend(["--message-file".into(), prompt_file.display().to_string()])
+            }
+            _ => {}
+        }
+        Ok(Invocation {
+            program: self.program().to_string(),
+            args,
+            stdin: (channel == PromptChannel::Stdin).then(|| prompt.as_bytes().to_vec()),
+            prompt_file: (channel == PromptChannel::File).then(|| prompt_file.to_path_buf()),
+            env_remove: SCRUBBED_ENV.iter().map(|s| s.to_string()).collect(),
+            env_set: Vec::new(),
+            format: self.format,
+            channel,
+        })
+    }
+
+    /// Problems that would make every iteration fail, found before the
+    /// first one: the program is missing, or claude would refuse to run.
+    pub fn preflight(
+        &self,
+        is_root: bool,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<PathBuf, String> {
+        let program = self.program();
+        if program.is_empty() {
+            return Err("no agent command: pass --tool or --agent-cmd".into());
+        }
+        let path = which::which(program).map_err(|_| {
+            let hint = match self.tool {
+                Tool::Claude => " (install it: npm install -g @anthropic-ai/claude-code)",
+                Tool::Amp => " (install it: npm install -g @sourcegraph/amp)",
+                Tool::Codex => " (install it: npm install -g @openai/codex)",
+                Tool::Gemini => " (install it: npm install -g @google/gemini-cli)",
+                Tool::Opencode => " (install it: npm install -g opencode-ai)",
+                Tool::Cursor => " (install it: curl https://cursor.com/install -fsS | bash)",
+                Tool::Aider => {
+                    " (install it: python -m pip install aider-install && aider-install)"
+                }
+                Tool::Custom => "",
+            };
+            format!("agent command `{program}` not found on PATH{hint}")
+        })?;
+        if self.tool == Tool::Claude
+            && !self.safe
+            && is_root
+            && env("IS_SANDBOX").as_deref() != Some("1")
+        {
+            return Err("claude refuses --dangerously-skip-permissions when run as root. Either run ralph \
+                 as a normal user, or, if this machine is a throw-away sandbox or container, set \
+                 IS_SANDBOX=1, or use safe mode (agent.safe = true in .ralph/config.toml, or --safe)"
+                .into());
+        }
+        Ok(path)
+    }
+}
+
+fn push(args: &mut Vec<String>, items: &[&str]) {
+    args.extend(items.iter().map(|s| s.to_string()));
+}
+
+/// Claude tools allowed in safe mode: edits plus the usual build and VCS
+/// commands, and nothing that can reach outside the project by default.
+pub fn default_allowed_tools() -> Vec<String> {
+    [
+        "Read",
+        "Write",
+        "Edit",
+        "MultiEdit",
+        "Glob",
+        "Grep",
+        "TodoWrite",
+        "Bash(git add:*)",
+        "Bash(git commit:*)",
+        "Bash(git status:*)",
+        "Bash(git diff:*)",
+        "Bash(git log:*)",
+        "Bash(cargo:*)",
+        "Bash(npm:*)",
+        "Bash(npx:*)",
+        "Bash(pnpm:*)",
+        "Bash(yarn:*)",
+        "Bash(pytest:*)",
+        "Bash(python:*)",
+        "Bash(go:*)",
+        "Bash(make:*)",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(b: &Backend) -> (Vec<String>, PromptChannel) {
+        let inv = b.invocation("PROMPT", Path::new("/p/prompt.md")).unwrap();
+        let mut v = vec![inv.program.clone()];
+        v.extend(inv.args.clone());
+        assert_eq!(inv.stdin.is_some(), inv.channel == PromptChannel::Stdin);
+        (v, inv.channel)
+    }
+
+    fn with(tool: Tool, f: impl FnOnce(&mut Backend)) -> Backend {
+        let mut b = Backend::new(tool);
+        f(&mut b);
+        b
+    }
+
+    #[test]
+    fn exact_command_lines() {
+        use PromptChannel::*;
+        let cases: Vec<(Backend, &str, PromptChannel)> = vec![
+            (
+                Backend::new(Tool::Claude),
+                "claude -p --output-format stream-json --verbose --dangerously-skip-permissions",
+                Stdin,
+            ),
+            (
+                with(Tool::Claude, |b| b.model = Some("sonnet".into())),
+                "claude -p --output-format stream-json --verbose --dangerously-skip-permissions --model sonnet",
+                Stdin,
+            ),
+            (
+                with(Tool::Claude, |b| {
+                    b.safe = true;
+                    b.allowed_tools = vec!["Read".into(), "Bash(git add:*)".into()]
+                }),
+                "claude -p --output-format stream-json --verbose --permission-mode acceptEdits --allowedTools Read Bash(git add:*)",
+                Stdin,
+            ),
+            (Backend::new(Tool::Amp), "amp --dangerously-allow-all --stream-json -x", Stdin),
+            (
+                Backend::new(Tool::Codex),
+                "codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox",
+                Stdin,
+            ),
+            (
+                with(Tool::Codex, |b| b.safe = true),
+                "codex exec --json --skip-git-repo-check --sandbox workspace-write",
+                Stdin,
+            ),
+            (
+                Backend::new(Tool::Gemini),
+                "gemini --output-format stream-json --skip-trust --approval-mode=yolo",
+                Stdin,
+            ),
+            (Backend::new(Tool::Opencode), "opencode run --format json --auto PROMPT", Argv),
+            (
+                Backend::new(Tool::Cursor),
+                "cursor-agent -p --output-format stream-json --force PROMPT",
+                Argv,
+            ),
+            (
+                Backend::new(Tool::Aider),
+                "aider --yes-always --no-stream --no-pretty --no-check-update --no-show-release-notes --no-analytics --no-auto-commits --message-file /p/prompt.md",
+                File,
+            ),
+            (
+                with(Tool::Codex, |b| {
+                    b.model = Some("o4".into());
+                    b.extra_args = vec!["-c".into(), "x=1".into()]
+                }),
+                "codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox --model o4 -c x=1",
+                Stdin,
+            ),
+        ];
+        for (b, want, channel) in cases {
+            let (got, ch) = argv(&b);
+            assert_eq!(got.join(" "), want);
+            assert_eq!(ch, channel, "{want}");
+        }
+    }
+
+    #[test]
+    fn custom_commands_choose_their_channel_and_never_use_a_shell() {
+        let b = Backend::custom("my-agent --mode 'fast run'", Format::Text).unwrap();
+        let (v, ch) = argv(&b);
+        assert_eq!(v, ["my-agent", "--mode", "fast run"]);
+        assert_eq!(ch, PromptChannel::Stdin);
+        let b = Backend::custom("my-agent --prompt {prompt}", Format::Text).unwrap();
+        let (v, ch) = argv(&b);
+        assert_eq!(v, ["my-agent", "--prompt", "PROMPT"]);
+        assert_eq!(ch, PromptChannel::Argv);
+        let b = Backend::custom("my-agent -f {prompt_file}", Format::Text).unwrap();
+        let (v, ch) = argv(&b);
+        assert_eq!(v, ["my-agent", "-f", "/p/prompt.md"]);
+        assert_eq!(ch, PromptChannel::File);
+        // A prompt with shell syntax stays one literal argument.
+        let inv = b.invocation("$(rm -rf ~)", Path::new("/p")).unwrap();
+        assert_eq!(inv.program, "my-agent");
+        assert!(Backend::custom("  ", Format::Text).is_err());
+        assert!(Backend::custom("a 'b", Format::Text).is_err());
+    }
+
+    #[test]
+    fn argv_prompts_over_the_kernel_limit_are_refused() {
+        let big = "x".repeat(MAX_ARGV_PROMPT + 1);
+        let e = Backend::new(Tool::Opencode).invocation(&big, Path::new("/p")).unwrap_err();
+        assert!(e.contains("one argument"), "{e}");
+        assert!(Backend::new(Tool::Claude).invocation(&big, Path::new("/p")).is_ok());
+    }
+
+    #[test]
+    fn preflight_names_the_missing_program_and_the_root_problem() {
+        let b = Backend::custom("surely-not-installed-agent-xyz", Format::Text).unwrap();
+        let e = b.preflight(false, &|_| None).unwrap_err();
+        assert!(e.contains("`surely-not-installed-agent-xyz` not found"), "{e}");
+        let mut claude = Backend::new(Tool::Claude);
+        claude.command = vec!["true".into()];
+        let e = claude.preflight(true, &|_| None).unwrap_err();
+        assert!(e.contains("IS_SANDBOX=1"), "{e}");
+        assert!(claude.preflight(true, &|k| (k == "IS_SANDBOX").then(|| "1".into())).is_ok());
+        assert!(claude.preflight(false, &|_| None).is_ok());
+        claude.safe = true;
+        assert!(claude.preflight(true, &|_| None).is_ok());
+    }
+
+    #[test]
+    fn parent_session_variables_are_scrubbed() {
+        let inv = Backend::new(Tool::Claude).invocation("p", Path::new("/p")).unwrap();
+        assert!(inv.env_remove.iter().any(|v| v == "CLAUDECODE"));
+    }
+}

@@ -1,0 +1,180 @@
+//! What a person sees of the agent's output: plain text as it is, and the
+//! JSON event streams of the agent CLIs turned into readable lines
+//! (assistant text, tool calls, the result), with terminal control
+//! characters removed so agent output cannot drive the user's terminal.
+
+use serde_json::Value;
+
+use crate::analyze::Format;
+
+/// Longest display text for one output line.
+const MAX_DISPLAY: usize = 2000;
+/// JSON lines longer than this are not parsed for display.
+const MAX_PARSE: usize = 256 * 1024;
+
+/// The readable form of one output line, or `None` for lines not worth
+/// showing (tool results, bookkeeping events).
+pub fn render(format: Format, line: &[u8]) -> Option<String> {
+    let trimmed = line.trim_ascii_start();
+    if format != Format::Text && trimmed.first() == Some(&b'{') {
+        if line.len() > MAX_PARSE {
+            return None;
+        }
+        return match serde_json::from_slice::<Value>(trimmed) {
+            Ok(v) => render_event(format, &v).map(|s| clean(&s)),
+            Err(_) => Some(clean(&String::from_utf8_lossy(line))),
+        };
+    }
+    let text = clean(&String::from_utf8_lossy(line));
+    Some(text)
+}
+
+fn render_event(format: Format, v: &Value) -> Option<String> {
+    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+    match format {
+        Format::Codex => {
+            let item = v.get("item");
+            match v.get("type")?.as_str()? {
+                "item.completed" => match item?.get("type")?.as_str()? {
+                    "agent_message" => s(item?, "text"),
+                    "command_execution" => s(item?, "command").map(|c| format!("$ {c}")),
+                    "file_change" => Some("⏺ file change".into()),
+                    _ => None,
+                },
+                "turn.failed" => v
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .map(|m| format!("error: {m}")),
+                "error" => s(v, "message").map(|m| format!("error: {m}")),
+                _ => None,
+            }
+        }
+        Format::Gemini => match v.get("type")?.as_str()? {
+            "message" if v.get("role").and_then(Value::as_str) != Some("user") => s(v, "content"),
+            "tool_use" => s(v, "tool_name").map(|t| format!("⏺ {t}")),
+            "result" => Some(format!("result: {}", s(v, "status").unwrap_or_default())),
+            "error" => s(v, "message").map(|m| format!("error: {m}")),
+            _ => None,
+        },
+        Format::Opencode => {
+            let part = v.get("part");
+            match v.get("type")?.as_str()? {
+                "text" => s(part?, "text"),
+                "tool_use" => s(part?, "tool").map(|t| format!("⏺ {t}")),
+                "error" => v
+                    .pointer("/error/data/message")
+                    .and_then(Value::as_str)
+                    .map(|m| format!("error: {m}")),
+                _ => None,
+            }
+        }
+        // Claude, Amp and Cursor share the Claude event shapes.
+        _ => match v.get("type")?.as_str()? {
+            "assistant" => {
+                let content = v.pointer("/message/content")?.as_array()?;
+                let parts: Vec<String> = content
+                    .iter()
+                    .filter_map(|block| match block.get("type")?.as_str()? {
+                        "text" => s(block, "text"),
+                        "tool_use" => {
+                            let name = s(block, "name").unwrap_or_default();
+                            let input = block.get("input");
+                            let detail = input
+                                .and_then(|i| {
+                                    ["command", "file_path", "path", "pattern", "description"]
+                                        .iter()
+                                        .find_map(|k| i.get(*k).and_then(Value::as_str))
+                                })
+                                .map(|d| format!(": {}", d.lines().next().unwrap_or("")))
+                                .unwrap_or_default();
+                            Some(format!("⏺ {name}{detail}"))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                (!parts.is_empty()).then(|| parts.join("\n"))
+            }
+            "result" => {
+                let mut out =
+                    format!("result: {}", s(v, "subtype").unwrap_or_else(|| "done".into()));
+                if v.get("is_error").and_then(Value::as_bool) == Some(true) {
+                    out.push_str(" (error)");
+                }
+                if let Some(cost) = v.get("total_cost_usd").and_then(Value::as_f64) {
+                    out.push_str(&format!(", ${cost:.4}"));
+                }
+                Some(out)
+            }
+            "rate_limit_event" => {
+                let info = v.get("rate_limit_info")?;
+                let status = s(info, "status")?;
+                (status != "allowed").then(|| format!("rate limit: {status}"))
+            }
+            "system" if v.get("subtype").and_then(Value::as_str) == Some("init") => {
+                Some(format!("session {}", s(v, "session_id").unwrap_or_default()))
+            }
+            _ => None,
+        },
+    }
+}
+
+/// Removes control characters (escape sequences, bells, carriage returns)
+/// and caps the length.
+pub fn clean(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(MAX_DISPLAY));
+    for c in text.chars() {
+        if out.len() >= MAX_DISPLAY {
+            out.push('…');
+            break;
+        }
+        if c == '\n' || c == '\t' || !c.is_control() {
+            out.push(c);
+        }
+    }
+    out.trim_end().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_event_streams_readably() {
+        let cases: &[(Format, &str, Option<&str>)] = &[
+            (Format::Text, "plain \x1b[31mred\x1b[0m\r", Some("plain [31mred[0m")),
+            (
+                Format::Claude,
+                r#"{"type":"assistant","message":{"content":[{"type":"text","text":"Hello"},{"type":"tool_use","name":"Bash","input":{"command":"cargo test\nmore"}}]}}"#,
+                Some("Hello\n⏺ Bash: cargo test"),
+            ),
+            (
+                Format::Claude,
+                r#"{"type":"user","message":{"content":[{"type":"tool_result","content":"secret file"}]}}"#,
+                None,
+            ),
+            (
+                Format::Claude,
+                r#"{"type":"result","subtype":"success","is_error":false,"total_cost_usd":0.25}"#,
+                Some("result: success, $0.2500"),
+            ),
+            (Format::Claude, "  not json {", Some("  not json {")),
+            (Format::Claude, "{broken", Some("{broken")),
+            (
+                Format::Codex,
+                r#"{"type":"item.completed","item":{"type":"command_execution","command":"ls"}}"#,
+                Some("$ ls"),
+            ),
+            (Format::Opencode, r#"{"type":"text","part":{"text":"hi"}}"#, Some("hi")),
+            (Format::Gemini, r#"{"type":"message","role":"assistant","content":"yo"}"#, Some("yo")),
+        ];
+        for (format, line, want) in cases {
+            assert_eq!(render(*format, line.as_bytes()).as_deref(), *want, "{line}");
+        }
+    }
+
+    #[test]
+    fn display_is_capped() {
+        let long = "x".repeat(10_000);
+        assert!(render(Format::Text, long.as_bytes()).unwrap().len() <= MAX_DISPLAY + 4);
+    }
+}

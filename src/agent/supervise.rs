@@ -1,0 +1,516 @@
+//! Supervising one child process: its own process group, output drained on
+//! two threads, wall-clock and idle timeouts, SIGTERM → grace → SIGKILL, and
+//! an end to every process it leaves behind.
+//!
+//! ```text
+//!  spawn (setpgid 0) ──► stdin writer thread (prompt, then close)
+//!        │               stdout pump ─► Sink   stderr pump ─► Sink
+//!        ▼
+//!  waiter thread: child.wait() ──► channel ──► supervise loop
+//!                                              (ticks: signals, timeout,
+//!                                               idle, deadline)
+//!  stop: killpg TERM ─ grace ─ killpg KILL
+//!  after exit: sweep leftovers (group + adopted descendants), reap
+//! ```
+//!
+//! Claude Code runs tool commands in new sessions, so a group kill misses
+//! them; ralph is a child subreaper ([`crate::signals::become_subreaper`])
+//! and the sweep walks its own descendants to end those too.
+
+use std::io::{self, Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::analyze::StopReason;
+
+/// How often the supervisor looks at signals and timers while it waits.
+const TICK: Duration = Duration::from_millis(50);
+
+/// Receives a stream's bytes on a pump thread.
+pub trait Sink: Send + 'static {
+    fn write(&mut self, chunk: &[u8]);
+    fn finish(&mut self) {}
+}
+
+/// Time limits for one child.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Wall clock for this child.
+    pub timeout: Duration,
+    /// No output for this long → stop. `None`: no idle limit.
+    pub idle: Option<Duration>,
+    /// Between SIGTERM and SIGKILL.
+    pub grace: Duration,
+    /// The run's overall deadline (`--max-duration`).
+    pub deadline: Option<Instant>,
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Spec<'a> {
+    pub program: &'a str,
+    pub args: &'a [String],
+    pub cwd: &'a Path,
+    pub env_remove: &'a [String],
+    pub env_set: &'a [(String, String)],
+    pub stdin: Option<Vec<u8>>,
+    pub limits: Limits,
+}
+
+/// How the child ended.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub pid: u32,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stopped: Option<StopReason>,
+    pub duration: Duration,
+    /// Processes it left behind that ralph had to end.
+    pub leftovers: usize,
+}
+
+impl Finished {
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0) && self.stopped.is_none()
+    }
+}
+
+/// The child could not be started at all.
+#[derive(Debug)]
+pub struct SpawnError {
+    pub program: String,
+    pub source: io::Error,
+}
+
+impl std::fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.source.kind() {
+            io::ErrorKind::NotFound => write!(f, "`{}` not found", self.program),
+            io::ErrorKind::PermissionDenied => {
+                write!(f, "`{}` is not executable (permission denied)", self.program)
+            }
+            _ => write!(f, "cannot start `{}`: {}", self.program, self.source),
+        }
+    }
+}
+
+impl std::error::Error for SpawnError {}
+
+/// Runs `spec` to its end and returns how it ended plus both sinks.
+/// `tick` runs on the calling thread about every 50 ms (to show output).
+pub fn run<O: Sink, E: Sink>(
+    spec: &Spec<'_>,
+    out: O,
+    err: E,
+    tick: &mut dyn FnMut(),
+) -> Result<(Finished, O, E), SpawnError> {
+    let mut cmd = Command::new(spec.program);
+    cmd.args(spec.args)
+        .current_dir(spec.cwd)
+        .stdin(if spec.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    for k in spec.env_remove {
+        cmd.env_remove(k);
+    }
+    for (k, v) in spec.env_set {
+        cmd.env(k, v);
+    }
+    let start = Instant::now();
+    let mut child =
+        cmd.spawn().map_err(|source| SpawnError { program: spec.program.to_string(), source })?;
+    let pid = child.id();
+    let pgid = pid as libc::pid_t;
+
+    if let (Some(bytes), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
+        // On its own thread: a large prompt must not deadlock against an
+        // agent that writes before it reads. An agent that exits without
+        // reading gives EPIPE, which is not our problem.
+        thread::spawn(move || {
+            let _ = stdin.write_all(&bytes);
+        });
+    }
+    let activity = Arc::new(AtomicU64::new(0));
+    let (pumps_tx, pumps_rx) = mpsc::channel::<()>();
+    let out = Arc::new(Mutex::new(Some(out)));
+    let err = Arc::new(Mutex::new(Some(err)));
+    if let Some(stdout) = child.stdout.take() {
+        spawn_pump(stdout, out.clone(), activity.clone(), start, pumps_tx.clone());
+    }
+    if let Some(stderr) = child.stderr.take() {
+        spawn_pump(stderr, err.clone(), activity.clone(), start, pumps_tx.clone());
+    }
+    drop(pumps_tx);
+    let (done_tx, done_rx) = mpsc::channel::<io::Result<ExitStatus>>();
+    thread::spawn(move || {
+        let _ = done_tx.send(child.wait());
+    });
+
+    let limits = spec.limits;
+    let mut stopped = None;
+    let status = loop {
+        match done_rx.recv_timeout(TICK) {
+            Ok(status) => break status.ok(),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break None,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        tick();
+        let now = Instant::now();
+        let reason = if crate::signals::pending().is_some() {
+            Some(StopReason::Interrupted)
+        } else if limits.deadline.is_some_and(|d| now >= d) {
+            Some(StopReason::Budget)
+        } else if now.duration_since(start) >= limits.timeout {
+            Some(StopReason::Timeout)
+        } else if let Some(idle) = limits.idle {
+            let last = Duration::from_millis(activity.load(Ordering::Relaxed));
+            (now.duration_since(start).saturating_sub(last) >= idle).then_some(StopReason::Idle)
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            stopped = Some(reason);
+            break terminate(pgid, limits.grace, &done_rx, tick);
+        }
+    };
+    let leftovers = sweep(pgid, limits.grace);
+    // The pipes close once every process holding them is gone; a process
+    // outside our reach could hold them forever, so the wait is bounded.
+    let until = Instant::now() + Duration::from_secs(2);
+    for _ in 0..2 {
+        let left = until.saturating_duration_since(Instant::now());
+        if pumps_rx.recv_timeout(left).is_err() {
+            break;
+        }
+    }
+    tick();
+    let (Some(mut out), Some(mut err)) = (take(&out), take(&err)) else {
+        unreachable!("sinks are only taken here");
+    };
+    out.finish();
+    err.finish();
+    let finished = Finished {
+        pid,
+        exit_code: status.and_then(|s| s.code()),
+        signal: status.and_then(|s| s.signal()),
+        stopped,
+        duration: start.elapsed(),
+        leftovers,
+    };
+    Ok((finished, out, err))
+}
+
+fn take<S>(sink: &Mutex<Option<S>>) -> Option<S> {
+    sink.lock().unwrap_or_else(|p| p.into_inner()).take()
+}
+
+fn spawn_pump<R: Read + Send + 'static, S: Sink>(
+    mut reader: R,
+    sink: Arc<Mutex<Option<S>>>,
+    activity: Arc<AtomicU64>,
+    start: Instant,
+    done: mpsc::Sender<()>,
+) {
+    thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match reader.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    activity.store(start.elapsed().as_millis() as u64, Ordering::Relaxed);
+                    if let Some(s) = sink.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                        s.write(&buf[..n]);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+        }
+        let _ = done.send(());
+    });
+}
+
+/// SIGTERM to the group, wait out the grace period (a second Ctrl-C cuts
+/// it short), then SIGKILL. Returns the exit status once reaped.
+fn terminate(
+    pgid: libc::pid_t,
+    grace: Duration,
+    done: &mpsc::Receiver<io::Result<ExitStatus>>,
+    tick: &mut dyn FnMut(),
+) -> Option<ExitStatus> {
+    signal_group(pgid, libc::SIGTERM);
+    let signals_before = crate::signals::count();
+    let until = Instant::now() + grace;
+    loop {
+        let now = Instant::now();
+        if now >= until || crate::signals::count() > signals_before.max(1) {
+            break;
+        }
+        match done.recv_timeout(TICK.min(until - now)) {
+            Ok(status) => return status.ok(),
+            Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+            Err(mpsc::RecvTimeoutError::Timeout) => tick(),
+        }
+    }
+    signal_group(pgid, libc::SIGKILL);
+    // SIGKILL cannot be ignored; only a process stuck in the kernel survives it.
+    done.recv_timeout(Duration::from_secs(10)).ok().and_then(Result::ok)
+}
+
+fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
+    // SAFETY: kill(2) with a negative pid signals that process group; it has
+    // no memory effects and fails harmlessly (ESRCH) when the group is gone.
+    unsafe {
+        libc::kill(-pgid, signal);
+    }
+}
+
+fn signal_pid(pid: libc::pid_t, signal: libc::c_int) {
+    // SAFETY: as above, for one process.
+    unsafe {
+        libc::kill(pid, signal);
+    }
+}
+
+fn group_alive(pgid: libc::pid_t) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    unsafe { libc::kill(-pgid, 0) == 0 }
+}
+
+/// Ends what the child left behind: the rest of its process group, and
+/// every descendant of ralph (orphans re-parented to ralph, the
+/// subreaper). TERM, a grace period, then KILL; zombies are reaped.
+/// Returns how many processes had to be ended.
+pub fn sweep(pgid: libc::pid_t, grace: Duration) -> usize {
+    let me = std::process::id() as libc::pid_t;
+    let live = |list: &[Proc]| list.iter().filter(|p| !p.zombie).count();
+    let mut procs = descendants(me);
+    reap(&procs, me);
+    let in_group = group_alive(pgid);
+    let count = live(&procs).max(usize::from(in_group));
+    if count == 0 {
+        return 0;
+    }
+    signal_group(pgid, libc::SIGTERM);
+    for p in procs.iter().filter(|p| !p.zombie) {
+        signal_pid(p.pid, libc::SIGTERM);
+    }
+    let until = Instant::now() + grace;
+    loop {
+        procs = descendants(me);
+        reap(&procs, me);
+        let remaining = live(&descendants(me)) > 0 || group_alive(pgid);
+        if !remaining || Instant::now() >= until {
+            break;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    for _ in 0..100 {
+        signal_group(pgid, libc::SIGKILL);
+        let procs = descendants(me);
+        for p in procs.iter().filter(|p| !p.zombie) {
+            signal_pid(p.pid, libc::SIGKILL);
+        }
+        reap(&procs, me);
+        if descendants(me).is_empty() && !group_alive(pgid) {
+            break;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    count
+}
+
+/// Reaps our own children among `procs` that have exited.
+fn reap(procs: &[Proc], me: libc::pid_t) {
+    for p in procs.iter().filter(|p| p.ppid == me) {
+        let mut status = 0;
+        // SAFETY: waitpid on a specific pid that is our child; WNOHANG never blocks.
+        unsafe {
+            libc::waitpid(p.pid, &mut status, libc::WNOHANG);
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Proc {
+    pid: libc::pid_t,
+    ppid: libc::pid_t,
+    zombie: bool,
+}
+
+/// Every process below `root`, found through /proc.
+fn descendants(root: libc::pid_t) -> Vec<Proc> {
+    let mut found = Vec::new();
+    let mut queue = vec![root];
+    while let Some(pid) = queue.pop() {
+        for child in children(pid) {
+            if let Some(p) = stat(child) {
+                found.push(p);
+                queue.push(child);
+            }
+            if found.len() > 100_000 {
+                return found;
+            }
+        }
+    }
+    found
+}
+
+/// Direct children of `pid`, from /proc/<pid>/task/*/children (cheap: no
+/// scan of the whole process table), falling back to a scan of /proc.
+fn children(pid: libc::pid_t) -> Vec<libc::pid_t> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    let mut any = false;
+    for task in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+            any = true;
+            out.extend(text.split_ascii_whitespace().filter_map(|s| s.parse::<libc::pid_t>().ok()));
+        }
+    }
+    if !any {
+        if let Ok(all) = std::fs::read_dir("/proc") {
+            for e in all.flatten() {
+                let Some(p) = e.file_name().to_str().and_then(|s| s.parse().ok()) else { continue };
+                if stat(p).is_some_and(|s| s.ppid == pid) {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn stat(pid: libc::pid_t) -> Option<Proc> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may contain spaces and parentheses: split after the last ')'.
+    let rest = &text[text.rfind(')')? + 2..];
+    let mut fields = rest.split_ascii_whitespace();
+    let state = fields.next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    Some(Proc { pid, ppid, zombie: state == "Z" || state == "X" })
+}
+
+/// A sink that keeps a bounded tail (for gates and hooks).
+#[derive(Debug)]
+pub struct TailSink(pub super::capture::Tail);
+
+impl Sink for TailSink {
+    fn write(&mut self, chunk: &[u8]) {
+        self.0.push(chunk);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::capture::Tail;
+
+    /// The sweep ends every descendant of this process, so supervised
+    /// children of tests running in parallel would end each other's.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    fn serial() -> std::sync::MutexGuard<'static, ()> {
+        SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn spec<'a>(args: &'a [String], limits: Limits) -> Spec<'a> {
+        Spec {
+            program: "sh",
+            args,
+            cwd: Path::new("/"),
+            env_remove: &[],
+            env_set: &[],
+            stdin: None,
+            limits,
+        }
+    }
+
+    fn limits(timeout_ms: u64) -> Limits {
+        Limits {
+            timeout: Duration::from_millis(timeout_ms),
+            idle: None,
+            grace: Duration::from_millis(300),
+            deadline: None,
+        }
+    }
+
+    fn sh(script: &str) -> Vec<String> {
+        vec!["-c".into(), script.into()]
+    }
+
+    #[test]
+    fn captures_both_streams_and_the_exit_code() {
+        let _serial = serial();
+        let args = sh("echo out; echo err >&2; exit 3");
+        let (f, out, err) = run(
+            &spec(&args, limits(10_000)),
+            TailSink(Tail::new(100)),
+            TailSink(Tail::new(100)),
+            &mut || {},
+        )
+        .unwrap();
+        assert_eq!(f.exit_code, Some(3));
+        assert_eq!(f.stopped, None);
+        assert_eq!(out.0.text(), "out\n");
+        assert_eq!(err.0.text(), "err\n");
+    }
+
+    #[test]
+    fn timeout_kills_a_child_that_ignores_sigterm() {
+        let _serial = serial();
+        let args = sh("trap '' TERM; sleep 30");
+        let (f, _, _) = run(
+            &spec(&args, limits(200)),
+            TailSink(Tail::new(10)),
+            TailSink(Tail::new(10)),
+            &mut || {},
+        )
+        .unwrap();
+        assert_eq!(f.stopped, Some(StopReason::Timeout));
+        assert_eq!(f.signal, Some(libc::SIGKILL));
+        assert!(f.duration < Duration::from_secs(20), "{:?}", f.duration);
+    }
+
+    #[test]
+    fn idle_timeout_fires_on_silence_only() {
+        let _serial = serial();
+        let args = sh("echo hi; sleep 30");
+        let mut l = limits(60_000);
+        l.idle = Some(Duration::from_millis(300));
+        let (f, out, _) =
+            run(&spec(&args, l), TailSink(Tail::new(10)), TailSink(Tail::new(10)), &mut || {})
+                .unwrap();
+        assert_eq!(f.stopped, Some(StopReason::Idle));
+        assert_eq!(out.0.text(), "hi\n");
+    }
+
+    #[test]
+    fn missing_program_is_a_spawn_error() {
+        let _serial = serial();
+        let s = Spec { program: "/nonexistent/agent", ..spec(&[], limits(1000)) };
+        let e = run(&s, TailSink(Tail::new(1)), TailSink(Tail::new(1)), &mut || {}).unwrap_err();
+        assert_eq!(e.to_string(), "`/nonexistent/agent` not found");
+    }
+
+    #[test]
+    fn stdin_is_written_then_closed() {
+        let _serial = serial();
+        let args = sh("cat");
+        let mut s = spec(&args, limits(10_000));
+        s.stdin = Some(b"the prompt".to_vec());
+        let (f, out, _) =
+            run(&s, TailSink(Tail::new(100)), TailSink(Tail::new(10)), &mut || {}).unwrap();
+        assert_eq!(f.exit_code, Some(0));
+        assert_eq!(out.0.text(), "the prompt");
+    }
+}

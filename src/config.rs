@@ -1,0 +1,820 @@
+//! Settings, resolved in layers: built-in defaults < `~/.config/ralph/config.toml`
+//! < `.ralph/config.toml` < `RALPH_*` environment < command-line flags.
+//!
+//! Every setting is one row of [`KEYS`]: its TOML key, type, default and
+//! help. The same table drives validation, `ralph config show` (each value
+//! with the layer it came from), the commented `config.toml` that `ralph
+//! init` writes, and the environment variable names. Unknown keys and
+//! values of the wrong type are errors that name the file and the key.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::agent::Tool;
+use crate::analyze::Format;
+
+/// Where a value came from.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Source {
+    Default,
+    User(PathBuf),
+    Project(PathBuf),
+    Env(String),
+    Flag(String),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Default => f.write_str("default"),
+            Source::User(p) | Source::Project(p) => write!(f, "{}", p.display()),
+            Source::Env(v) => write!(f, "env {v}"),
+            Source::Flag(flag) => write!(f, "flag {flag}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Str,
+    Bool,
+    Int,
+    Float,
+    Duration,
+    /// A list of strings (TOML array, or comma-separated in the environment).
+    List,
+    /// A command: an argv array, or a string split like a shell splits words.
+    Command,
+    Tool,
+    Format,
+    Color,
+}
+
+impl Kind {
+    fn expected(self) -> &'static str {
+        match self {
+            Kind::Str => "a string",
+            Kind::Bool => "true or false",
+            Kind::Int => "a non-negative integer",
+            Kind::Float => "a non-negative number",
+            Kind::Duration => {
+                "a duration such as \"30m\", \"90s\" or \"1h 30m\" (\"0\" turns it off)"
+            }
+            Kind::List => "an array of strings",
+            Kind::Command => {
+                "a command: an array of strings, or a string (split like a shell, never run by one)"
+            }
+            Kind::Tool => {
+                "one of claude, amp, codex, gemini, opencode, cursor-agent, aider, custom"
+            }
+            Kind::Format => "one of text, claude, amp, codex, gemini, opencode, cursor",
+            Kind::Color => "one of auto, always, never",
+        }
+    }
+}
+
+/// One setting.
+#[derive(Debug)]
+pub struct Key {
+    pub key: &'static str,
+    pub kind: Kind,
+    /// The default as TOML text.
+    pub default: &'static str,
+    pub help: &'static str,
+}
+
+macro_rules! key {
+    ($key:literal, $kind:ident, $default:literal, $help:literal) => {
+        Key { key: $key, kind: Kind::$kind, default: $default, help: $help }
+    };
+}
+
+/// Every setting ralph has.
+pub const KEYS: &[Key] = &[
+    key!(
+        "agent.tool",
+        Tool,
+        "\"claude\"",
+        "Agent CLI to run: claude, amp, codex, gemini, opencode, cursor-agent, aider, custom."
+    ),
+    key!(
+        "agent.command",
+        Command,
+        "[]",
+        "Command for tool = custom (or to replace a named tool's program), e.g. [\"my-agent\", \"--fast\"]. {prompt} and {prompt_file} place the prompt in argv or a file; otherwise it goes to stdin."
+    ),
+    key!(
+        "agent.format",
+        Format,
+        "\"text\"",
+        "Output format of a custom command: text, claude, amp, codex, gemini, opencode, cursor."
+    ),
+    key!(
+        "agent.model",
+        Str,
+        "\"\"",
+        "Model passed to the agent CLI (--model); empty: the CLI's default."
+    ),
+    key!("agent.args", List, "[]", "Extra arguments appended to the agent's command line."),
+    key!(
+        "agent.safe",
+        Bool,
+        "false",
+        "Use the CLI's safer permission mode (e.g. claude --permission-mode acceptEdits --allowedTools, codex --sandbox workspace-write) instead of allowing everything."
+    ),
+    key!(
+        "agent.allowed_tools",
+        List,
+        "[]",
+        "Claude tools allowed in safe mode; empty: ralph's default list (edits, git, common build tools)."
+    ),
+    key!("agent.timeout", Duration, "\"30m\"", "Wall-clock limit of one iteration's agent run."),
+    key!(
+        "agent.idle_timeout",
+        Duration,
+        "\"10m\"",
+        "Stop the agent after this long without output (\"0\": never)."
+    ),
+    key!(
+        "agent.grace",
+        Duration,
+        "\"10s\"",
+        "Time between SIGTERM and SIGKILL when stopping the agent."
+    ),
+    key!(
+        "run.max_iterations",
+        Int,
+        "10",
+        "Iterations per run when no number is given on the command line."
+    ),
+    key!("run.pause", Duration, "\"0s\"", "Pause between iterations."),
+    key!(
+        "run.prompt",
+        Str,
+        "\"\"",
+        "Prompt template file (default: .ralph/prompt.md if present, else the built-in one)."
+    ),
+    key!(
+        "gate.command",
+        Command,
+        "[]",
+        "Verification gate, e.g. [\"cargo\", \"test\"]: a story passes only when this passes. Empty: no gate (the agent's word is taken)."
+    ),
+    key!("gate.timeout", Duration, "\"10m\"", "Wall-clock limit of one gate run."),
+    key!(
+        "gate.tail_bytes",
+        Int,
+        "4096",
+        "Bytes of the gate's stdout and of its stderr kept for the next prompt."
+    ),
+    key!(
+        "gate.fatal_signatures",
+        List,
+        "[]",
+        "Text in the gate's output that means the environment is broken (not the code), e.g. \"No space left on device\"."
+    ),
+    key!(
+        "gate.baseline",
+        Bool,
+        "true",
+        "Run the gate once before the first iteration (fails fast when it cannot run)."
+    ),
+    key!(
+        "circuit.no_progress",
+        Int,
+        "3",
+        "Open the circuit after this many iterations in a row without progress."
+    ),
+    key!(
+        "circuit.same_error",
+        Int,
+        "5",
+        "Open the circuit after the same error this many iterations in a row."
+    ),
+    key!(
+        "circuit.permission_denials",
+        Int,
+        "2",
+        "Open the circuit after permission denials in this many iterations in a row."
+    ),
+    key!(
+        "circuit.failures",
+        Int,
+        "3",
+        "Open the circuit after this many failed agent runs in a row (non-zero exit, error result, timeout)."
+    ),
+    key!(
+        "circuit.cooldown",
+        Duration,
+        "\"30m\"",
+        "An open circuit becomes half-open after this long."
+    ),
+    key!("circuit.auto_reset", Bool, "false", "Start every run with a closed circuit."),
+    key!(
+        "limits.calls_per_hour",
+        Int,
+        "100",
+        "Agent runs allowed in any 60-minute window (0: no limit)."
+    ),
+    key!(
+        "limits.wait",
+        Bool,
+        "true",
+        "Wait out rate and usage limits (false: stop with exit code 4)."
+    ),
+    key!(
+        "limits.max_wait",
+        Duration,
+        "\"6h\"",
+        "Longest single wait for a limit; a longer one stops the run with exit code 4."
+    ),
+    key!(
+        "limits.usage_limit_wait",
+        Duration,
+        "\"60m\"",
+        "Wait after a usage limit whose reset time is unknown."
+    ),
+    key!(
+        "limits.usage_limit_patterns",
+        List,
+        "[]",
+        "Extra regular expressions that mark a usage-limit message in the agent's final text."
+    ),
+    key!(
+        "budget.max_duration",
+        Duration,
+        "\"0\"",
+        "Wall clock for the whole run (\"0\": none). No agent starts after it; the running one is stopped."
+    ),
+    key!(
+        "budget.max_cost",
+        Float,
+        "0",
+        "USD the agents may report spending in one run (0: no limit)."
+    ),
+    key!(
+        "budget.max_tokens",
+        Int,
+        "0",
+        "Tokens the agents may report using in one run (0: no limit)."
+    ),
+    key!(
+        "hooks.on_iteration_end",
+        Command,
+        "[]",
+        "Command run after each iteration (RALPH_* variables describe it). A failing hook is logged, never fatal."
+    ),
+    key!("hooks.on_complete", Command, "[]", "Command run when every story passes."),
+    key!("hooks.on_halt", Command, "[]", "Command run when a run stops for any other reason."),
+    key!(
+        "ui.color",
+        Color,
+        "\"auto\"",
+        "Colour: auto, always, never (NO_COLOR is honoured in auto)."
+    ),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Color {
+    Auto,
+    Always,
+    Never,
+}
+
+/// A configuration error, naming where the bad value came from.
+#[derive(Debug)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Every key's value and where it came from.
+#[derive(Debug, Clone)]
+pub struct Layers {
+    values: BTreeMap<&'static str, (toml::Value, Source)>,
+}
+
+impl Layers {
+    /// Only the built-in defaults.
+    pub fn defaults() -> Layers {
+        let values = KEYS
+            .iter()
+            .map(|k| {
+                let v: toml::Value = toml::from_str::<toml::Table>(&format!("v = {}", k.default))
+                    .ok()
+                    .and_then(|mut t| t.remove("v"))
+                    .unwrap_or_else(|| toml::Value::String(String::new()));
+                (k.key, (v, Source::Default))
+            })
+            .collect();
+        Layers { values }
+    }
+
+    /// Loads the user and project files and the environment on top of the defaults.
+    /// `env` is passed in so tests can give a fixed environment.
+    pub fn load(
+        user_file: Option<&Path>,
+        project_file: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Layers, ConfigError> {
+        let mut layers = Layers::defaults();
+        if let Some(user) = user_file {
+            layers.file(user, Source::User(user.to_path_buf()))?;
+        }
+        layers.file(project_file, Source::Project(project_file.to_path_buf()))?;
+        layers.env(env)?;
+        Ok(layers)
+    }
+
+    fn file(&mut self, path: &Path, source: Source) -> Result<(), ConfigError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(ConfigError(format!("cannot read {}: {e}", path.display()))),
+        };
+        let table: toml::Table = toml::from_str(&text).map_err(|e| {
+            ConfigError(format!("{}: invalid TOML: {}", path.display(), e.message()))
+        })?;
+        for (section, value) in table {
+            let toml::Value::Table(items) = value else {
+                return Err(ConfigError(format!(
+                    "{}: unknown key `{section}` (settings live in sections such as [agent], [gate]; see `ralph config show`)",
+                    path.display()
+                )));
+            };
+            for (name, value) in items {
+                let full = format!("{section}.{name}");
+                let key = find(&full).ok_or_else(|| {
+                    ConfigError(format!(
+                        "{}: unknown key `{full}` (see `ralph config show` for every key)",
+                        path.display()
+                    ))
+                })?;
+                check(key, &value)
+                    .map_err(|e| ConfigError(format!("{}: `{full}`: {e}", path.display())))?;
+                self.values.insert(key.key, (value, source.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    fn env(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        for key in KEYS {
+            let var = env_name(key.key);
+            let Some(text) = env(&var).filter(|t| !t.is_empty()) else { continue };
+            let value =
+                parse_text(key, &text).map_err(|e| ConfigError(format!("{var}={text:?}: {e}")))?;
+            self.values.insert(key.key, (value, Source::Env(var)));
+        }
+        Ok(())
+    }
+
+    /// Sets a value from a command-line flag (already typed by clap).
+    pub fn flag(&mut self, key: &str, value: toml::Value, flag: &str) {
+        if let Some(k) = find(key) {
+            self.values.insert(k.key, (value, Source::Flag(flag.to_string())));
+        }
+    }
+
+    /// Each key with its value (as TOML text) and source, in table order.
+    pub fn show(&self) -> Vec<(&'static str, String, &Source)> {
+        KEYS.iter()
+            .map(|k| {
+                let (v, s) = &self.values[k.key];
+                (k.key, v.to_string(), s)
+            })
+            .collect()
+    }
+
+    fn get(&self, key: &str) -> &toml::Value {
+        &self.values[key].0
+    }
+
+    fn str(&self, key: &str) -> String {
+        self.get(key).as_str().unwrap_or_default().to_string()
+    }
+
+    fn opt_str(&self, key: &str) -> Option<String> {
+        Some(self.str(key)).filter(|s| !s.trim().is_empty())
+    }
+
+    fn bool(&self, key: &str) -> bool {
+        self.get(key).as_bool().unwrap_or(false)
+    }
+
+    fn int(&self, key: &str) -> u64 {
+        self.get(key).as_integer().and_then(|i| u64::try_from(i).ok()).unwrap_or(0)
+    }
+
+    fn float(&self, key: &str) -> f64 {
+        match self.get(key) {
+            toml::Value::Float(f) => *f,
+            toml::Value::Integer(i) => *i as f64,
+            _ => 0.0,
+        }
+    }
+
+    fn duration(&self, key: &str) -> Duration {
+        parse_duration(self.get(key).as_str().unwrap_or("0")).unwrap_or_default()
+    }
+
+    fn list(&self, key: &str) -> Vec<String> {
+        match self.get(key) {
+            toml::Value::Array(a) => {
+                a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn command(&self, key: &str) -> Vec<String> {
+        match self.get(key) {
+            toml::Value::String(s) => crate::agent::words::split(s).unwrap_or_default(),
+            _ => self.list(key),
+        }
+    }
+
+    /// The typed configuration.
+    pub fn resolve(&self) -> Config {
+        let tool = tool_from(&self.str("agent.tool")).unwrap_or(Tool::Claude);
+        let nonzero = |d: Duration| (!d.is_zero()).then_some(d);
+        Config {
+            agent: AgentConfig {
+                tool,
+                command: self.command("agent.command"),
+                format: format_from(&self.str("agent.format")).unwrap_or(Format::Text),
+                model: self.opt_str("agent.model"),
+                args: self.list("agent.args"),
+                safe: self.bool("agent.safe"),
+                allowed_tools: self.list("agent.allowed_tools"),
+                timeout: self.duration("agent.timeout"),
+                idle_timeout: nonzero(self.duration("agent.idle_timeout")),
+                grace: self.duration("agent.grace"),
+            },
+            run: RunConfig {
+                max_iterations: u32::try_from(self.int("run.max_iterations")).unwrap_or(u32::MAX),
+                pause: self.duration("run.pause"),
+                prompt: self.opt_str("run.prompt").map(PathBuf::from),
+            },
+            gate: GateConfig {
+                command: self.command("gate.command"),
+                timeout: self.duration("gate.timeout"),
+                tail_bytes: usize::try_from(self.int("gate.tail_bytes")).unwrap_or(4096),
+                fatal_signatures: self.list("gate.fatal_signatures"),
+                baseline: self.bool("gate.baseline"),
+            },
+            circuit: CircuitConfig {
+                no_progress: self.int("circuit.no_progress") as u32,
+                same_error: self.int("circuit.same_error") as u32,
+                permission_denials: self.int("circuit.permission_denials") as u32,
+                failures: self.int("circuit.failures") as u32,
+                cooldown: self.duration("circuit.cooldown"),
+                auto_reset: self.bool("circuit.auto_reset"),
+            },
+            limits: LimitsConfig {
+                calls_per_hour: self.int("limits.calls_per_hour") as u32,
+                wait: self.bool("limits.wait"),
+                max_wait: self.duration("limits.max_wait"),
+                usage_limit_wait: self.duration("limits.usage_limit_wait"),
+                usage_limit_patterns: self.list("limits.usage_limit_patterns"),
+            },
+            budget: BudgetConfig {
+                max_duration: nonzero(self.duration("budget.max_duration")),
+                max_cost: Some(self.float("budget.max_cost")).filter(|c| *c > 0.0),
+                max_tokens: Some(self.int("budget.max_tokens")).filter(|t| *t > 0),
+            },
+            hooks: HooksConfig {
+                on_iteration_end: self.command("hooks.on_iteration_end"),
+                on_complete: self.command("hooks.on_complete"),
+                on_halt: self.command("hooks.on_halt"),
+            },
+            color: match self.str("ui.color").as_str() {
+                "always" => Color::Always,
+                "never" => Color::Never,
+                _ => Color::Auto,
+            },
+        }
+    }
+}
+
+/// `agent.idle_timeout` → `RALPH_AGENT_IDLE_TIMEOUT`.
+pub fn env_name(key: &str) -> String {
+    format!("RALPH_{}", key.replace('.', "_").to_uppercase())
+}
+
+fn find(key: &str) -> Option<&'static Key> {
+    KEYS.iter().find(|k| k.key == key)
+}
+
+fn tool_from(s: &str) -> Option<Tool> {
+    <Tool as clap::ValueEnum>::from_str(s, true).ok()
+}
+
+fn format_from(s: &str) -> Option<Format> {
+    Some(match s {
+        "text" => Format::Text,
+        "claude" => Format::Claude,
+        "amp" => Format::Amp,
+        "codex" => Format::Codex,
+        "gemini" => Format::Gemini,
+        "opencode" => Format::Opencode,
+        "cursor" | "cursor-agent" => Format::Cursor,
+        _ => return None,
+    })
+}
+
+/// "30m", "1h 30m", "90s", "0" → a duration.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    if t == "0" {
+        return Ok(Duration::ZERO);
+    }
+    humantime::parse_duration(t).map_err(|e| format!("{t:?} is not a duration ({e})"))
+}
+
+/// Checks a TOML value against a key's type.
+fn check(key: &Key, value: &toml::Value) -> Result<(), String> {
+    use toml::Value as V;
+    let ok = match (key.kind, value) {
+        (Kind::Str, V::String(_)) | (Kind::Bool, V::Boolean(_)) => true,
+        (Kind::Int, V::Integer(i)) => *i >= 0,
+        (Kind::Float, V::Float(f)) => *f >= 0.0,
+        (Kind::Float, V::Integer(i)) => *i >= 0,
+        (Kind::Duration, V::String(s)) => parse_duration(s).is_ok(),
+        (Kind::List, V::Array(a)) => a.iter().all(V::is_str),
+        (Kind::Command, V::Array(a)) => a.iter().all(V::is_str),
+        (Kind::Command, V::String(s)) => crate::agent::words::split(s).is_ok(),
+        (Kind::Tool, V::String(s)) => tool_from(s).is_some(),
+        (Kind::Format, V::String(s)) => format_from(s).is_some(),
+        (Kind::Color, V::String(s)) => matches!(s.as_str(), "auto" | "always" | "never"),
+        _ => false,
+    };
+    if ok { Ok(()) } else { Err(format!("expected {}, found {value}", key.kind.expected())) }
+}
+
+/// Parses an environment variable's text as a key's value.
+fn parse_text(key: &Key, text: &str) -> Result<toml::Value, String> {
+    use toml::Value as V;
+    let value = match key.kind {
+        Kind::Str | Kind::Duration | Kind::Tool | Kind::Format | Kind::Color | Kind::Command => {
+            V::String(text.into())
+        }
+        Kind::Bool => match text.to_ascii_lowercase().as_str() {
+            "1" | "true" | "yes" | "on" => V::Boolean(true),
+            "0" | "false" | "no" | "off" => V::Boolean(false),
+            _ => return Err(format!("expected {}", key.kind.expected())),
+        },
+        Kind::Int => V::Integer(
+            text.trim().parse::<i64>().map_err(|_| format!("expected {}", key.kind.expected()))?,
+        ),
+        Kind::Float => V::Float(
+            text.trim().parse::<f64>().map_err(|_| format!("expected {}", key.kind.expected()))?,
+        ),
+        Kind::List => V::Array(
+            text.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|s| V::String(s.into()))
+                .collect(),
+        ),
+    };
+    check(key, &value)?;
+    Ok(value)
+}
+
+/// The commented `config.toml` that `ralph init` writes: every key at its default.
+pub fn template() -> String {
+    let mut out = String::from(
+        "# ralph configuration. Every setting is shown at its default, commented out.\n\
+         # Precedence: defaults < ~/.config/ralph/config.toml < this file < RALPH_* env < flags.\n\
+         # `ralph config show` prints each effective value and where it came from.\n",
+    );
+    let mut section = "";
+    for k in KEYS {
+        let (sec, name) = k.key.split_once('.').unwrap_or(("", k.key));
+        if sec != section {
+            out.push_str(&format!("\n[{sec}]\n"));
+            section = sec;
+        }
+        out.push_str(&format!(
+            "# {}\n# (env {})\n# {name} = {}\n",
+            k.help,
+            env_name(k.key),
+            k.default
+        ));
+    }
+    out
+}
+
+/// The user's config file: `$XDG_CONFIG_HOME/ralph/config.toml` or `~/.config/ralph/config.toml`.
+pub fn user_file(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    if let Some(x) = env("XDG_CONFIG_HOME").filter(|x| !x.is_empty()) {
+        return Some(PathBuf::from(x).join("ralph/config.toml"));
+    }
+    env("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| PathBuf::from(h).join(".config/ralph/config.toml"))
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub agent: AgentConfig,
+    pub run: RunConfig,
+    pub gate: GateConfig,
+    pub circuit: CircuitConfig,
+    pub limits: LimitsConfig,
+    pub budget: BudgetConfig,
+    pub hooks: HooksConfig,
+    pub color: Color,
+}
+
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub tool: Tool,
+    pub command: Vec<String>,
+    pub format: Format,
+    pub model: Option<String>,
+    pub args: Vec<String>,
+    pub safe: bool,
+    pub allowed_tools: Vec<String>,
+    pub timeout: Duration,
+    pub idle_timeout: Option<Duration>,
+    pub grace: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    pub max_iterations: u32,
+    pub pause: Duration,
+    pub prompt: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone)]
+pub struct GateConfig {
+    pub command: Vec<String>,
+    pub timeout: Duration,
+    pub tail_bytes: usize,
+    pub fatal_signatures: Vec<String>,
+    pub baseline: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct CircuitConfig {
+    pub no_progress: u32,
+    pub same_error: u32,
+    pub permission_denials: u32,
+    pub failures: u32,
+    pub cooldown: Duration,
+    pub auto_reset: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct LimitsConfig {
+    pub calls_per_hour: u32,
+    pub wait: bool,
+    pub max_wait: Duration,
+    pub usage_limit_wait: Duration,
+    pub usage_limit_patterns: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct BudgetConfig {
+    pub max_duration: Option<Duration>,
+    pub max_cost: Option<f64>,
+    pub max_tokens: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct HooksConfig {
+    pub on_iteration_end: Vec<String>,
+    pub on_complete: Vec<String>,
+    pub on_halt: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Layers::defaults().resolve()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn defaults_parse_and_match_the_documented_values() {
+        let c = Config::default();
+        assert_eq!(c.agent.tool, Tool::Claude);
+        assert_eq!(c.agent.timeout, Duration::from_secs(30 * 60));
+        assert_eq!(c.agent.idle_timeout, Some(Duration::from_secs(600)));
+        assert_eq!(c.run.max_iterations, 10);
+        assert_eq!(c.run.pause, Duration::ZERO);
+        assert_eq!(c.circuit.no_progress, 3);
+        assert_eq!(c.limits.calls_per_hour, 100);
+        assert!(c.gate.command.is_empty());
+        assert_eq!(c.budget.max_duration, None);
+        for k in KEYS {
+            check(k, &Layers::defaults().values[k.key].0)
+                .unwrap_or_else(|e| panic!("{}: {e}", k.key));
+        }
+    }
+
+    #[test]
+    fn precedence_is_default_user_project_env_flag() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = dir.path().join("user.toml");
+        let project = dir.path().join("project.toml");
+        std::fs::write(&user, "[agent]\ntimeout = \"5m\"\nmodel = \"u\"\n[run]\npause = \"1s\"\n")
+            .unwrap();
+        std::fs::write(
+            &project,
+            "[agent]\ntimeout = \"6m\"\n[gate]\ncommand = \"cargo test --quiet\"\n",
+        )
+        .unwrap();
+        // (key, env value, flag value, expected, expected source prefix)
+        let cases: &[(&str, Option<&str>, Option<toml::Value>, &str, &str)] = &[
+            ("agent.grace", None, None, "\"10s\"", "default"),
+            ("run.pause", None, None, "\"1s\"", "/"),
+            ("agent.model", None, None, "\"u\"", "/"),
+            ("agent.timeout", None, None, "\"6m\"", "/"),
+            ("agent.timeout", Some("7m"), None, "\"7m\"", "env RALPH_AGENT_TIMEOUT"),
+            ("agent.timeout", Some("7m"), Some("8m".into()), "\"8m\"", "flag --timeout"),
+        ];
+        for (key, env_value, flag, want, source) in cases {
+            let var = env_name(key);
+            let env = |k: &str| (k == var).then(|| env_value.map(str::to_string)).flatten();
+            let mut layers = Layers::load(Some(&user), &project, &env).unwrap();
+            if let Some(v) = flag {
+                layers.flag(key, v.clone(), "--timeout");
+            }
+            let (_, value, src) = layers.show().into_iter().find(|(k, _, _)| k == key).unwrap();
+            assert_eq!(value, *want, "{key}");
+            assert!(src.to_string().starts_with(source), "{key}: {src}");
+        }
+        let c = Layers::load(Some(&user), &project, &no_env).unwrap().resolve();
+        assert_eq!(c.gate.command, ["cargo", "test", "--quiet"]);
+    }
+
+    #[test]
+    fn bad_files_and_values_are_errors_naming_file_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("config.toml");
+        let cases = [
+            ("[agent]\ntimeuot = \"5m\"\n", "unknown key `agent.timeuot`"),
+            ("[agent]\ntimeout = 5\n", "`agent.timeout`: expected a duration"),
+            ("[agent]\ntool = \"vim\"\n", "`agent.tool`: expected one of claude"),
+            (
+                "[limits]\ncalls_per_hour = -1\n",
+                "`limits.calls_per_hour`: expected a non-negative integer",
+            ),
+            ("[gate]\ncommand = \"a 'b\"\n", "`gate.command`: expected a command"),
+            ("timeout = \"5m\"\n", "unknown key `timeout`"),
+            ("[agent\n", "invalid TOML"),
+        ];
+        for (text, want) in cases {
+            std::fs::write(&p, text).unwrap();
+            let e = Layers::load(None, &p, &no_env).unwrap_err().to_string();
+            assert!(e.contains(want), "{text:?}: {e}");
+            assert!(e.contains(&p.display().to_string()), "{e}");
+        }
+        let env = |k: &str| (k == "RALPH_LIMITS_WAIT").then(|| "maybe".to_string());
+        let e = Layers::load(None, &dir.path().join("none"), &env).unwrap_err().to_string();
+        assert!(e.contains("RALPH_LIMITS_WAIT"), "{e}");
+    }
+
+    #[test]
+    fn template_lists_every_key_and_parses_when_uncommented() {
+        let t = template();
+        let uncommented: String = t
+            .lines()
+            .map(|l| {
+                let setting = KEYS.iter().any(|k| {
+                    let name = k.key.split_once('.').unwrap().1;
+                    l.strip_prefix("# ").is_some_and(|rest| rest.starts_with(&format!("{name} = ")))
+                });
+                if setting { &l[2..] } else { l }
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("config.toml");
+        std::fs::write(&p, uncommented).unwrap();
+        let layers = Layers::load(None, &p, &no_env).unwrap();
+        for (key, _, source) in layers.show() {
+            assert!(matches!(source, Source::Project(_)), "{key} not in the template");
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! What the loop reports. The driver never prints: it emits these, and a
+//! [`Reporter`] (see `ui`) renders them as a live display, plain lines or
+//! JSON. `--json` writes each event as one JSON object per line; its shape
+//! is versioned by [`SCHEMA_VERSION`] and documented in the README.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+/// Bumped when a field changes meaning or disappears (adding fields is not a break).
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Info,
+    Warn,
+}
+
+/// One story in the final report.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoryReport {
+    pub id: String,
+    pub title: String,
+    /// The agent marked it `passes: true` at some point in this run (or before).
+    pub claimed: bool,
+    /// ralph's verdict: the gate passed (`None` without a gate: the PRD's word).
+    pub verified: Option<bool>,
+    pub passes: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    RunStart {
+        run_id: String,
+        project: Option<String>,
+        branch: Option<String>,
+        prd: String,
+        agent: String,
+        max_iterations: u32,
+        stories: usize,
+        passing: usize,
+        /// The iteration number this run continues from, when it resumes a crashed run.
+        resumed_from: Option<u32>,
+    },
+    Notice {
+        level: Level,
+        message: String,
+    },
+    IterationStart {
+        iteration: u32,
+        max_iterations: u32,
+        story_id: String,
+        story_title: String,
+    },
+    AgentOutput {
+        iteration: u32,
+        text: String,
+    },
+    IterationEnd {
+        iteration: u32,
+        story_id: String,
+        /// progress | no_progress | failed | transient | stopped
+        result: String,
+        duration_ms: u64,
+        exit_code: Option<i32>,
+        commits: usize,
+        files_changed: usize,
+        story_passes: bool,
+        claimed_complete: bool,
+        cost_usd: Option<f64>,
+        tokens: Option<u64>,
+        error: Option<String>,
+        log: String,
+    },
+    Gate {
+        iteration: u32,
+        story_id: String,
+        passed: bool,
+        exit_code: Option<i32>,
+        duration_ms: u64,
+        summary: String,
+    },
+    Circuit {
+        from: String,
+        to: String,
+        reason: String,
+    },
+    Waiting {
+        reason: String,
+        until: DateTime<Utc>,
+        seconds: u64,
+    },
+    /// A countdown tick while waiting (not written to `--json` more than once a minute).
+    WaitTick {
+        remaining_s: u64,
+    },
+    RunEnd {
+        /// complete | max_iterations | circuit_open | rate_limited | blocked | budget | environment | interrupted
+        outcome: String,
+        exit_code: u8,
+        iterations: u32,
+        passing: usize,
+        stories: usize,
+        cost_usd: f64,
+        tokens: u64,
+        duration_ms: u64,
+        message: String,
+        report: Vec<StoryReport>,
+        /// The iteration closest to passing and its commit, when the run ended unfinished.
+        best: Option<BestIteration>,
+    },
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BestIteration {
+    pub iteration: u32,
+    pub commit: Option<String>,
+    pub score: String,
+}
+
+/// Where events go.
+pub trait Reporter {
+    fn emit(&mut self, event: &Event);
+}
+
+/// Collects events (tests, and the final-report replay).
+#[derive(Debug, Default)]
+pub struct Collect(pub Vec<Event>);
+
+impl Reporter for Collect {
+    fn emit(&mut self, event: &Event) {
+        self.0.push(event.clone());
+    }
+}

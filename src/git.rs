@@ -1,0 +1,388 @@
+//! Git through git2, in process: the branch the PRD names, and what each
+//! iteration changed (commits, files — untracked ones included).
+//!
+//! No `git` child processes: a loop that runs all night should spawn the
+//! agent and nothing else.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use git2::{BranchType, ErrorCode, Oid, Repository, StatusOptions};
+
+pub struct Repo {
+    repo: Repository,
+}
+
+/// A git failure, with what ralph was doing and what the user can do.
+#[derive(Debug)]
+pub struct GitError {
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl fmt::Display for GitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for GitError {}
+
+fn err(message: impl Into<String>, e: git2::Error) -> GitError {
+    GitError { message: format!("{}: {}", message.into(), e.message()), hint: None }
+}
+
+/// What [`Repo::ensure_branch`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum BranchAction {
+    AlreadyOn,
+    SwitchedTo,
+    Created { from: String },
+}
+
+/// The state of HEAD and the work tree at one instant.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub head: Option<Oid>,
+    /// Every path that differs from HEAD (untracked included) → the blob id
+    /// of its content in the work tree (`None`: deleted).
+    dirty: BTreeMap<String, Option<Oid>>,
+}
+
+impl Snapshot {
+    pub fn is_clean(&self) -> bool {
+        self.dirty.is_empty()
+    }
+
+    pub fn dirty_paths(&self) -> impl Iterator<Item = &str> {
+        self.dirty.keys().map(String::as_str)
+    }
+}
+
+/// What one iteration changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Changes {
+    /// Commits made, newest first (short ids).
+    pub commits: Vec<String>,
+    /// Paths (relative to the repository root) whose content differs
+    /// between the start and the end of the iteration.
+    pub files: Vec<String>,
+}
+
+impl Repo {
+    /// Opens the repository that contains `dir`.
+    pub fn discover(dir: &Path) -> Result<Repo, GitError> {
+        match Repository::discover(dir) {
+            Ok(repo) if repo.is_bare() => Err(GitError {
+                message: format!("{} is inside a bare git repository", dir.display()),
+                hint: Some("run ralph in a work tree".into()),
+            }),
+            Ok(repo) => Ok(Repo { repo }),
+            Err(e) if e.code() == ErrorCode::NotFound => Err(GitError {
+                message: format!("{} is not inside a git repository", dir.display()),
+                hint: Some(
+                    "ralph keeps the agent's memory in git history: run `git init` and commit, \
+                     or pass -C <project dir>"
+                        .into(),
+                ),
+            }),
+            Err(e) => Err(err(format!("cannot open the git repository at {}", dir.display()), e)),
+        }
+    }
+
+    /// Creates a repository (for `ralph demo` and tests).
+    pub fn init(dir: &Path) -> Result<Repo, GitError> {
+        Repository::init(dir).map(|repo| Repo { repo }).map_err(|e| err("git init", e))
+    }
+
+    pub fn workdir(&self) -> PathBuf {
+        self.repo.workdir().map(Path::to_path_buf).unwrap_or_default()
+    }
+
+    /// The checked-out branch's short name (also for an unborn branch).
+    pub fn current_branch(&self) -> Option<String> {
+        match self.repo.head() {
+            Ok(head) if head.is_branch() => head.shorthand().ok().map(str::to_string),
+            Ok(_) => None,
+            Err(e) if e.code() == ErrorCode::UnbornBranch => {
+                let head = self.repo.find_reference("HEAD").ok()?;
+                let target = head.symbolic_target().ok()??;
+                target.strip_prefix("refs/heads/").map(str::to_string)
+            }
+            Err(_) => None,
+        }
+    }
+
+    pub fn head(&self) -> Option<Oid> {
+        self.repo.head().ok().and_then(|h| h.target())
+    }
+
+    /// Puts the work on `name`: stays if already there, checks it out if it
+    /// exists, creates it from the current HEAD otherwise. Refuses to switch
+    /// over uncommitted changes to tracked files, because the checkout
+    /// could carry them to the wrong branch or fail half-way.
+    pub fn ensure_branch(&self, name: &str) -> Result<BranchAction, GitError> {
+        if git2::Branch::name_is_valid(name).ok() != Some(true) {
+            return Err(GitError {
+                message: format!("branchName {name:?} is not a valid git branch name"),
+                hint: Some("fix \"branchName\" in prd.json".into()),
+            });
+        }
+        let current = self.current_branch();
+        if current.as_deref() == Some(name) {
+            return Ok(BranchAction::AlreadyOn);
+        }
+        let refname = format!("refs/heads/{name}");
+        let Some(head) = self.head() else {
+            // No commit yet: the first commit will create the branch.
+            self.repo.set_head(&refname).map_err(|e| err(format!("switch to {name}"), e))?;
+            return Ok(BranchAction::Created { from: "an empty repository".into() });
+        };
+        match self.repo.find_branch(name, BranchType::Local) {
+            Ok(branch) => {
+                let target =
+                    branch.get().peel_to_commit().map_err(|e| err(format!("read {name}"), e))?;
+                if target.id() != head {
+                    let modified = self.tracked_changes()?;
+                    if !modified.is_empty() {
+                        let mut list =
+                            modified.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+                        if modified.len() > 5 {
+                            list.push_str(&format!(" and {} more", modified.len() - 5));
+                        }
+                        return Err(GitError {
+                            message: format!(
+                                "cannot switch from {} to {name}: uncommitted changes in {list}",
+                                current.as_deref().unwrap_or("a detached HEAD")
+                            ),
+                            hint: Some(format!(
+                                "commit or stash them (`git stash`), or check out {name} yourself, then run ralph again"
+                            )),
+                        });
+                    }
+                    let mut opts = git2::build::CheckoutBuilder::new();
+                    opts.safe();
+                    self.repo.checkout_tree(target.as_object(), Some(&mut opts)).map_err(|e| {
+                        GitError {
+                            message: format!("cannot check out {name}: {}", e.message()),
+                            hint: Some(
+                                "move the conflicting untracked files away, then run ralph again"
+                                    .into(),
+                            ),
+                        }
+                    })?;
+                }
+                self.repo.set_head(&refname).map_err(|e| err(format!("switch to {name}"), e))?;
+                Ok(BranchAction::SwitchedTo)
+            }
+            Err(e) if e.code() == ErrorCode::NotFound => {
+                let commit = self.repo.find_commit(head).map_err(|e| err("read HEAD", e))?;
+                self.repo
+                    .branch(name, &commit, false)
+                    .map_err(|e| err(format!("create {name}"), e))?;
+                self.repo.set_head(&refname).map_err(|e| err(format!("switch to {name}"), e))?;
+                let from = current.unwrap_or_else(|| format!("{:.7}", head.to_string()));
+                Ok(BranchAction::Created { from })
+            }
+            Err(e) => Err(err(format!("look up branch {name}"), e)),
+        }
+    }
+
+    /// Tracked files with staged or unstaged changes.
+    fn tracked_changes(&self) -> Result<Vec<String>, GitError> {
+        let mut opts = StatusOptions::new();
+        opts.include_untracked(false).include_ignored(false).exclude_submodules(true);
+        let statuses =
+            self.repo.statuses(Some(&mut opts)).map_err(|e| err("read git status", e))?;
+        Ok(statuses.iter().filter_map(|s| s.path().ok().map(str::to_string)).collect())
+    }
+
+    /// Records HEAD and every path that differs from it, with content ids.
+    pub fn snapshot(&self) -> Result<Snapshot, GitError> {
+        let mut opts = StatusOptions::new();
+        opts.include_untracked(true)
+            .recurse_untracked_dirs(true)
+            .include_ignored(false)
+            .exclude_submodules(true);
+        let statuses =
+            self.repo.statuses(Some(&mut opts)).map_err(|e| err("read git status", e))?;
+        let workdir = self.workdir();
+        let mut dirty = BTreeMap::new();
+        for entry in statuses.iter() {
+            let Ok(path) = entry.path() else { continue };
+            let full = workdir.join(path);
+            let oid = if full.is_file() {
+                Oid::hash_file(git2::ObjectType::Blob, &full).ok()
+            } else {
+                None
+            };
+            dirty.insert(path.to_string(), oid);
+        }
+        Ok(Snapshot { head: self.head(), dirty })
+    }
+
+    /// What changed between two snapshots.
+    pub fn changes(&self, before: &Snapshot, after: &Snapshot) -> Changes {
+        let mut commits = Vec::new();
+        if after.head != before.head {
+            if let (Some(new), Ok(mut walk)) = (after.head, self.repo.revwalk()) {
+                let _ = walk.push(new);
+                if let Some(old) = before.head {
+                    let _ = walk.hide(old);
+                }
+                for oid in walk.flatten().take(1000) {
+                    commits.push(format!("{:.7}", oid.to_string()));
+                }
+            }
+        }
+        let mut candidates: BTreeSet<String> =
+            before.dirty.keys().chain(after.dirty.keys()).cloned().collect();
+        let tree_of = |oid: Option<Oid>| {
+            oid.and_then(|o| self.repo.find_commit(o).ok()).and_then(|c| c.tree().ok())
+        };
+        let (old_tree, new_tree) = (tree_of(before.head), tree_of(after.head));
+        if before.head != after.head {
+            if let Ok(diff) =
+                self.repo.diff_tree_to_tree(old_tree.as_ref(), new_tree.as_ref(), None)
+            {
+                for delta in diff.deltas() {
+                    for file in [delta.old_file(), delta.new_file()] {
+                        if let Some(p) = file.path().and_then(Path::to_str) {
+                            candidates.insert(p.to_string());
+                        }
+                    }
+                }
+            }
+        }
+        let blob_in = |tree: &Option<git2::Tree>, path: &str| {
+            tree.as_ref().and_then(|t| t.get_path(Path::new(path)).ok()).map(|e| e.id())
+        };
+        let files = candidates
+            .into_iter()
+            .filter(|path| {
+                let start =
+                    before.dirty.get(path).copied().unwrap_or_else(|| blob_in(&old_tree, path));
+                let end =
+                    after.dirty.get(path).copied().unwrap_or_else(|| blob_in(&new_tree, path));
+                start != end
+            })
+            .collect();
+        Changes { commits, files }
+    }
+
+    /// Commits exactly `paths` (relative to the work tree) with `message`,
+    /// leaving every other change alone.
+    pub fn commit_paths(&self, paths: &[&Path], message: &str) -> Result<Oid, GitError> {
+        let mut index = self.repo.index().map_err(|e| err("open the git index", e))?;
+        for path in paths {
+            index.add_path(path).map_err(|e| err(format!("stage {}", path.display()), e))?;
+        }
+        index.write().map_err(|e| err("write the git index", e))?;
+        let tree_id = index.write_tree().map_err(|e| err("write tree", e))?;
+        let tree = self.repo.find_tree(tree_id).map_err(|e| err("read tree", e))?;
+        let sig = self
+            .repo
+            .signature()
+            .or_else(|_| git2::Signature::now("ralph", "ralph@localhost"))
+            .map_err(|e| err("make a commit signature", e))?;
+        let parent = self.head().and_then(|h| self.repo.find_commit(h).ok());
+        let parents: Vec<&git2::Commit> = parent.iter().collect();
+        self.repo
+            .commit(Some("HEAD"), &sig, &sig, message, &tree, &parents)
+            .map_err(|e| err("commit", e))
+    }
+
+    /// A path relative to the work tree, if `path` is inside it.
+    pub fn relative(&self, path: &Path) -> Option<PathBuf> {
+        let workdir = self.workdir().canonicalize().ok()?;
+        let path = path.canonicalize().ok()?;
+        path.strip_prefix(workdir).ok().map(Path::to_path_buf)
+    }
+
+    /// The subject line of a commit (for reports).
+    pub fn subject(&self, short: &str) -> Option<String> {
+        let obj = self.repo.revparse_single(short).ok()?;
+        let commit = obj.peel_to_commit().ok()?;
+        commit.summary().ok().flatten().map(str::to_string)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn repo_with_commit() -> (tempfile::TempDir, Repo) {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repo::init(dir.path()).unwrap();
+        fs::write(dir.path().join("a.txt"), "a").unwrap();
+        repo.commit_paths(&[Path::new("a.txt")], "init").unwrap();
+        (dir, repo)
+    }
+
+    #[test]
+    fn outside_a_repository_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Repo::discover(dir.path()).err().unwrap();
+        assert!(e.message.contains("not inside a git repository"), "{}", e.message);
+        assert!(e.hint.unwrap().contains("git init"));
+    }
+
+    #[test]
+    fn changes_count_commits_and_untracked_files() {
+        let (dir, repo) = repo_with_commit();
+        fs::write(dir.path().join("dirty.txt"), "old").unwrap();
+        let before = repo.snapshot().unwrap();
+        // Unchanged dirty file is not a change; a new untracked one is.
+        fs::write(dir.path().join("new.txt"), "n").unwrap();
+        let mid = repo.snapshot().unwrap();
+        assert_eq!(repo.changes(&before, &mid).files, ["new.txt"]);
+        // A commit of a tracked change counts too.
+        fs::write(dir.path().join("a.txt"), "a2").unwrap();
+        repo.commit_paths(&[Path::new("a.txt")], "feat: x").unwrap();
+        let after = repo.snapshot().unwrap();
+        let changes = repo.changes(&before, &after);
+        assert_eq!(changes.commits.len(), 1);
+        assert_eq!(changes.files, ["a.txt", "new.txt"]);
+        // Nothing happened → nothing reported.
+        let again = repo.snapshot().unwrap();
+        assert_eq!(repo.changes(&after, &again), Changes::default());
+    }
+
+    #[test]
+    fn branch_is_created_from_head_then_reused() {
+        let (_dir, repo) = repo_with_commit();
+        let start = repo.current_branch().unwrap();
+        assert_eq!(
+            repo.ensure_branch("ralph/feature").unwrap(),
+            BranchAction::Created { from: start.clone() }
+        );
+        assert_eq!(repo.current_branch().as_deref(), Some("ralph/feature"));
+        assert_eq!(repo.ensure_branch("ralph/feature").unwrap(), BranchAction::AlreadyOn);
+        assert_eq!(repo.ensure_branch(&start).unwrap(), BranchAction::SwitchedTo);
+        assert!(repo.ensure_branch("bad..name").is_err());
+    }
+
+    #[test]
+    fn switching_over_uncommitted_changes_is_refused() {
+        let (dir, repo) = repo_with_commit();
+        let main = repo.current_branch().unwrap();
+        repo.ensure_branch("other").unwrap();
+        fs::write(dir.path().join("a.txt"), "other").unwrap();
+        repo.commit_paths(&[Path::new("a.txt")], "other").unwrap();
+        fs::write(dir.path().join("a.txt"), "uncommitted").unwrap();
+        let e = repo.ensure_branch(&main).unwrap_err();
+        assert!(e.message.contains("uncommitted changes in a.txt"), "{}", e.message);
+        assert!(e.hint.unwrap().contains("stash"));
+        assert_eq!(fs::read_to_string(dir.path().join("a.txt")).unwrap(), "uncommitted");
+    }
+
+    #[test]
+    fn unborn_repository_gets_the_branch_on_first_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repo::init(dir.path()).unwrap();
+        assert!(matches!(repo.ensure_branch("ralph/x").unwrap(), BranchAction::Created { .. }));
+        assert_eq!(repo.current_branch().as_deref(), Some("ralph/x"));
+    }
+}

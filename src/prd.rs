@@ -1,0 +1,430 @@
+//! The `prd.json` model: loading with clear errors, story selection, and
+//! read-modify-write that keeps every field ralph does not know about.
+//!
+//! The file is the ralph.sh schema (`project`, `branchName`, `description`,
+//! `userStories[id, title, description, acceptanceCriteria, priority, passes,
+//! notes]`) plus whatever people add. The JSON tree is the source of truth;
+//! [`Story`] values are a read-only view rebuilt after each change.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// A loaded, validated PRD.
+#[derive(Debug, Clone)]
+pub struct Prd {
+    root: Map<String, Value>,
+    stories: Vec<Story>,
+}
+
+/// One user story, as ralph reads it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Story {
+    /// Position in `userStories`.
+    pub index: usize,
+    pub id: String,
+    pub title: String,
+    pub description: String,
+    pub acceptance_criteria: Vec<String>,
+    pub priority: Option<f64>,
+    pub passes: bool,
+    pub notes: String,
+    /// A per-story gate command that overrides `gate.command`.
+    pub verify: Option<String>,
+}
+
+/// Why a prd.json cannot be used. Each names the file and, where it can,
+/// the line and column or the story.
+#[derive(Debug)]
+pub enum PrdError {
+    Read { path: PathBuf, source: std::io::Error },
+    Syntax { path: PathBuf, line: usize, column: usize, message: String },
+    Invalid { path: PathBuf, problems: Vec<String> },
+}
+
+impl fmt::Display for PrdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PrdError::Read { path, source } => {
+                write!(f, "cannot read {}: {source}", path.display())
+            }
+            PrdError::Syntax { path, line, column, message } => {
+                write!(f, "{}:{line}:{column}: invalid JSON: {message}", path.display())
+            }
+            PrdError::Invalid { path, problems } => {
+                write!(f, "{} is not a valid PRD:", path.display())?;
+                for p in problems {
+                    write!(f, "\n  - {p}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::error::Error for PrdError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PrdError::Read { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl Prd {
+    /// Reads and validates a prd.json.
+    pub fn load(path: &Path) -> Result<Prd, PrdError> {
+        let bytes = std::fs::read(path)
+            .map_err(|source| PrdError::Read { path: path.to_path_buf(), source })?;
+        Prd::parse(&bytes, path)
+    }
+
+    /// Parses and validates prd.json text; `path` is only used in messages.
+    pub fn parse(bytes: &[u8], path: &Path) -> Result<Prd, PrdError> {
+        let value: Value = serde_json::from_slice(bytes).map_err(|e| PrdError::Syntax {
+            path: path.to_path_buf(),
+            line: e.line(),
+            column: e.column(),
+            message: strip_position(&e.to_string()),
+        })?;
+        let invalid =
+            |problems: Vec<String>| PrdError::Invalid { path: path.to_path_buf(), problems };
+        let Value::Object(root) = value else {
+            return Err(invalid(vec![format!(
+                "the top level must be an object with \"userStories\", found {}",
+                kind(&value)
+            )]));
+        };
+        let stories = read_stories(&root).map_err(invalid)?;
+        Ok(Prd { root, stories })
+    }
+
+    pub fn stories(&self) -> &[Story] {
+        &self.stories
+    }
+
+    pub fn story(&self, id: &str) -> Option<&Story> {
+        self.stories.iter().find(|s| s.id == id)
+    }
+
+    pub fn project(&self) -> Option<&str> {
+        self.root.get("project").and_then(Value::as_str)
+    }
+
+    pub fn description(&self) -> Option<&str> {
+        self.root.get("description").and_then(Value::as_str)
+    }
+
+    /// The branch the work belongs on, if the PRD names one.
+    pub fn branch_name(&self) -> Option<&str> {
+        self.root.get("branchName").and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty())
+    }
+
+    /// The story to work on: the lowest numeric `priority` among stories that
+    /// do not pass; stories without a priority come last; ties keep file order.
+    pub fn next_story(&self) -> Option<&Story> {
+        self.stories.iter().filter(|s| !s.passes).min_by(|a, b| {
+            let key = |s: &Story| s.priority.unwrap_or(f64::INFINITY);
+            key(a).total_cmp(&key(b)).then(a.index.cmp(&b.index))
+        })
+    }
+
+    pub fn all_pass(&self) -> bool {
+        self.stories.iter().all(|s| s.passes)
+    }
+
+    pub fn passing(&self) -> usize {
+        self.stories.iter().filter(|s| s.passes).count()
+    }
+
+    /// Sets a story's `passes`, touching nothing else in the file.
+    /// Returns whether anything changed.
+    pub fn set_passes(&mut self, id: &str, passes: bool) -> bool {
+        let Some(story) = self.stories.iter_mut().find(|s| s.id == id) else {
+            return false;
+        };
+        if story.passes == passes {
+            return false;
+        }
+        story.passes = passes;
+        let index = story.index;
+        if let Some(Value::Object(obj)) = self
+            .root
+            .get_mut("userStories")
+            .and_then(|v| v.as_array_mut())
+            .and_then(|a| a.get_mut(index))
+        {
+            obj.insert("passes".into(), Value::Bool(passes));
+        }
+        true
+    }
+
+    /// The file's text as ralph writes it: two-space indented, key order kept.
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(&self.root).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+
+    /// Writes the PRD back atomically.
+    pub fn save(&self, path: &Path) -> std::io::Result<()> {
+        crate::store::write_atomic(path, self.to_json().as_bytes())
+    }
+
+    /// How `after` (what the agent left) broke the story list of `self`,
+    /// if it did: a story deleted or stories' ids swapped. Adding stories
+    /// and editing fields is allowed; losing or reshuffling identities is not.
+    pub fn identity_damage(&self, after: &Prd) -> Option<String> {
+        let mut last = None;
+        for story in &self.stories {
+            let Some(now) = after.story(&story.id) else {
+                return Some(format!("story {} was deleted", story.id));
+            };
+            if let Some(prev) = last {
+                if now.index < prev {
+                    return Some(format!("story {} moved before an earlier story", story.id));
+                }
+            }
+            if now.title != story.title && after.stories.iter().any(|s| s.title == story.title) {
+                return Some(format!("story {}'s title now belongs to another id", story.id));
+            }
+            last = Some(now.index);
+        }
+        None
+    }
+}
+
+fn read_stories(root: &Map<String, Value>) -> Result<Vec<Story>, Vec<String>> {
+    let list = match root.get("userStories") {
+        Some(Value::Array(list)) => list,
+        Some(other) => {
+            return Err(vec![format!("\"userStories\" must be an array, found {}", kind(other))]);
+        }
+        None => {
+            let hint = ["stories", "tasks", "prd"]
+                .iter()
+                .find(|k| root.contains_key(**k))
+                .map(|k| format!(" (found \"{k}\": rename it to \"userStories\")"))
+                .unwrap_or_default();
+            return Err(vec![format!("no \"userStories\" array{hint}")]);
+        }
+    };
+    if list.is_empty() {
+        return Err(vec!["\"userStories\" is empty: there is nothing to do".into()]);
+    }
+    let mut problems = Vec::new();
+    let mut stories = Vec::with_capacity(list.len());
+    let mut seen = std::collections::HashMap::new();
+    for (index, item) in list.iter().enumerate() {
+        let Value::Object(obj) = item else {
+            problems.push(format!("story #{} must be an object, found {}", index + 1, kind(item)));
+            continue;
+        };
+        let label = match obj.get("id") {
+            Some(Value::String(id)) if !id.trim().is_empty() => {
+                format!("story #{} ({id})", index + 1)
+            }
+            _ => format!("story #{}", index + 1),
+        };
+        let id = match obj.get("id") {
+            Some(Value::String(id)) if !id.trim().is_empty() => id.clone(),
+            Some(Value::String(_)) => {
+                problems.push(format!("{label}: \"id\" is empty"));
+                continue;
+            }
+            None => {
+                problems.push(format!("{label}: missing \"id\""));
+                continue;
+            }
+            Some(other) => {
+                problems.push(format!("{label}: \"id\" must be a string, found {}", kind(other)));
+                continue;
+            }
+        };
+        if let Some(first) = seen.insert(id.clone(), index) {
+            problems.push(format!("{label}: duplicate id {id} (also story #{})", first + 1));
+        }
+        let mut text = |key: &str| match obj.get(key) {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => {
+                problems
+                    .push(format!("{label}: \"{key}\" must be a string, found {}", kind(other)));
+                String::new()
+            }
+        };
+        let title = text("title");
+        let description = text("description");
+        let notes = text("notes");
+        let verify = Some(text("verify")).filter(|s| !s.trim().is_empty());
+        let passes = match obj.get("passes") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                problems.push(format!("{label}: \"passes\" must be true or false, found {other}"));
+                false
+            }
+        };
+        let priority = match obj.get("priority") {
+            None | Some(Value::Null) => None,
+            Some(Value::Number(n)) => n.as_f64(),
+            Some(other) => {
+                problems.push(format!("{label}: \"priority\" must be a number, found {other}"));
+                None
+            }
+        };
+        let acceptance_criteria = match obj.get("acceptanceCriteria") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect(),
+            Some(other) => {
+                problems.push(format!(
+                    "{label}: \"acceptanceCriteria\" must be an array of strings, found {}",
+                    kind(other)
+                ));
+                Vec::new()
+            }
+        };
+        stories.push(Story {
+            index,
+            id,
+            title,
+            description,
+            acceptance_criteria,
+            priority,
+            passes,
+            notes,
+            verify,
+        });
+    }
+    if problems.is_empty() { Ok(stories) } else { Err(problems) }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// serde_json appends " at line L column C"; we print the position up front.
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Prd, PrdError> {
+        Prd::parse(text.as_bytes(), Path::new("prd.json"))
+    }
+
+    fn prd(stories: &str) -> Prd {
+        parse(&format!(r#"{{"project":"P","branchName":"ralph/x","userStories":[{stories}]}}"#))
+            .unwrap()
+    }
+
+    #[test]
+    fn selection_by_priority_then_file_order() {
+        let cases: &[(&str, Option<&str>)] = &[
+            // priorities [3, none, 1 (passed), 2] → the priority-2 story
+            (
+                r#"{"id":"A","priority":3},{"id":"B"},{"id":"C","priority":1,"passes":true},{"id":"D","priority":2}"#,
+                Some("D"),
+            ),
+            (r#"{"id":"A","priority":2},{"id":"B","priority":2}"#, Some("A")),
+            (r#"{"id":"A"},{"id":"B","priority":9}"#, Some("B")),
+            (r#"{"id":"A"},{"id":"B"}"#, Some("A")),
+            (r#"{"id":"A","passes":true}"#, None),
+            (r#"{"id":"A","priority":1.5},{"id":"B","priority":1}"#, Some("B")),
+        ];
+        for (stories, want) in cases {
+            let p = prd(stories);
+            assert_eq!(p.next_story().map(|s| s.id.as_str()), *want, "{stories}");
+        }
+    }
+
+    #[test]
+    fn syntax_errors_name_line_and_column() {
+        let err = parse("{\n  \"userStories\": [\n    {\"id\": \"A\",}\n  ]\n}").unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.starts_with("prd.json:3:16: invalid JSON: trailing comma"), "{msg}");
+        assert!(!msg.contains(" at line "), "{msg}");
+    }
+
+    #[test]
+    fn each_problem_gets_its_own_message_naming_the_story() {
+        let cases: &[(&str, &str)] = &[
+            (r#"{"userStories":[]}"#, "\"userStories\" is empty"),
+            (r#"{"stories":[]}"#, "found \"stories\""),
+            (r#"[1]"#, "top level must be an object"),
+            (
+                r#"{"userStories":[{"id":"A"},{"id":"A"}]}"#,
+                "story #2 (A): duplicate id A (also story #1)",
+            ),
+            (r#"{"userStories":[{"id":""}]}"#, "story #1: \"id\" is empty"),
+            (r#"{"userStories":[{"title":"x"}]}"#, "story #1: missing \"id\""),
+            (
+                r#"{"userStories":[{"id":"A","passes":"yes"}]}"#,
+                "story #1 (A): \"passes\" must be true or false, found \"yes\"",
+            ),
+            (
+                r#"{"userStories":[{"id":"A","priority":"high"}]}"#,
+                "story #1 (A): \"priority\" must be a number",
+            ),
+            (r#"{"userStories":[{"id":7}]}"#, "\"id\" must be a string, found a number"),
+        ];
+        for (text, want) in cases {
+            let msg = parse(text).unwrap_err().to_string();
+            assert!(msg.contains(want), "{text}: {msg}");
+        }
+        // Several problems are all reported, not just the first.
+        let msg =
+            parse(r#"{"userStories":[{"id":"A","passes":1},{"id":"A"}]}"#).unwrap_err().to_string();
+        assert!(msg.contains("passes") && msg.contains("duplicate"), "{msg}");
+    }
+
+    #[test]
+    fn unknown_fields_survive_read_modify_write() {
+        let text = r#"{"project":"P","zeta":{"keep":[1,2]},"userStories":[{"id":"A","passes":false,"custom":"x","dependsOn":["B"]}],"alpha":true}"#;
+        let mut p = parse(text).unwrap();
+        assert!(p.set_passes("A", true));
+        let out: Value = serde_json::from_str(&p.to_json()).unwrap();
+        assert_eq!(out["zeta"]["keep"], serde_json::json!([1, 2]));
+        assert_eq!(out["alpha"], Value::Bool(true));
+        assert_eq!(out["userStories"][0]["custom"], "x");
+        assert_eq!(out["userStories"][0]["dependsOn"][0], "B");
+        assert_eq!(out["userStories"][0]["passes"], true);
+        // Key order is kept too.
+        let keys: Vec<_> = out.as_object().unwrap().keys().cloned().collect();
+        assert_eq!(keys, ["project", "zeta", "userStories", "alpha"]);
+    }
+
+    #[test]
+    fn identity_damage_is_detected() {
+        let before = prd(r#"{"id":"A","title":"a"},{"id":"B","title":"b"}"#);
+        let same = prd(r#"{"id":"A","title":"a","passes":true},{"id":"B","title":"b"},{"id":"C"}"#);
+        assert_eq!(before.identity_damage(&same), None);
+        let deleted = prd(r#"{"id":"A","title":"a"}"#);
+        assert!(before.identity_damage(&deleted).unwrap().contains("B was deleted"));
+        let flipped = prd(r#"{"id":"B","title":"a"},{"id":"A","title":"b"}"#);
+        assert!(before.identity_damage(&flipped).is_some());
+        let swapped_titles = prd(r#"{"id":"A","title":"b"},{"id":"B","title":"a"}"#);
+        assert!(before.identity_damage(&swapped_titles).is_some());
+    }
+}

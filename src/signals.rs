@@ -1,0 +1,74 @@
+//! SIGINT / SIGTERM / SIGHUP: the handler only records the signal; the
+//! driver and the supervisor look at [`pending`] between steps and while
+//! they wait on a child.
+//!
+//! The agent runs in its own process group, so the terminal's Ctrl-C never
+//! reaches it directly: ralph stops it (TERM, grace, KILL) and then exits
+//! 130. A second Ctrl-C skips the grace period.
+
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+
+static FIRST: AtomicI32 = AtomicI32::new(0);
+static COUNT: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn record(signal: libc::c_int) {
+    // Only async-signal-safe work here: two atomic stores.
+    let _ = FIRST.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
+    COUNT.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Installs the handlers. Also ignores SIGXFSZ, so that hitting a file-size
+/// limit makes the write fail with EFBIG (which ralph reports) instead of
+/// killing ralph between a temp-file write and its rename.
+pub fn install() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: a zeroed sigaction is a valid starting value; the handler
+        // only touches atomics, which is async-signal-safe.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = record as *const () as libc::sighandler_t;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(sig, &action, std::ptr::null_mut());
+        }
+    }
+    // SAFETY: setting a signal's disposition to SIG_IGN has no preconditions.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+}
+
+/// The first signal received, if any.
+pub fn pending() -> Option<i32> {
+    match FIRST.load(Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+/// How many signals have arrived: the second one means "stop now".
+pub fn count() -> u32 {
+    COUNT.load(Ordering::SeqCst)
+}
+
+/// The exit code for a run stopped by `signal`.
+pub fn exit_code(signal: i32) -> u8 {
+    match signal {
+        libc::SIGINT => crate::exit::INTERRUPTED,
+        _ => crate::exit::TERMINATED,
+    }
+}
+
+/// Makes ralph the reaper of every process its agents leave behind.
+///
+/// Claude Code runs each tool command in a new session, so killing the
+/// agent's process group misses them; when their parent dies they are
+/// re-parented to the nearest subreaper — ralph — where the supervisor can
+/// find and end them. Linux only; elsewhere the group kill is all we have.
+pub fn become_subreaper() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_CHILD_SUBREAPER takes an integer flag and has no memory effects.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0);
+    }
+}

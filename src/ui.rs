@@ -1,0 +1,350 @@
+//! Rendering events: plain timestamped lines (cron, pipes, CI), JSON lines
+//! (`--json`, for programs), and a live display on a terminal (`tty`).
+//!
+//! Which one, and whether to colour, is decided once at startup from facts
+//! passed in (is stdout a terminal, NO_COLOR, TERM, --color) — never looked
+//! up deep inside — so every combination is testable.
+
+use std::io::Write;
+
+use chrono::{Local, Utc};
+
+use crate::config::Color;
+use crate::event::{Event, Level, Reporter, SCHEMA_VERSION};
+
+pub mod tty;
+
+/// How output should look, decided once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Style {
+    pub color: bool,
+    /// Show the agent's output as it arrives.
+    pub agent_output: bool,
+    /// Fewer lines: only iteration ends and the run's end.
+    pub quiet: bool,
+    pub verbose: bool,
+}
+
+/// Which renderer to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Tty,
+    Plain,
+    Json,
+}
+
+/// Decides the renderer and colour from the facts of the environment.
+pub fn decide(
+    json: bool,
+    stdout_is_terminal: bool,
+    color: Color,
+    no_color: bool,
+    term_dumb: bool,
+    ci: bool,
+) -> (Mode, bool) {
+    let mode = if json {
+        Mode::Json
+    } else if stdout_is_terminal && !term_dumb && !ci {
+        Mode::Tty
+    } else {
+        Mode::Plain
+    };
+    let colour = match color {
+        Color::Always => true,
+        Color::Never => false,
+        Color::Auto => stdout_is_terminal && !no_color && !term_dumb && mode != Mode::Json,
+    };
+    (mode, colour)
+}
+
+/// One line per event with a local timestamp; no escape codes unless `color`.
+pub struct Plain<W: Write> {
+    out: W,
+    style: Style,
+}
+
+impl<W: Write> Plain<W> {
+    pub fn new(out: W, style: Style) -> Plain<W> {
+        Plain { out, style }
+    }
+}
+
+fn paint(on: bool, code: &str, text: &str) -> String {
+    if on { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_string() }
+}
+
+/// The human text of an event, or `None` for events a person need not see.
+pub fn describe(event: &Event, style: Style) -> Option<String> {
+    let c = style.color;
+    Some(match event {
+        Event::RunStart {
+            run_id,
+            project,
+            branch,
+            agent,
+            max_iterations,
+            stories,
+            passing,
+            resumed_from,
+            ..
+        } => {
+            let resumed = resumed_from
+                .map(|i| format!(" · resuming after iteration {i}"))
+                .unwrap_or_default();
+            format!(
+                "ralph run {run_id} · {} on {} · agent {agent} · {passing}/{stories} stories pass · up to {max_iterations} iterations{resumed}",
+                project.as_deref().unwrap_or("project"),
+                branch.as_deref().unwrap_or("the current branch"),
+            )
+        }
+        Event::Notice { level: Level::Warn, message } => {
+            paint(c, "33", &format!("warning: {message}"))
+        }
+        Event::Notice { level: Level::Info, message } => message.clone(),
+        Event::IterationStart { iteration, max_iterations, story_id, story_title } => {
+            if style.quiet {
+                return None;
+            }
+            paint(
+                c,
+                "1",
+                &format!("iteration {iteration}/{max_iterations} · {story_id} {story_title}"),
+            )
+        }
+        Event::AgentOutput { text, .. } => {
+            if !style.agent_output {
+                return None;
+            }
+            let mut out = String::new();
+            for (i, line) in text.lines().enumerate() {
+                if i > 0 {
+                    out.push('\n');
+                }
+                out.push_str(&paint(c, "2", &format!("  │ {line}")));
+            }
+            return Some(out);
+        }
+        Event::IterationEnd {
+            iteration,
+            story_id,
+            result,
+            duration_ms,
+            commits,
+            files_changed,
+            story_passes,
+            cost_usd,
+            error,
+            ..
+        } => {
+            let mut s = format!(
+                "iteration {iteration} {result} in {} · {commits} commit{} · {files_changed} file{} changed",
+                duration(*duration_ms),
+                plural(*commits),
+                plural(*files_changed)
+            );
+            if let Some(cost) = cost_usd {
+                s.push_str(&format!(" · ${cost:.2}"));
+            }
+            if *story_passes {
+                s.push_str(&format!(" · {story_id} passes"));
+            }
+            if let Some(e) = error {
+                s.push_str(&format!(" · {e}"));
+            }
+            let code = match result.as_str() {
+                "progress" => "32",
+                "failed" | "stopped" => "31",
+                _ => "33",
+            };
+            paint(c, code, &s)
+        }
+        Event::Gate { story_id, passed, exit_code, duration_ms, summary, .. } => {
+            let verdict = if *passed { "passed" } else { "failed" };
+            let code = exit_code.map(|c| format!(" (exit {c})")).unwrap_or_default();
+            let mut s =
+                format!("gate {verdict} for {story_id}{code} in {}", duration(*duration_ms));
+            if !summary.is_empty() {
+                s.push_str(&format!(": {summary}"));
+            }
+            paint(c, if *passed { "32" } else { "31" }, &s)
+        }
+        Event::Circuit { from, to, reason } => {
+            paint(c, "33", &format!("circuit {from} → {to}: {reason}"))
+        }
+        Event::Waiting { reason, until, seconds } => format!(
+            "waiting {} until {} ({reason})",
+            duration(seconds * 1000),
+            until.with_timezone(&Local).format("%H:%M:%S")
+        ),
+        Event::WaitTick { .. } => return None,
+        Event::RunEnd {
+            outcome,
+            exit_code,
+            iterations,
+            passing,
+            stories,
+            cost_usd,
+            duration_ms,
+            message,
+            report,
+            best,
+            ..
+        } => {
+            let mut s = format!(
+                "{message}\n{passing}/{stories} stories pass after {iterations} iteration{} in {}",
+                plural(*iterations as usize),
+                duration(*duration_ms)
+            );
+            if *cost_usd > 0.0 {
+                s.push_str(&format!(" · ${cost_usd:.2} reported by the agent"));
+            }
+            s.push_str(&format!(" · exit {exit_code} ({outcome})"));
+            for story in report {
+                let mark = if story.passes { "✓" } else { "✗" };
+                let verified = match story.verified {
+                    Some(true) => "verified",
+                    Some(false) => "not verified",
+                    None => "no gate",
+                };
+                s.push_str(&format!(
+                    "\n  {mark} {} {} (claimed: {}, {verified})",
+                    story.id,
+                    story.title,
+                    if story.claimed { "yes" } else { "no" }
+                ));
+            }
+            if let Some(b) = best {
+                s.push_str(&format!(
+                    "\n  closest to passing: iteration {} ({}){}",
+                    b.iteration,
+                    b.score,
+                    b.commit
+                        .as_ref()
+                        .map(|c| format!(", commit {c} — `git checkout {c}` to look at it"))
+                        .unwrap_or_default()
+                ));
+            }
+            let code = if *exit_code == 0 { "32" } else { "31" };
+            paint(c, code, &s)
+        }
+    })
+}
+
+impl<W: Write> Reporter for Plain<W> {
+    fn emit(&mut self, event: &Event) {
+        let Some(text) = describe(event, self.style) else { return };
+        let stamp = Local::now().format("%H:%M:%S");
+        // Agent output continues the iteration's block; everything else is stamped.
+        let result = if matches!(event, Event::AgentOutput { .. }) {
+            writeln!(self.out, "{text}")
+        } else {
+            let mut lines = text.lines();
+            let first = lines.next().unwrap_or("");
+            let mut r = writeln!(self.out, "[{stamp}] {first}");
+            for line in lines {
+                r = r.and_then(|_| writeln!(self.out, "           {line}"));
+            }
+            r
+        };
+        // A closed pipe (`ralph | head`) must not stop the loop; output is best effort.
+        let _ = result.and_then(|_| self.out.flush());
+    }
+}
+
+/// One JSON object per line: `{"v":1,"ts":…,"event":…,…}`.
+pub struct Json<W: Write> {
+    out: W,
+    last_tick: Option<std::time::Instant>,
+}
+
+impl<W: Write> Json<W> {
+    pub fn new(out: W) -> Json<W> {
+        Json { out, last_tick: None }
+    }
+}
+
+#[derive(serde::Serialize)]
+struct Envelope<'a> {
+    v: u32,
+    ts: chrono::DateTime<Utc>,
+    #[serde(flatten)]
+    event: &'a Event,
+}
+
+impl<W: Write> Reporter for Json<W> {
+    fn emit(&mut self, event: &Event) {
+        if let Event::WaitTick { .. } = event {
+            let now = std::time::Instant::now();
+            if self.last_tick.is_some_and(|t| now.duration_since(t).as_secs() < 60) {
+                return;
+            }
+            self.last_tick = Some(now);
+        }
+        let envelope = Envelope { v: SCHEMA_VERSION, ts: Utc::now(), event };
+        if let Ok(line) = serde_json::to_string(&envelope) {
+            let _ = writeln!(self.out, "{line}").and_then(|_| self.out.flush());
+        }
+    }
+}
+
+/// "1h 02m", "3m 05s", "12.3s", "850ms".
+pub fn duration(ms: u64) -> String {
+    match ms {
+        0..=999 => format!("{ms}ms"),
+        1000..=59_999 => format!("{:.1}s", ms as f64 / 1000.0),
+        60_000..=3_599_999 => format!("{}m {:02}s", ms / 60_000, (ms / 1000) % 60),
+        _ => format!("{}h {:02}m", ms / 3_600_000, (ms / 60_000) % 60),
+    }
+}
+
+pub fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renderer_choice_table() {
+        use Color::*;
+        // (json, tty, color, NO_COLOR, dumb, ci) → (mode, colour)
+        let cases = [
+            ((false, true, Auto, false, false, false), (Mode::Tty, true)),
+            ((false, true, Auto, true, false, false), (Mode::Tty, false)),
+            ((false, false, Auto, false, false, false), (Mode::Plain, false)),
+            ((false, false, Always, false, false, false), (Mode::Plain, true)),
+            ((false, true, Never, false, false, false), (Mode::Tty, false)),
+            ((false, true, Auto, false, true, false), (Mode::Plain, false)),
+            ((false, true, Auto, false, false, true), (Mode::Plain, true)),
+            ((true, true, Auto, false, false, false), (Mode::Json, false)),
+        ];
+        for ((json, tty, color, nc, dumb, ci), want) in cases {
+            assert_eq!(
+                decide(json, tty, color, nc, dumb, ci),
+                want,
+                "{json} {tty} {color:?} {nc} {dumb} {ci}"
+            );
+        }
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(duration(850), "850ms");
+        assert_eq!(duration(12_300), "12.3s");
+        assert_eq!(duration(185_000), "3m 05s");
+        assert_eq!(duration(3_720_000), "1h 02m");
+    }
+
+    #[test]
+    fn plain_output_has_no_escape_codes_without_colour() {
+        let mut buf = Vec::new();
+        let style = Style { color: false, agent_output: true, quiet: false, verbose: false };
+        let mut plain = Plain::new(&mut buf, style);
+        plain.emit(&Event::Notice { level: Level::Warn, message: "careful".into() });
+        plain.emit(&Event::AgentOutput { iteration: 1, text: "a\nb".into() });
+        let text = String::from_utf8(buf).unwrap();
+        assert!(!text.contains('\x1b'), "{text:?}");
+        assert!(text.contains("warning: careful") && text.contains("  │ a\n  │ b\n"), "{text}");
+    }
+}
