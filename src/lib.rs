@@ -5,5 +5,6 @@
 //! integration tests and benches can reach it.
 
 pub mod analyze;
+pub mod circuit;
 pub mod exit;
 pub mod store;
