@@ -7,4 +7,5 @@
 pub mod analyze;
 pub mod circuit;
 pub mod exit;
+pub mod limits;
 pub mod store;
