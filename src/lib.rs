@@ -7,11 +7,13 @@
 pub mod agent;
 pub mod analyze;
 pub mod archive;
+pub mod circuit;
 pub mod config;
 pub mod error;
 pub mod event;
 pub mod exit;
 pub mod git;
+pub mod limits;
 pub mod prd;
 pub mod prompt;
 pub mod signals;
