@@ -1,1 +1,2 @@
-
+mod claude_stub;
+mod real_claude;
