@@ -8,14 +8,41 @@ pub mod agent;
 pub mod analyze;
 pub mod archive;
 pub mod circuit;
+pub mod cli;
+pub mod commands;
 pub mod config;
+pub mod demo;
+pub mod driver;
 pub mod error;
 pub mod event;
 pub mod exit;
+pub mod gate;
 pub mod git;
+pub mod init;
 pub mod limits;
+pub mod monitor;
 pub mod prd;
 pub mod prompt;
+pub mod rules_cmd;
 pub mod signals;
+pub mod state;
+pub mod status;
 pub mod store;
 pub mod ui;
+
+/// Parses the command line, runs the command, prints a fatal error once
+/// (with its hint) and returns the exit code.
+pub fn main_entry() -> u8 {
+    use clap::Parser;
+    let cli = cli::Cli::parse();
+    match commands::dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            if let Some(h) = e.hint() {
+                eprintln!("hint: {h}");
+            }
+            e.exit_code()
+        }
+    }
+}

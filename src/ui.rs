@@ -137,7 +137,8 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
             ..
         } => {
             let mut s = format!(
-                "iteration {iteration} {result} in {} · {commits} commit{} · {files_changed} file{} changed",
+                "iteration {iteration} {} in {} · {commits} commit{} · {files_changed} file{} changed",
+                result.replace('_', " "),
                 duration(*duration_ms),
                 plural(*commits),
                 plural(*files_changed)
@@ -153,7 +154,7 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
             }
             let code = match result.as_str() {
                 "progress" => "32",
-                "failed" | "stopped" => "31",
+                "failed" | "stopped" | "gate_failed" => "31",
                 _ => "33",
             };
             paint(c, code, &s)

@@ -400,6 +400,14 @@ fn stat(pid: libc::pid_t) -> Option<Proc> {
     Some(Proc { pid, ppid, zombie: state == "Z" || state == "X" })
 }
 
+/// The sweep ends every descendant of this process, so unit tests that
+/// supervise children must not run at the same time as each other.
+#[cfg(test)]
+pub(crate) fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// A sink that keeps a bounded tail (for gates and hooks).
 #[derive(Debug)]
 pub struct TailSink(pub super::capture::Tail);
@@ -415,13 +423,7 @@ mod tests {
     use super::*;
     use crate::agent::capture::Tail;
 
-    /// The sweep ends every descendant of this process, so supervised
-    /// children of tests running in parallel would end each other's.
-    static SERIAL: Mutex<()> = Mutex::new(());
-
-    fn serial() -> std::sync::MutexGuard<'static, ()> {
-        SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-    }
+    use super::serial;
 
     fn spec<'a>(args: &'a [String], limits: Limits) -> Spec<'a> {
         Spec {

@@ -99,11 +99,7 @@ impl Stub {
             let shared = Arc::clone(&shared);
             thread::spawn(move || accept_loop(&listener, &shared))
         };
-        Stub {
-            addr,
-            shared,
-            accept: Some(accept),
-        }
+        Stub { addr, shared, accept: Some(accept) }
     }
 
     /// `http://127.0.0.1:<port>`, the value for `ANTHROPIC_BASE_URL`.
@@ -125,12 +121,7 @@ impl Stub {
     /// The `POST /v1/messages` requests so far: one per model turn.
     pub fn message_requests(&self) -> Vec<Request> {
         let state = self.shared.lock();
-        state
-            .requests
-            .iter()
-            .filter(|r| r.is_messages())
-            .cloned()
-            .collect()
+        state.requests.iter().filter(|r| r.is_messages()).cloned().collect()
     }
 
     /// Waits until at least `n` message requests have arrived; false on
@@ -146,12 +137,7 @@ impl Stub {
             if left.is_zero() {
                 return false;
             }
-            state = self
-                .shared
-                .changed
-                .wait_timeout(state, left)
-                .expect("stub state lock")
-                .0;
+            state = self.shared.changed.wait_timeout(state, left).expect("stub state lock").0;
         }
     }
 }
@@ -223,10 +209,7 @@ fn serve(shared: &Shared, stream: TcpStream, connection: usize) -> io::Result<()
         let Some(head) = read_head(&mut reader)? else {
             return Ok(());
         };
-        if head
-            .header("expect")
-            .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
-        {
+        if head.header("expect").is_some_and(|v| v.eq_ignore_ascii_case("100-continue")) {
             writer.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
         }
         let body = read_body(&mut reader, &head)?;
@@ -347,10 +330,7 @@ impl Request {
         if last["role"] != "user" {
             return None;
         }
-        let block = last["content"]
-            .as_array()?
-            .iter()
-            .find(|b| b["type"] == "tool_result")?;
+        let block = last["content"].as_array()?.iter().find(|b| b["type"] == "tool_result")?;
         Some(ToolResult {
             is_error: block["is_error"] == Value::Bool(true),
             content: texts(&block["content"]).join("\n"),
@@ -464,11 +444,7 @@ impl Reply {
     /// An assistant message with these blocks; `stop_reason` is `tool_use`
     /// if one of them is a tool call, else `end_turn`.
     pub fn message(blocks: Vec<Block>) -> Reply {
-        Reply {
-            status: 200,
-            headers: Vec::new(),
-            body: Body::Message(blocks),
-        }
+        Reply { status: 200, headers: Vec::new(), body: Body::Message(blocks) }
     }
 
     /// A final answer: one text block, `end_turn`.
@@ -486,11 +462,7 @@ impl Reply {
 
     /// Any status with a raw JSON body.
     pub fn json(status: u16, body: String) -> Reply {
-        Reply {
-            status,
-            headers: Vec::new(),
-            body: Body::Json(body),
-        }
+        Reply { status, headers: Vec::new(), body: Body::Json(body) }
     }
 
     /// An HTTP error with the API's error body,
@@ -529,31 +501,20 @@ impl Reply {
     pub fn usage_limit(resets_at_epoch_s: u64, claim: &str) -> Reply {
         Reply::error(429, "rate_limit_error", "Rate limited")
             .header("anthropic-ratelimit-unified-status", "rejected")
-            .header(
-                "anthropic-ratelimit-unified-reset",
-                &resets_at_epoch_s.to_string(),
-            )
+            .header("anthropic-ratelimit-unified-reset", &resets_at_epoch_s.to_string())
             .header("anthropic-ratelimit-unified-representative-claim", claim)
     }
 
     /// Read the request and never answer; the connection stays open until
     /// the stub drops.
     pub fn hang() -> Reply {
-        Reply {
-            status: 200,
-            headers: Vec::new(),
-            body: Body::Hang,
-        }
+        Reply { status: 200, headers: Vec::new(), body: Body::Hang }
     }
 
     /// Start a 200 SSE stream (`message_start`, `ping` and the first text
     /// delta), then send nothing more until the stub drops.
     pub fn stall() -> Reply {
-        Reply {
-            status: 200,
-            headers: Vec::new(),
-            body: Body::Stall,
-        }
+        Reply { status: 200, headers: Vec::new(), body: Body::Stall }
     }
 
     /// Adds a response header, e.g. `retry-after` or `x-should-retry`.
@@ -658,10 +619,7 @@ impl ClaudeEnv {
     pub fn vars(&self) -> Vec<(&'static str, OsString)> {
         let mut vars = vec![
             ("ANTHROPIC_BASE_URL", OsString::from(&self.base_url)),
-            (
-                "CLAUDE_CONFIG_DIR",
-                self.config_dir.clone().into_os_string(),
-            ),
+            ("CLAUDE_CONFIG_DIR", self.config_dir.clone().into_os_string()),
             // As root claude refuses --dangerously-skip-permissions without it.
             ("IS_SANDBOX", "1".into()),
             ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
@@ -742,10 +700,7 @@ impl Head {
 }
 
 fn find_header<'h>(headers: &'h [(String, String)], name: &str) -> Option<&'h str> {
-    headers
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.as_str())
+    headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
 }
 
 fn invalid(what: &str) -> io::Error {
@@ -787,8 +742,7 @@ fn read_head(reader: &mut impl BufRead) -> io::Result<Option<Head>> {
             return Ok(Some(head));
         }
         let (name, value) = line.split_once(':').ok_or_else(|| invalid("bad header"))?;
-        head.headers
-            .push((name.trim().to_owned(), value.trim().to_owned()));
+        head.headers.push((name.trim().to_owned(), value.trim().to_owned()));
     }
 }
 
@@ -897,14 +851,7 @@ fn write_reply(
         Body::Hang | Body::Stall => unreachable!("handled by the connection loop"),
     };
     let framing = format!("content-length: {}", body.len());
-    write_head(
-        writer,
-        reply,
-        "application/json",
-        &framing,
-        keep_alive,
-        request_number,
-    )?;
+    write_head(writer, reply, "application/json", &framing, keep_alive, request_number)?;
     if request.method != "HEAD" {
         writer.write_all(body.as_bytes())?;
     }
@@ -955,11 +902,7 @@ fn bash_input(command: &str, description: &str) -> Value {
 }
 
 fn stop_reason(blocks: &[Block]) -> &'static str {
-    if blocks.iter().any(|b| matches!(b, Block::Bash { .. })) {
-        "tool_use"
-    } else {
-        "end_turn"
-    }
+    if blocks.iter().any(|b| matches!(b, Block::Bash { .. })) { "tool_use" } else { "end_turn" }
 }
 
 fn model(request: &Request) -> Value {
@@ -1016,10 +959,7 @@ fn message_events(request: &Request, blocks: &[Block], request_number: usize) ->
                     .map(|p| json!({"type": "text_delta", "text": p}))
                     .collect::<Vec<_>>(),
             ),
-            Block::Bash {
-                command,
-                description,
-            } => (
+            Block::Bash { command, description } => (
                 json!({"type": "tool_use", "id": tool_use_id(request_number, index),
                        "name": "Bash", "input": {}}),
                 pieces(&bash_input(command, description).to_string(), 24)
@@ -1053,10 +993,7 @@ fn message_json(request: &Request, blocks: &[Block], request_number: usize) -> V
         .enumerate()
         .map(|(index, block)| match block {
             Block::Text(text) => json!({"type": "text", "text": text}),
-            Block::Bash {
-                command,
-                description,
-            } => json!({
+            Block::Bash { command, description } => json!({
                 "type": "tool_use", "id": tool_use_id(request_number, index),
                 "name": "Bash", "input": bash_input(command, description),
             }),
@@ -1128,20 +1065,12 @@ mod tests {
         } else {
             format!("content-length: {}", body.len())
         };
-        write!(
-            stream,
-            "POST /v1/messages?beta=true HTTP/1.1\r\nhost: x\r\n{framing}\r\n\r\n"
-        )
-        .unwrap();
+        write!(stream, "POST /v1/messages?beta=true HTTP/1.1\r\nhost: x\r\n{framing}\r\n\r\n")
+            .unwrap();
         if chunked {
             let (a, b) = body.split_at(body.len() / 2);
-            write!(
-                stream,
-                "{:x};ext=1\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
-                a.len(),
-                b.len()
-            )
-            .unwrap();
+            write!(stream, "{:x};ext=1\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n", a.len(), b.len())
+                .unwrap();
         } else {
             stream.write_all(body.as_bytes()).unwrap();
         }
@@ -1149,11 +1078,7 @@ mod tests {
 
     fn story_script() -> Script {
         Script::bash_then_text(|request| {
-            let story = if request.prompt().contains("US-002") {
-                "US-002"
-            } else {
-                "US-001"
-            };
+            let story = if request.prompt().contains("US-002") { "US-002" } else { "US-001" };
             BashTurn {
                 command: format!("touch {story}"),
                 description: format!("Implement {story}"),
@@ -1178,33 +1103,19 @@ mod tests {
         post(&mut stream, &first_turn("Implement US-001"), true);
         let (status, headers, body) = read_response(&mut reader);
         assert_eq!(status, 200);
-        assert_eq!(
-            find_header(&headers, "content-type"),
-            Some("text/event-stream; charset=utf-8")
-        );
+        assert_eq!(find_header(&headers, "content-type"), Some("text/event-stream; charset=utf-8"));
         let events = sse_data(&body);
         let types: Vec<_> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
         assert_eq!(types.first(), Some(&"message_start"));
         assert_eq!(types.last(), Some(&"message_stop"));
-        let input: String = events
-            .iter()
-            .filter_map(|e| e["delta"]["partial_json"].as_str())
-            .collect();
-        assert!(
-            events
-                .iter()
-                .filter(|e| e["delta"]["partial_json"].is_string())
-                .count()
-                > 1
-        );
+        let input: String =
+            events.iter().filter_map(|e| e["delta"]["partial_json"].as_str()).collect();
+        assert!(events.iter().filter(|e| e["delta"]["partial_json"].is_string()).count() > 1);
         assert_eq!(
             serde_json::from_str::<Value>(&input).unwrap(),
             json!({"command": "touch US-001", "description": "Implement US-001"})
         );
-        let stop = events
-            .iter()
-            .find(|e| e["type"] == "message_delta")
-            .unwrap();
+        let stop = events.iter().find(|e| e["type"] == "message_delta").unwrap();
         assert_eq!(stop["delta"]["stop_reason"], "tool_use");
 
         let mut second = first_turn("Implement US-001");
@@ -1216,10 +1127,8 @@ mod tests {
         post(&mut stream, &second, false);
         let (status, _, body) = read_response(&mut reader);
         assert_eq!(status, 200);
-        let text: String = sse_data(&body)
-            .iter()
-            .filter_map(|e| e["delta"]["text"].as_str())
-            .collect();
+        let text: String =
+            sse_data(&body).iter().filter_map(|e| e["delta"]["text"].as_str()).collect();
         assert_eq!(text, "Done with US-001");
 
         let requests = stub.message_requests();
@@ -1230,28 +1139,19 @@ mod tests {
         assert_eq!(requests[0].tool_result(), None);
         assert_eq!(
             requests[1].tool_result(),
-            Some(ToolResult {
-                is_error: false,
-                content: "ok".to_owned()
-            })
+            Some(ToolResult { is_error: false, content: "ok".to_owned() })
         );
     }
 
     #[test]
     fn stub_answers_faults_with_status_headers_and_error_body() {
-        let stub = Stub::start(Script::always(Reply::usage_limit(
-            1_800_000_000,
-            "five_hour",
-        )));
+        let stub = Stub::start(Script::always(Reply::usage_limit(1_800_000_000, "five_hour")));
         let mut stream = TcpStream::connect(stub.addr).unwrap();
         let mut reader = BufReader::new(stream.try_clone().unwrap());
         post(&mut stream, &first_turn("hi"), false);
         let (status, headers, body) = read_response(&mut reader);
         assert_eq!(status, 429);
-        assert_eq!(
-            find_header(&headers, "anthropic-ratelimit-unified-reset"),
-            Some("1800000000")
-        );
+        assert_eq!(find_header(&headers, "anthropic-ratelimit-unified-reset"), Some("1800000000"));
         let body: Value = serde_json::from_str(&body).unwrap();
         assert_eq!(body["error"]["type"], "rate_limit_error");
 

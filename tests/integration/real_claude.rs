@@ -21,13 +21,8 @@ use tempfile::TempDir;
 use crate::claude_stub::{BashTurn, ClaudeEnv, Reply, Script, Stub, claude_bin_or_skip};
 
 /// How ralph runs claude: prompt on stdin, one JSON event per line.
-const CLAUDE_ARGS: &[&str] = &[
-    "-p",
-    "--output-format",
-    "stream-json",
-    "--verbose",
-    "--dangerously-skip-permissions",
-];
+const CLAUDE_ARGS: &[&str] =
+    &["-p", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions"];
 
 /// Generous for a 400 MB binary starting on a busy CI machine; a healthy run
 /// takes 1–3 s.
@@ -46,9 +41,7 @@ struct Sandbox {
 
 impl Sandbox {
     fn new() -> Sandbox {
-        let sandbox = Sandbox {
-            dir: tempfile::tempdir().expect("temp dir"),
-        };
+        let sandbox = Sandbox { dir: tempfile::tempdir().expect("temp dir") };
         for dir in [sandbox.repo(), sandbox.home(), sandbox.config_dir()] {
             std::fs::create_dir_all(dir).expect("sandbox dirs");
         }
@@ -111,22 +104,13 @@ impl Claude {
             .process_group(0);
         env.apply(&mut command);
         let started = Instant::now();
-        let mut child = command
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
+        let mut child = command.spawn().unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
         let mut stdin = child.stdin.take().expect("stdin is piped");
-        stdin
-            .write_all(prompt.as_bytes())
-            .expect("write the prompt");
+        stdin.write_all(prompt.as_bytes()).expect("write the prompt");
         drop(stdin);
         let stdout = read_to_end(child.stdout.take().expect("stdout is piped"));
         let stderr = read_to_end(child.stderr.take().expect("stderr is piped"));
-        Claude {
-            child,
-            started,
-            stdout,
-            stderr,
-        }
+        Claude { child, started, stdout, stderr }
     }
 
     /// Waits up to `timeout` for claude to exit, then kills its process
@@ -149,18 +133,12 @@ impl Claude {
         let elapsed = self.started.elapsed();
         if killed {
             // Our kill took the whole group; wait for the kernel to finish.
-            assert!(
-                group_is_gone(pgid),
-                "claude's process group {pgid} outlived SIGKILL"
-            );
+            assert!(group_is_gone(pgid), "claude's process group {pgid} outlived SIGKILL");
         } else {
             // Anything claude left in its group would be an orphan.
             let leftovers = !group_is_gone(pgid);
             kill_group(pgid);
-            assert!(
-                !leftovers,
-                "claude exited but left processes in its group {pgid}"
-            );
+            assert!(!leftovers, "claude exited but left processes in its group {pgid}");
         }
         let stdout = self.stdout.join().expect("stdout reader");
         let stderr = self.stderr.join().expect("stderr reader");
@@ -172,14 +150,7 @@ impl Claude {
                     .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"))
             })
             .collect();
-        Run {
-            status,
-            killed,
-            elapsed,
-            stdout,
-            stderr,
-            events,
-        }
+        Run { status, killed, elapsed, stdout, stderr, events }
     }
 }
 
@@ -234,12 +205,7 @@ impl Run {
     #[track_caller]
     fn result(&self) -> &Value {
         let results = self.events_of("result");
-        assert_eq!(
-            results.len(),
-            1,
-            "expected one result event\n{}",
-            self.dump()
-        );
+        assert_eq!(results.len(), 1, "expected one result event\n{}", self.dump());
         results[0]
     }
 
@@ -265,10 +231,7 @@ impl Run {
             self.status.code(),
             self.killed,
             self.elapsed.as_secs_f64(),
-            self.events
-                .iter()
-                .map(|e| e["type"].as_str().unwrap_or("?"))
-                .collect::<Vec<_>>(),
+            self.events.iter().map(|e| e["type"].as_str().unwrap_or("?")).collect::<Vec<_>>(),
             summary.map_or_else(|| "none".to_owned(), |s| s.to_string()),
         );
     }
@@ -278,10 +241,7 @@ impl Run {
 /// prompt asks for.
 fn story_id(text: &str) -> Option<String> {
     text.match_indices("US-").find_map(|(at, _)| {
-        let digits: String = text[at + 3..]
-            .chars()
-            .take_while(char::is_ascii_digit)
-            .collect();
+        let digits: String = text[at + 3..].chars().take_while(char::is_ascii_digit).collect();
         (!digits.is_empty()).then(|| format!("US-{digits}"))
     })
 }
@@ -319,18 +279,8 @@ fn assert_success(run: &Run, story: &str) {
     assert_eq!(result["subtype"], "success", "{}", run.dump());
     assert_eq!(result["is_error"], false, "{}", run.dump());
     assert_eq!(result["num_turns"], 2, "{}", run.dump());
-    assert_eq!(
-        result["result"],
-        final_text(story).as_str(),
-        "{}",
-        run.dump()
-    );
-    assert!(
-        result["result"]
-            .as_str()
-            .unwrap()
-            .contains("---RALPH_STATUS---")
-    );
+    assert_eq!(result["result"], final_text(story).as_str(), "{}", run.dump());
+    assert!(result["result"].as_str().unwrap().contains("---RALPH_STATUS---"));
 }
 
 #[test]
@@ -351,34 +301,20 @@ fn real_claude_runs_the_scripted_bash_call_and_reports_the_scripted_text() {
         std::fs::read_to_string(sandbox.repo().join("US-001.txt")).unwrap(),
         "US-001 done\n"
     );
-    assert_eq!(
-        sandbox.git(&["log", "-1", "--format=%s"]).trim(),
-        "feat: US-001 add US-001.txt"
-    );
+    assert_eq!(sandbox.git(&["log", "-1", "--format=%s"]).trim(), "feat: US-001 add US-001.txt");
     assert_eq!(sandbox.git(&["status", "--porcelain"]), "");
 
     let requests = stub.message_requests();
     assert_eq!(requests.len(), 2, "one request per model turn");
-    assert_eq!(
-        stub.requests().len(),
-        2,
-        "and no other calls (no preflight, telemetry)"
-    );
-    assert_eq!(
-        requests[0].prompt().trim(),
-        "Implement US-001 from prd.json."
-    );
+    assert_eq!(stub.requests().len(), 2, "and no other calls (no preflight, telemetry)");
+    assert_eq!(requests[0].prompt().trim(), "Implement US-001 from prd.json.");
     assert_eq!(requests[0].header("x-api-key"), Some("sk-ant-stub-key"));
     assert!(requests.iter().all(|r| r.is_streaming()));
-    let tool_result = requests[1]
-        .tool_result()
-        .expect("second turn carries the tool result");
+    let tool_result = requests[1].tool_result().expect("second turn carries the tool result");
     assert!(!tool_result.is_error, "{tool_result:?}");
     // The tool's result also shows up in the stream as a `user` event.
     assert!(
-        run.events_of("user")
-            .iter()
-            .any(|e| e["message"]["content"][0]["type"] == "tool_result")
+        run.events_of("user").iter().any(|e| e["message"]["content"][0]["type"] == "tool_result")
     );
 }
 
@@ -482,10 +418,7 @@ fn real_claude_usage_limit_with_oauth_is_a_rejected_rate_limit_event() {
     let Some(bin) = claude_bin_or_skip("real_claude_usage_limit") else {
         return;
     };
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
     let resets_at = now + 2 * 3600;
     // Claude's default retries stay on: a subscriber's 429 must not be
     // retried at all, which the single request and the short run prove.
@@ -495,16 +428,8 @@ fn real_claude_usage_limit_with_oauth_is_a_rejected_rate_limit_event() {
     run.report("usage limit");
 
     // claude 2.1.197 said "session limit"; 2.1.332 names the window.
-    assert_api_error(
-        &run,
-        429,
-        "rate_limit",
-        "You've hit your 5-hour limit · resets ",
-    );
-    assert!(
-        run.result()["result"].as_str().unwrap().ends_with("(UTC)"),
-        "TZ=UTC"
-    );
+    assert_api_error(&run, 429, "rate_limit", "You've hit your 5-hour limit · resets ");
+    assert!(run.result()["result"].as_str().unwrap().ends_with("(UTC)"), "TZ=UTC");
     let limits = run.events_of("rate_limit_event");
     let rejected = limits
         .iter()
@@ -514,15 +439,8 @@ fn real_claude_usage_limit_with_oauth_is_a_rejected_rate_limit_event() {
     assert_eq!(rejected["rate_limit_info"]["resetsAt"], resets_at);
     assert_eq!(rejected["rate_limit_info"]["rateLimitType"], "five_hour");
     let requests = stub.message_requests();
-    assert_eq!(
-        requests.len(),
-        1,
-        "a subscriber's usage limit is never retried"
-    );
-    assert_eq!(
-        requests[0].header("authorization"),
-        Some("Bearer stub-oauth-token")
-    );
+    assert_eq!(requests.len(), 1, "a subscriber's usage limit is never retried");
+    assert_eq!(requests[0].header("authorization"), Some("Bearer stub-oauth-token"));
 }
 
 /// A model call that never completes: claude just waits (its request
@@ -532,10 +450,7 @@ fn assert_waits_forever(bin: &Path, reply: Reply, name: &str) {
     let sandbox = Sandbox::new();
     let env = stub.claude_env(&sandbox.config_dir());
     let claude = Claude::spawn(bin, &env, &sandbox, "Implement US-001.\n");
-    assert!(
-        stub.wait_for_message_requests(1, RUN_TIMEOUT),
-        "claude never called the model"
-    );
+    assert!(stub.wait_for_message_requests(1, RUN_TIMEOUT), "claude never called the model");
     let asked_at = claude.started.elapsed();
     thread::sleep(Duration::from_secs(3));
     let run = claude.finish(Duration::ZERO);

@@ -1,0 +1,290 @@
+//! The command line, declared with clap and nothing else: flags become
+//! configuration layers in `lib.rs`, and the rest of the program never
+//! looks at raw arguments.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::agent::Tool;
+use crate::config::Color;
+
+const EXAMPLES: &str = "\
+Examples:
+  ralph                      run up to 10 iterations over ./prd.json with claude
+  ralph 25 --tool codex      up to 25 iterations with the Codex CLI
+  ralph --agent-cmd \"my-agent --fast\"   any other agent (prompt on stdin)
+  ralph --gate \"cargo test\"  a story passes only when `cargo test` passes
+  ralph status               what is done, what is next, why it stopped
+  ralph demo                 watch the loop on a built-in scripted agent (no API key)
+  ralph init                 scaffold prd.json, .ralph/config.toml and the skills";
+
+fn exit_codes() -> String {
+    let mut s = String::from("Exit codes:\n");
+    for (code, meaning) in crate::exit::TABLE {
+        s.push_str(&format!("  {code:<4} {meaning}\n"));
+    }
+    s
+}
+
+/// Runs a coding agent in a loop over the stories of prd.json, one fresh
+/// agent process per story, until every story is verified done.
+#[derive(Debug, Parser)]
+#[command(
+    name = "ralph",
+    version,
+    about = "Run a coding agent in a loop over prd.json until every story is verified done",
+    long_about = "Runs a coding agent (claude, amp, codex, gemini, opencode, cursor-agent, aider or any \
+command) in a loop over the user stories of prd.json. Each iteration takes the unfinished story \
+with the lowest priority number and hands it to a fresh agent process; memory between iterations \
+lives in git, prd.json, progress.txt and a short handoff file. A story counts as done when ralph's \
+gate (your test command) passes, not because the agent says so. A circuit breaker stops a loop \
+that makes no progress, rate and usage limits are waited out, and a crash loses nothing: run \
+ralph again and it resumes.",
+    after_help = EXAMPLES,
+    after_long_help = format!("{EXAMPLES}\n\n{}", exit_codes()),
+    args_conflicts_with_subcommands = true,
+    subcommand_value_name = "COMMAND"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct Global {
+    /// Project directory (default: the current directory)
+    #[arg(short = 'C', long = "dir", global = true, value_name = "DIR", env = "RALPH_PROJECT_DIR")]
+    pub dir: Option<PathBuf>,
+    /// Path of prd.json (default: ./prd.json, else ./scripts/ralph/prd.json)
+    #[arg(long, global = true, value_name = "PATH", env = "RALPH_PRD_FILE")]
+    pub prd: Option<PathBuf>,
+    /// When to use colour
+    #[arg(long, global = true, value_enum, value_name = "WHEN")]
+    pub color: Option<Color>,
+    /// Only iteration results and the final report; no agent output
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// More detail (agent output on the live display too)
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// One JSON object per event on stdout (schema in the README)
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Ignore ~/.config/ralph/config.toml and .ralph/config.toml
+    #[arg(long, global = true)]
+    pub no_config: bool,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Run options")]
+pub struct RunArgs {
+    /// Most iterations to run [default: 10, or run.max_iterations]
+    #[arg(value_name = "MAX_ITERATIONS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_iterations: Option<u32>,
+    /// Agent CLI to drive
+    #[arg(long, value_enum, value_name = "TOOL")]
+    pub tool: Option<Tool>,
+    /// Any other agent command (split like a shell splits words, never run by one);
+    /// {prompt} / {prompt_file} put the prompt in argv / a file, else it goes to stdin
+    #[arg(long, value_name = "COMMAND")]
+    pub agent_cmd: Option<String>,
+    /// Model for the agent CLI (passed as --model)
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// Use the agent CLI's safer permission mode instead of "allow everything"
+    #[arg(long)]
+    pub safe: bool,
+    /// Verification gate: a story passes only when this command passes
+    #[arg(long, value_name = "COMMAND")]
+    pub gate: Option<String>,
+    /// Wall-clock limit per iteration [default: 30m]
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub timeout: Option<String>,
+    /// Stop the agent after this long without output; 0 = never [default: 10m]
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub idle_timeout: Option<String>,
+    /// Pause between iterations [default: 0s]
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub pause: Option<String>,
+    /// Prompt template (default: .ralph/prompt.md, else the built-in one)
+    #[arg(long, value_name = "FILE")]
+    pub prompt: Option<PathBuf>,
+    /// Wall clock for the whole run
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub max_duration: Option<String>,
+    /// Stop once the agents report spending this many USD
+    #[arg(long, value_name = "USD")]
+    pub max_cost: Option<f64>,
+    /// Stop once the agents report using this many tokens
+    #[arg(long, value_name = "TOKENS")]
+    pub max_tokens: Option<u64>,
+    /// Agent runs allowed per hour; 0 = no limit [default: 100]
+    #[arg(long, value_name = "N")]
+    pub calls_per_hour: Option<u32>,
+    /// Stop (exit 4) at a rate or usage limit instead of waiting it out
+    #[arg(long)]
+    pub no_wait: bool,
+    /// Longest wait for a limit before stopping with exit 4 [default: 6h]
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub max_wait: Option<String>,
+    /// Start with a closed circuit breaker, whatever state it was left in
+    #[arg(long)]
+    pub auto_reset: bool,
+    /// Reset the circuit breaker to CLOSED and exit
+    #[arg(long)]
+    pub reset_circuit: bool,
+    /// Start a new run instead of resuming one that crashed
+    #[arg(long)]
+    pub fresh: bool,
+    /// Run inside a tmux session with status and log panes
+    #[arg(long)]
+    pub monitor: bool,
+}
+
+fn duration(s: &str) -> Result<String, String> {
+    crate::config::parse_duration(s).map(|_| s.to_string())
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the loop (the default command)
+    #[command(after_help = "Example:\n  ralph run 20 --tool amp --gate \"npm test\"")]
+    Run(RunArgs),
+    /// Show stories, the circuit breaker, limits and the running loop
+    #[command(
+        after_help = "Examples:\n  ralph status\n  ralph status --json | jq .stories\n  ralph status --watch"
+    )]
+    Status(StatusArgs),
+    /// Reset the circuit breaker to CLOSED
+    #[command(after_help = "Example:\n  ralph reset-circuit && ralph")]
+    ResetCircuit,
+    /// Analyse a saved agent output (a log from .ralph/logs/ or any file)
+    #[command(
+        after_help = "Examples:\n  ralph analyze .ralph/logs/20261202-101500/iter-3.log\n  ralph analyze out.jsonl --format claude --json"
+    )]
+    Analyze(AnalyzeArgs),
+    /// Watch the loop on a built-in scripted agent in a throw-away project
+    #[command(after_help = "Example:\n  ralph demo            (no API key needed)")]
+    Demo(DemoArgs),
+    /// Scaffold prd.json, .ralph/config.toml, the prompt and the agent skills
+    #[command(after_help = "Example:\n  ralph init --tool claude")]
+    Init(InitArgs),
+    /// Which agent CLIs are installed, their versions, and what is missing
+    #[command(alias = "doctor", after_help = "Example:\n  ralph agents")]
+    Agents,
+    /// Review rule candidates learned from repeated failures; arm the good ones
+    #[command(
+        subcommand,
+        after_help = "Example:\n  ralph rules list\n  ralph rules arm 3f2a9c1b --statement \"Run cargo fmt before committing\""
+    )]
+    Rules(RulesCommand),
+    /// Show the effective configuration and where each value came from
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Start a tmux session: the loop, `ralph status --watch` and the live log
+    #[command(
+        after_help = "Example:\n  ralph monitor 20      (detach with Ctrl-b d; the loop keeps running)"
+    )]
+    Monitor(RunArgs),
+    /// Print shell completions
+    #[command(
+        after_help = "Example:\n  ralph completions bash > ~/.local/share/bash-completion/completions/ralph"
+    )]
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff)
+    #[command(after_help = "Example:\n  ralph man | man -l -")]
+    Man,
+    /// The scripted agent `ralph demo` runs (reads the prompt on stdin)
+    #[command(name = "__demo-agent", hide = true)]
+    DemoAgent {
+        #[arg(long, default_value_t = 0.3)]
+        pace: f64,
+    },
+    /// The gate `ralph demo` runs
+    #[command(name = "__demo-check", hide = true)]
+    DemoCheck { story: String },
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Redraw every few seconds until interrupted
+    #[arg(long)]
+    pub watch: bool,
+    /// Seconds between redraws with --watch
+    #[arg(long, default_value_t = 2, value_name = "SECONDS")]
+    pub interval: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct AnalyzeArgs {
+    /// The file to analyse
+    pub file: PathBuf,
+    /// How the agent formatted it (default: guessed from the content)
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum FormatArg {
+    Text,
+    Claude,
+    Amp,
+    Codex,
+    Gemini,
+    Opencode,
+    Cursor,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Where to create the demo project (default: a new temporary folder)
+    #[arg(long, value_name = "DIR")]
+    pub into: Option<PathBuf>,
+    /// Seconds the scripted agent pauses between steps
+    #[arg(long, default_value = "0.3", value_name = "SECONDS")]
+    pub pace: f64,
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The agent whose skills folder receives the prd and ralph skills
+    #[arg(long, value_enum, default_value = "claude")]
+    pub tool: Tool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RulesCommand {
+    /// All rule cards, candidates first
+    List,
+    /// One card in full
+    Show { id: String },
+    /// Put a rule into every prompt of this project
+    Arm {
+        id: String,
+        /// Your wording of the rule (default: the learned one)
+        #[arg(long)]
+        statement: Option<String>,
+    },
+    /// Never arm this rule
+    Reject { id: String },
+    /// Take an armed rule out of the prompts
+    Demote { id: String },
+    /// Put a rule away
+    Archive { id: String },
+    /// Make a rejected, demoted or archived rule a candidate again
+    Revive { id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Every setting with its value and where it came from
+    Show,
+}

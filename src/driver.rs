@@ -1,0 +1,1371 @@
+//! The loop itself: the only module that sequences the others.
+//!
+//! ```text
+//! setup: lock → prd → git branch / archive → checkpoint (resume?) → breaker → baseline gate
+//! each iteration:
+//!   re-read prd ─ all pass? → done
+//!   limits (calls/hour, usage-limit resume time) → wait or stop
+//!   pick story → render prompt → spawn a fresh agent (supervised) → analyse
+//!   git changes → prd check (restore if damaged) → gate → mark / unmark story
+//!   breaker.record → budgets → hooks → checkpoint
+//! end: report (claimed vs verified, closest iteration), hooks, exit code
+//! ```
+//!
+//! It never prints: everything a person or program sees is an [`Event`].
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use chrono::{Local, Utc};
+
+use crate::agent::{self, Backend, Tool};
+use crate::analyze::{AgentError, Analyzer, Outcome, StopReason};
+use crate::circuit::{Breaker, Signals, Thresholds};
+use crate::config::Config;
+use crate::error::Error;
+use crate::event::{BestIteration, Event, Level, Reporter, StoryReport};
+use crate::exit;
+use crate::gate::{Gate, Verdict};
+use crate::git::{BranchAction, Repo};
+use crate::limits::{Limits, Wait, Why};
+use crate::prd::Prd;
+use crate::state::{Best, Phase, RunState};
+use crate::store::{self, Store};
+
+/// Where ralph's files are for one project.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    /// The project directory (where the agent runs).
+    pub project: PathBuf,
+    pub prd: PathBuf,
+    /// The folder of prd.json: progress.txt, archive/ and .last-branch live here.
+    pub prd_dir: PathBuf,
+    pub progress: PathBuf,
+    pub last_branch: PathBuf,
+    pub store: Store,
+}
+
+impl Paths {
+    /// `--prd` if given, else `./prd.json`, else `./scripts/ralph/prd.json`
+    /// (the ralph.sh layout). Paths are absolute, so the prompt can name
+    /// them for an agent whatever its working directory.
+    pub fn resolve(project: &Path, prd: Option<&Path>) -> Result<Paths, Error> {
+        let project = project.canonicalize().map_err(|e| {
+            Error::Usage(format!("cannot use {} as the project directory: {e}", project.display()))
+        })?;
+        let prd = match prd {
+            Some(p) if p.is_absolute() => p.to_path_buf(),
+            Some(p) => {
+                std::env::current_dir().map(|d| d.join(p)).unwrap_or_else(|_| project.join(p))
+            }
+            None => {
+                let root = project.join("prd.json");
+                let legacy = project.join("scripts/ralph/prd.json");
+                if !root.exists() && legacy.exists() { legacy } else { root }
+            }
+        };
+        let prd_dir = prd.parent().map(Path::to_path_buf).unwrap_or_else(|| project.clone());
+        Ok(Paths {
+            progress: prd_dir.join("progress.txt"),
+            last_branch: prd_dir.join(".last-branch"),
+            store: Store::new(&project),
+            prd_dir,
+            prd,
+            project,
+        })
+    }
+}
+
+/// Everything a run needs beyond the paths.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub config: Config,
+    pub max_iterations: u32,
+    /// `--prompt FILE`.
+    pub prompt_file: Option<PathBuf>,
+    /// `--fresh`: ignore a crashed run's checkpoint.
+    pub fresh: bool,
+    /// Pass the agent's output on as events.
+    pub agent_output: bool,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Complete,
+    MaxIterations,
+    CircuitOpen,
+    RateLimited,
+    Blocked,
+    Budget,
+    Environment,
+    Interrupted(i32),
+}
+
+impl End {
+    fn code(self) -> u8 {
+        match self {
+            End::Complete => exit::COMPLETE,
+            End::MaxIterations => exit::MAX_ITERATIONS,
+            End::CircuitOpen => exit::CIRCUIT_OPEN,
+            End::RateLimited => exit::RATE_LIMITED,
+            End::Blocked => exit::BLOCKED,
+            End::Budget => exit::BUDGET,
+            End::Environment => exit::ENVIRONMENT,
+            End::Interrupted(sig) => crate::signals::exit_code(sig),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            End::Complete => "complete",
+            End::MaxIterations => "max_iterations",
+            End::CircuitOpen => "circuit_open",
+            End::RateLimited => "rate_limited",
+            End::Blocked => "blocked",
+            End::Budget => "budget",
+            End::Environment => "environment",
+            End::Interrupted(_) => "interrupted",
+        }
+    }
+}
+
+/// The longest run of transient failures (rate limits, overloads) ralph
+/// sits through before it gives up on the API.
+const MAX_TRANSIENT_RETRIES: u32 = 20;
+
+struct Run<'a> {
+    paths: &'a Paths,
+    opts: &'a Options,
+    cfg: &'a Config,
+    reporter: &'a mut dyn Reporter,
+    repo: Repo,
+    backend: Backend,
+    gate: Option<Gate>,
+    state: RunState,
+    breaker: Breaker,
+    limits: Limits,
+    /// The last PRD that was valid, for restoring what an agent breaks.
+    good_prd: Prd,
+    started: Instant,
+    deadline: Option<Instant>,
+    log_dir: PathBuf,
+    template: String,
+    branch: Option<String>,
+    /// Verdict of the most recent gate run (baseline included).
+    last_gate_passed: Option<bool>,
+    message: String,
+}
+
+/// Runs the loop. Returns the exit code; `Err` for fatal setup errors.
+pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result<u8, Error> {
+    crate::signals::install();
+    crate::signals::become_subreaper();
+    let cfg = &opts.config;
+    paths
+        .store
+        .ensure()
+        .map_err(|e| Error::io(format!("create {}", paths.store.root().display()), e))?;
+    let (_lock, previous) = match store::lock(&paths.store.lock_path()) {
+        Ok(l) => l,
+        Err(store::LockError::Busy(pid)) => {
+            return Err(Error::Locked { pid, lock: paths.store.lock_path() });
+        }
+        Err(store::LockError::Io(e)) => return Err(Error::io("take the lock", e)),
+    };
+    if let store::PreviousHolder::Dead(pid) = previous {
+        reporter.emit(&Event::Notice {
+            level: Level::Warn,
+            message: format!(
+                "the previous ralph (pid {pid}) ended without cleaning up; taking over its lock"
+            ),
+        });
+    }
+    let prd = Prd::load(&paths.prd)?;
+    let repo = Repo::discover(&paths.project)?;
+    let backend = backend(cfg)?;
+    let is_root = unsafe_free_geteuid() == 0;
+    backend
+        .preflight(is_root, &|k| std::env::var(k).ok())
+        .map_err(|message| Error::Environment { message, hint: None })?;
+    let template = load_template(paths, opts)?;
+
+    let now = Utc::now();
+    let (limits, warning) =
+        Limits::load(&paths.store).map_err(|e| Error::io("read .ralph/limits.json", e))?;
+    warn(reporter, warning);
+    let (mut breaker, warning) =
+        Breaker::load(&paths.store, now).map_err(|e| Error::io("read .ralph/circuit.json", e))?;
+    warn(reporter, warning);
+    if let Some(t) = breaker.on_start(now, cfg.circuit.auto_reset, cfg.circuit.cooldown) {
+        reporter.emit(&Event::Circuit {
+            from: state_name(t.from),
+            to: t.to.to_string(),
+            reason: t.reason,
+        });
+    }
+    breaker.save(&paths.store).map_err(|e| Error::io("write .ralph/circuit.json", e))?;
+
+    let (checkpoint, warning) =
+        RunState::load(&paths.store).map_err(|e| Error::io("read .ralph/state.json", e))?;
+    warn(reporter, warning);
+    let resume = checkpoint.filter(|s| s.phase != Phase::Ended && !opts.fresh);
+    let state = match &resume {
+        Some(s) => s.clone(),
+        None => RunState::new(
+            Local::now().format("%Y%m%d-%H%M%S").to_string(),
+            now,
+            opts.max_iterations,
+        ),
+    };
+    let log_dir = paths.store.run_log_dir(&state.run_id);
+    std::fs::create_dir_all(&log_dir)
+        .map_err(|e| Error::io(format!("create {}", log_dir.display()), e))?;
+
+    let gate = (!cfg.gate.command.is_empty() || prd.stories().iter().any(|s| s.verify.is_some()))
+        .then(|| Gate {
+            command: cfg.gate.command.clone(),
+            timeout: cfg.gate.timeout,
+            grace: cfg.agent.grace,
+            tail_bytes: cfg.gate.tail_bytes,
+            fatal_signatures: cfg.gate.fatal_signatures.clone(),
+        });
+    let deadline = cfg
+        .budget
+        .max_duration
+        .map(|d| Instant::now() + d.saturating_sub(Duration::from_millis(state.elapsed_ms)));
+    let mut run = Run {
+        paths,
+        opts,
+        cfg,
+        reporter,
+        repo,
+        backend,
+        gate,
+        breaker,
+        limits,
+        good_prd: prd.clone(),
+        started: Instant::now(),
+        deadline,
+        log_dir,
+        template,
+        branch: prd.branch_name().map(str::to_string),
+        last_gate_passed: None,
+        message: String::new(),
+        state,
+    };
+    run.setup_branch(&prd)?;
+    run.save_last_prd(&prd);
+    if let Some(old) = &resume {
+        run.recover(old)?;
+    }
+    let prd = run.reload_prd().unwrap_or(prd);
+    run.reporter.emit(&Event::RunStart {
+        run_id: run.state.run_id.clone(),
+        project: prd.project().map(str::to_string),
+        branch: run.repo.current_branch(),
+        prd: paths.prd.display().to_string(),
+        agent: describe_backend(&run.backend),
+        max_iterations: run.state.max_iterations,
+        stories: prd.stories().len(),
+        passing: prd.passing(),
+        resumed_from: resume.as_ref().map(|s| s.iteration),
+    });
+    run.checkpoint(Phase::Idle);
+    let end = run.main_loop();
+    run.finish(end)
+}
+
+fn unsafe_free_geteuid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+fn warn(reporter: &mut dyn Reporter, warning: Option<String>) {
+    if let Some(message) = warning {
+        reporter.emit(&Event::Notice { level: Level::Warn, message });
+    }
+}
+
+fn state_name(s: Option<crate::circuit::State>) -> String {
+    s.map_or("unreadable".into(), |s| s.to_string())
+}
+
+/// The configured agent.
+pub fn backend(cfg: &Config) -> Result<Backend, Error> {
+    let a = &cfg.agent;
+    let mut b = if a.tool == Tool::Custom || (!a.command.is_empty() && a.tool == Tool::Custom) {
+        if a.command.is_empty() {
+            return Err(Error::Usage(
+                "tool custom needs a command: --agent-cmd \"my-agent --flag\" or agent.command in .ralph/config.toml".into(),
+            ));
+        }
+        Backend { command: a.command.clone(), format: a.format, ..Backend::new(Tool::Custom) }
+    } else {
+        let mut b = Backend::new(a.tool);
+        if !a.command.is_empty() {
+            // A named tool with its program replaced (a wrapper, a pinned path).
+            b.command = a.command.clone();
+        }
+        b
+    };
+    b.model = a.model.clone();
+    b.extra_args = a.args.clone();
+    b.safe = a.safe;
+    if !a.allowed_tools.is_empty() {
+        b.allowed_tools = a.allowed_tools.clone();
+    }
+    Ok(b)
+}
+
+fn describe_backend(b: &Backend) -> String {
+    match b.tool {
+        Tool::Custom => format!("custom ({})", b.program()),
+        t => match &b.model {
+            Some(m) => format!("{t} ({m})"),
+            None => t.to_string(),
+        },
+    }
+}
+
+fn load_template(paths: &Paths, opts: &Options) -> Result<String, Error> {
+    let explicit = opts.prompt_file.clone().or_else(|| opts.config.run.prompt.clone());
+    let file = explicit.clone().or_else(|| Some(paths.store.prompt()).filter(|p| p.exists()));
+    match file {
+        Some(p) => std::fs::read_to_string(&p).map_err(|e| {
+            Error::Usage(format!("cannot read the prompt template {}: {e}", p.display()))
+        }),
+        None => Ok(crate::prompt::BUILTIN.to_string()),
+    }
+}
+
+impl Run<'_> {
+    fn notice(&mut self, message: impl Into<String>) {
+        self.reporter.emit(&Event::Notice { level: Level::Info, message: message.into() });
+    }
+
+    fn warn(&mut self, message: impl Into<String>) {
+        self.reporter.emit(&Event::Notice { level: Level::Warn, message: message.into() });
+    }
+
+    /// Archive on branch change, `.last-branch`, progress.txt, and the branch checkout.
+    fn setup_branch(&mut self, prd: &Prd) -> Result<(), Error> {
+        let p = self.paths;
+        let last = std::fs::read_to_string(&p.last_branch)
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty());
+        if let (Some(current), Some(last)) = (prd.branch_name(), last.as_deref()) {
+            if current != last {
+                let previous = std::fs::read(p.store.last_prd()).ok().filter(|bytes| {
+                    Prd::parse(bytes, &p.store.last_prd())
+                        .ok()
+                        .and_then(|old| old.branch_name().map(str::to_string))
+                        == Some(last.to_string())
+                });
+                let archived = crate::archive::archive_previous(
+                    &p.prd_dir,
+                    last,
+                    previous.as_deref(),
+                    &p.progress,
+                    Local::now(),
+                )
+                .map_err(|e| Error::io("archive the previous run", e))?;
+                self.notice(format!(
+                    "archived the previous run ({last}) to {}",
+                    archived.dir.display()
+                ));
+                if let Some(why) = archived.missing_prd {
+                    self.warn(format!("the previous prd.json was not archived: {why}"));
+                }
+            }
+        }
+        if let Some(branch) = prd.branch_name() {
+            store::write_atomic(&p.last_branch, format!("{branch}\n").as_bytes())
+                .map_err(|e| Error::io(format!("write {}", p.last_branch.display()), e))?;
+        }
+        if crate::archive::ensure_progress(&p.progress, Local::now())
+            .map_err(|e| Error::io(format!("create {}", p.progress.display()), e))?
+        {
+            self.notice(format!("created {}", p.progress.display()));
+        }
+        if let Some(branch) = prd.branch_name() {
+            match self.repo.ensure_branch(branch)? {
+                BranchAction::AlreadyOn => {}
+                BranchAction::SwitchedTo => self.notice(format!("switched to branch {branch}")),
+                BranchAction::Created { from } => {
+                    self.notice(format!("created branch {branch} from {from}"))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn save_last_prd(&mut self, prd: &Prd) {
+        if let Err(e) = prd.save(&self.paths.store.last_prd()) {
+            self.warn(format!("cannot keep a copy of prd.json in .ralph/: {e}"));
+        }
+    }
+
+    /// Picks up a run that crashed: the iteration it died in counts as
+    /// failed, and the story goes back to what it was before that iteration.
+    fn recover(&mut self, old: &RunState) -> Result<(), Error> {
+        self.notice(format!(
+            "resuming run {} after iteration {} (it ended without finishing; --fresh starts over)",
+            old.run_id, old.iteration
+        ));
+        if matches!(old.phase, Phase::Agent | Phase::Gate) {
+            if let Some(id) = old.story.clone() {
+                let mut prd = self.reload_prd().unwrap_or_else(|| self.good_prd.clone());
+                let verified = old.verified.iter().any(|v| v == &id);
+                if prd.story(&id).is_some_and(|s| s.passes) && !old.story_passed_before && !verified
+                {
+                    prd.set_passes(&id, false);
+                    self.save_prd(&prd)?;
+                    self.warn(format!(
+                        "iteration {} died before {id} was verified: {id} is marked unfinished again",
+                        old.iteration
+                    ));
+                }
+                let signals = Signals {
+                    iteration: u64::from(old.iteration),
+                    failed: true,
+                    ..Signals::default()
+                };
+                self.record_breaker(&signals);
+                self.state.feedback = Some(format!(
+                    "The previous iteration ({}) on {id} was cut off (ralph stopped or crashed) before it \
+                     finished. Check the work tree and git log for partial work before going on.",
+                    old.iteration
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads prd.json; a damaged file is restored from the last good copy.
+    fn reload_prd(&mut self) -> Option<Prd> {
+        match Prd::load(&self.paths.prd) {
+            Ok(prd) => match self.good_prd.identity_damage(&prd) {
+                None => {
+                    self.good_prd = prd.clone();
+                    Some(prd)
+                }
+                Some(damage) => {
+                    self.restore_prd(&damage);
+                    None
+                }
+            },
+            Err(e) => {
+                self.restore_prd(&e.to_string());
+                None
+            }
+        }
+    }
+
+    fn restore_prd(&mut self, why: &str) {
+        let good = self.good_prd.clone();
+        match good.save(&self.paths.prd) {
+            Ok(()) => {
+                self.warn(format!("prd.json was damaged ({why}); restored the last good copy"))
+            }
+            Err(e) => {
+                self.warn(format!("prd.json was damaged ({why}) and could not be restored: {e}"))
+            }
+        }
+    }
+
+    fn save_prd(&mut self, prd: &Prd) -> Result<(), Error> {
+        prd.save(&self.paths.prd)
+            .map_err(|e| Error::io(format!("write {}", self.paths.prd.display()), e))?;
+        self.good_prd = prd.clone();
+        self.save_last_prd(prd);
+        Ok(())
+    }
+
+    fn checkpoint(&mut self, phase: Phase) {
+        self.state.phase = phase;
+        self.state.elapsed_ms = self.state.elapsed_ms.max(self.elapsed_ms());
+        if let Err(e) = self.state.save(&self.paths.store) {
+            self.warn(format!("cannot write .ralph/state.json: {e}"));
+        }
+    }
+
+    fn elapsed_ms(&self) -> u64 {
+        self.state.elapsed_ms + self.started.elapsed().as_millis() as u64
+    }
+
+    fn interrupted(&self) -> Option<End> {
+        crate::signals::pending().map(End::Interrupted)
+    }
+
+    fn main_loop(&mut self) -> End {
+        if self.breaker.is_open() {
+            self.message = format!(
+                "the circuit breaker is open: {}\n{}",
+                self.breaker.reason(),
+                self.breaker.report(self.cfg.circuit.cooldown)
+            );
+            return End::CircuitOpen;
+        }
+        let Some(prd) = self.reload_prd() else {
+            return End::Environment;
+        };
+        if let Some(end) = self.baseline(&prd) {
+            return end;
+        }
+        loop {
+            if let Some(end) = self.interrupted() {
+                return end;
+            }
+            let prd = match self.reload_prd() {
+                Some(p) => p,
+                None => self.good_prd.clone(),
+            };
+            if prd.all_pass() {
+                if self.last_gate_passed == Some(false) {
+                    self.message =
+                        "every story is marked passing, but the gate fails: fix the gate or \
+                                    set a story back to \"passes\": false"
+                            .into();
+                    return End::MaxIterations;
+                }
+                self.message = "every story passes".into();
+                return End::Complete;
+            }
+            if self.state.iteration >= self.state.max_iterations {
+                self.message = format!(
+                    "reached the iteration limit ({}) with {} stor{} unfinished; see {}",
+                    self.state.max_iterations,
+                    prd.stories().len() - prd.passing(),
+                    if prd.stories().len() - prd.passing() == 1 { "y" } else { "ies" },
+                    self.paths.progress.display()
+                );
+                return End::MaxIterations;
+            }
+            if let Some(end) = self.over_budget() {
+                return end;
+            }
+            if let Some(end) = self.wait_for_limits() {
+                return end;
+            }
+            let Some(story) = prd.next_story().cloned() else {
+                return End::Complete;
+            };
+            match self.iteration(&prd, &story) {
+                Ok(None) => {}
+                Ok(Some(end)) => return end,
+                Err(e) => {
+                    self.message = match e.hint() {
+                        Some(h) => format!("{e}\nhint: {h}"),
+                        None => e.to_string(),
+                    };
+                    return End::Environment;
+                }
+            }
+            if !self.cfg.run.pause.is_zero() {
+                if let Some(end) = self.sleep(self.cfg.run.pause) {
+                    return end;
+                }
+            }
+        }
+    }
+
+    /// Runs the gate once before the first iteration: it must be able to
+    /// run at all, and its verdict is the baseline.
+    fn baseline(&mut self, prd: &Prd) -> Option<End> {
+        let gate = self.gate.clone()?;
+        if !self.cfg.gate.baseline || gate.command.is_empty() {
+            return None;
+        }
+        let log = self.log_dir.join("gate-baseline.log");
+        match gate.run(&gate.command, &self.paths.project, Some(&log)) {
+            Ok(v) => {
+                self.last_gate_passed = Some(v.passed);
+                self.notice(format!(
+                    "baseline: the gate {} before any work{}",
+                    if v.passed { "passes" } else { "fails" },
+                    if v.passed || v.summary().is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", v.summary())
+                    }
+                ));
+                let _ = prd;
+                None
+            }
+            Err(e) => {
+                self.message = format!("{}\nhint: {}", e.message, e.hint);
+                Some(End::Environment)
+            }
+        }
+    }
+
+    fn over_budget(&mut self) -> Option<End> {
+        let b = &self.cfg.budget;
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            self.message = format!(
+                "the run's time budget (--max-duration {}) is spent",
+                humantime::format_duration(b.max_duration.unwrap_or_default())
+            );
+            return Some(End::Budget);
+        }
+        if let Some(max) = b.max_cost.filter(|m| self.state.cost_usd >= *m) {
+            self.message = format!(
+                "the cost budget (${max:.2}) is spent: ${:.2} reported",
+                self.state.cost_usd
+            );
+            return Some(End::Budget);
+        }
+        if let Some(max) = b.max_tokens.filter(|m| self.state.tokens >= *m) {
+            self.message = format!("the token budget ({max}) is spent: {} used", self.state.tokens);
+            return Some(End::Budget);
+        }
+        None
+    }
+
+    /// Waits out the calls-per-hour window and any usage limit, or stops.
+    fn wait_for_limits(&mut self) -> Option<End> {
+        loop {
+            let max_wait =
+                if self.cfg.limits.wait { self.cfg.limits.max_wait } else { Duration::ZERO };
+            let now = Utc::now();
+            match self.limits.wait(now, self.cfg.limits.calls_per_hour, max_wait) {
+                Wait::Ready => return None,
+                Wait::TooLong { at, why } => {
+                    self.message = format!(
+                        "{} until {} — {}",
+                        why_text(why),
+                        at.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S"),
+                        if self.cfg.limits.wait {
+                            format!(
+                                "longer than --max-wait {}; run ralph again after that time",
+                                humantime::format_duration(max_wait)
+                            )
+                        } else {
+                            "not waiting (--no-wait); run ralph again after that time".into()
+                        }
+                    );
+                    return Some(End::RateLimited);
+                }
+                Wait::Until { at, why } => {
+                    if let Some(end) = self.wait_until(at, why_text(why)) {
+                        return Some(end);
+                    }
+                }
+            }
+        }
+    }
+
+    fn wait_until(&mut self, at: chrono::DateTime<Utc>, reason: &str) -> Option<End> {
+        let now = Utc::now();
+        let secs = (at - now).num_milliseconds().max(0) as u64;
+        self.reporter.emit(&Event::Waiting {
+            reason: reason.into(),
+            until: at,
+            seconds: secs.div_ceil(1000),
+        });
+        self.sleep(Duration::from_millis(secs))
+    }
+
+    /// Sleeps, waking for signals and the run's deadline; emits a countdown.
+    fn sleep(&mut self, d: Duration) -> Option<End> {
+        let until = Instant::now() + d;
+        let mut last_tick = Instant::now();
+        loop {
+            if let Some(end) = self.interrupted() {
+                return Some(end);
+            }
+            let now = Instant::now();
+            if now >= until {
+                return None;
+            }
+            if self.deadline.is_some_and(|dl| now >= dl) {
+                return self.over_budget();
+            }
+            if now.duration_since(last_tick) >= Duration::from_secs(1) {
+                last_tick = now;
+                self.reporter.emit(&Event::WaitTick { remaining_s: (until - now).as_secs() });
+            }
+            std::thread::sleep((until - now).min(Duration::from_millis(50)));
+        }
+    }
+
+    fn record_breaker(&mut self, signals: &Signals) -> bool {
+        let c = &self.cfg.circuit;
+        let thresholds = Thresholds {
+            no_progress: c.no_progress,
+            half_open_after: c.no_progress.saturating_sub(1).max(1).min(c.no_progress),
+            same_error: c.same_error,
+            permission_denials: c.permission_denials,
+            failures: c.failures,
+        };
+        let t = self.breaker.record(signals, &thresholds, Utc::now());
+        if let Err(e) = self.breaker.save(&self.paths.store) {
+            self.warn(format!("cannot write .ralph/circuit.json: {e}"));
+        }
+        if let Some(t) = t {
+            self.reporter.emit(&Event::Circuit {
+                from: state_name(t.from),
+                to: t.to.to_string(),
+                reason: t.reason,
+            });
+        }
+        self.breaker.is_open()
+    }
+
+    /// The prompt for `story`, with what ralph knows from earlier iterations.
+    fn prompt(&self, prd: &Prd, story: &crate::prd::Story) -> String {
+        let story_json = serde_json::to_string_pretty(&story_value(prd, story)).unwrap_or_default();
+        let mut context = String::new();
+        if let Some(feedback) = &self.state.feedback {
+            context.push_str("## What ralph saw after the previous iteration\n");
+            context.push_str(feedback);
+            context.push('\n');
+        }
+        let gate_hint = match self.gate_command(story) {
+            Some(cmd) => format!("; ralph verifies your work with `{}`", cmd.join(" ")),
+            None => String::new(),
+        };
+        let iteration = (self.state.iteration + 1).to_string();
+        let max = self.state.max_iterations.to_string();
+        let prd_path = self.paths.prd.display().to_string();
+        let progress = self.paths.progress.display().to_string();
+        let handoff = self.paths.store.handoff().display().to_string();
+        let branch = self
+            .branch
+            .clone()
+            .or_else(|| self.repo.current_branch())
+            .unwrap_or_else(|| "(current)".into());
+        crate::prompt::render(
+            &self.template,
+            &[
+                ("iteration", &iteration),
+                ("max_iterations", &max),
+                ("project", prd.project().unwrap_or("this project")),
+                ("branch", &branch),
+                ("prd_path", &prd_path),
+                ("progress_path", &progress),
+                ("handoff_path", &handoff),
+                ("story_id", &story.id),
+                ("story_title", &story.title),
+                ("story", &story_json),
+                ("gate_hint", &gate_hint),
+                ("context", &context),
+            ],
+        )
+    }
+
+    fn gate_command(&self, story: &crate::prd::Story) -> Option<Vec<String>> {
+        let gate = self.gate.as_ref()?;
+        match &story.verify {
+            Some(v) => crate::agent::words::split(v).ok().filter(|w| !w.is_empty()),
+            None => Some(gate.command.clone()).filter(|c| !c.is_empty()),
+        }
+    }
+
+    /// One iteration. `Ok(Some(end))` stops the run.
+    fn iteration(&mut self, prd: &Prd, story: &crate::prd::Story) -> Result<Option<End>, Error> {
+        let n = self.state.iteration + 1;
+        self.state.iteration = n;
+        self.state.story = Some(story.id.clone());
+        self.state.story_passed_before = story.passes;
+        let prompt = self.prompt(prd, story);
+        let prompt_path = self.log_dir.join(format!("iter-{n}.prompt.md"));
+        let log_path = self.log_dir.join(format!("iter-{n}.log"));
+        store::write_atomic(&prompt_path, prompt.as_bytes())
+            .map_err(|e| Error::io(format!("write {}", prompt_path.display()), e))?;
+        let mut invocation =
+            self.backend.invocation(&prompt, &prompt_path).map_err(Error::Usage)?;
+        invocation.env_set.extend([
+            ("RALPH_ITERATION".to_string(), n.to_string()),
+            ("RALPH_STORY_ID".to_string(), story.id.clone()),
+            ("RALPH_PRD".to_string(), self.paths.prd.display().to_string()),
+            ("RALPH_PROGRESS".to_string(), self.paths.progress.display().to_string()),
+            ("RALPH_HANDOFF".to_string(), self.paths.store.handoff().display().to_string()),
+        ]);
+        let _ = std::fs::remove_file(self.paths.store.handoff());
+        // `ralph monitor` follows the running iteration's log through this link.
+        let current = self.paths.store.logs_dir().join("current.log");
+        let _ = std::fs::remove_file(&current);
+        let _ = std::os::unix::fs::symlink(&log_path, &current);
+        self.reporter.emit(&Event::IterationStart {
+            iteration: n,
+            max_iterations: self.state.max_iterations,
+            story_id: story.id.clone(),
+            story_title: story.title.clone(),
+        });
+        let before = self.repo.snapshot()?;
+        self.limits.record_call(Utc::now());
+        if let Err(e) = self.limits.save(&self.paths.store) {
+            return Err(Error::io("write .ralph/limits.json", e));
+        }
+        self.checkpoint(Phase::Agent);
+
+        let limits = agent::supervise::Limits {
+            timeout: self.cfg.agent.timeout,
+            idle: self.cfg.agent.idle_timeout,
+            grace: self.cfg.agent.grace,
+            deadline: self.deadline,
+        };
+        let analyzer = Analyzer::new(invocation.format);
+        let show = self.opts.agent_output;
+        let reporter = &mut *self.reporter;
+        let mut on_output =
+            |text: String| reporter.emit(&Event::AgentOutput { iteration: n, text });
+        let started = Instant::now();
+        let result = agent::run(
+            &invocation,
+            &self.paths.project,
+            &log_path,
+            limits,
+            analyzer,
+            if show { Some(&mut on_output) } else { None },
+        );
+        let run = match result {
+            Ok(r) => r,
+            Err(e) => {
+                return Err(Error::Environment {
+                    message: format!("the agent cannot start: {e}"),
+                    hint: Some(
+                        "check the agent command (--tool / --agent-cmd) and that it is installed"
+                            .into(),
+                    ),
+                });
+            }
+        };
+        if let Some(e) = run.log_error {
+            return Err(Error::io(format!("write the agent log {}", log_path.display()), e));
+        }
+        if run.finished.leftovers > 0 {
+            self.notice(format!(
+                "ended {} process{} the agent left running",
+                run.finished.leftovers,
+                if run.finished.leftovers == 1 { "" } else { "es" }
+            ));
+        }
+        let outcome = run.outcome;
+        self.state.cost_usd += outcome.cost_usd.unwrap_or(0.0);
+        self.state.tokens += outcome.tokens.map_or(0, |t| t.total());
+        let after = self.repo.snapshot()?;
+        let changes = self.repo.changes(&before, &after);
+        let bookkeeping = |f: &str| {
+            let p = self.repo.workdir().join(f);
+            p == self.paths.prd
+                || p == self.paths.progress
+                || p == self.paths.last_branch
+                || f.starts_with(".ralph/")
+        };
+        let work_files = changes.files.iter().filter(|f| !bookkeeping(f)).count();
+        self.checkpoint(Phase::Gate);
+
+        // What the agent left in prd.json.
+        let prd_damaged;
+        let mut prd_now = match self.reload_prd() {
+            Some(p) => {
+                prd_damaged = false;
+                p
+            }
+            None => {
+                prd_damaged = true;
+                self.good_prd.clone()
+            }
+        };
+        let claimed = prd_now.story(&story.id).is_some_and(|s| s.passes) && !story.passes;
+        if claimed {
+            self.state.note_claimed(&story.id);
+        }
+        let stopped_by = match &outcome.error {
+            Some(AgentError::Stopped { reason }) => Some(*reason),
+            _ => None,
+        };
+        if let Some(StopReason::Interrupted) = stopped_by {
+            // The iteration was cut off: it never counts as passed.
+            if claimed {
+                prd_now.set_passes(&story.id, false);
+                self.save_prd(&prd_now)?;
+            }
+            self.end_iteration(
+                n, story, &outcome, &changes, work_files, false, "stopped", &log_path, started,
+            );
+            return Ok(self.interrupted());
+        }
+        // Failures that are not the agent's work at all.
+        match &outcome.error {
+            Some(AgentError::Auth { message }) => {
+                self.end_iteration(
+                    n, story, &outcome, &changes, work_files, false, "failed", &log_path, started,
+                );
+                self.message = format!(
+                    "the agent could not authenticate: {message}\nhint: log the agent CLI in again (or fix its API key), then run ralph again"
+                );
+                return Ok(Some(End::Environment));
+            }
+            Some(AgentError::UsageLimit { resets_at, message }) => {
+                let resume = self.limits.set_usage_limit(
+                    *resets_at,
+                    Utc::now(),
+                    self.cfg.limits.usage_limit_wait,
+                );
+                let _ = self.limits.save(&self.paths.store);
+                self.state.iteration -= 1;
+                self.end_iteration(
+                    n,
+                    story,
+                    &outcome,
+                    &changes,
+                    work_files,
+                    false,
+                    "transient",
+                    &log_path,
+                    started,
+                );
+                self.notice(format!(
+                    "usage limit: {message} — calls resume at {}",
+                    resume.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S")
+                ));
+                self.checkpoint(Phase::Idle);
+                return Ok(None);
+            }
+            Some(AgentError::RateLimited { message })
+            | Some(AgentError::Overloaded { message })
+            | Some(AgentError::Unreachable { message }) => {
+                let backoff = self.limits.note_transient();
+                let count = self.limits.transient_count();
+                let _ = self.limits.save(&self.paths.store);
+                self.state.iteration -= 1;
+                self.end_iteration(
+                    n,
+                    story,
+                    &outcome,
+                    &changes,
+                    work_files,
+                    false,
+                    "transient",
+                    &log_path,
+                    started,
+                );
+                if count > MAX_TRANSIENT_RETRIES {
+                    self.message =
+                        format!("the API kept failing ({count} times in a row): {message}");
+                    return Ok(Some(End::RateLimited));
+                }
+                self.checkpoint(Phase::Idle);
+                let at = Utc::now() + chrono::TimeDelta::from_std(backoff).unwrap_or_default();
+                return Ok(self.wait_until(
+                    at,
+                    &format!("backing off after a transient API error: {message}"),
+                ));
+            }
+            _ => {}
+        }
+        self.limits.note_success();
+        let _ = self.limits.save(&self.paths.store);
+
+        // The verdict.
+        let agent_failed = outcome.error.is_some() || prd_damaged;
+        let gate_cmd = self.gate_command(story);
+        let mut verified = None;
+        let mut gate_signature = None;
+        let mut feedback = Vec::new();
+        if prd_damaged {
+            feedback.push(
+                "prd.json was left invalid or with stories deleted or renumbered; ralph restored \
+                 the last good copy. Only change the \"passes\" field of your story."
+                    .to_string(),
+            );
+        }
+        if let Some(e) = &outcome.error {
+            feedback.push(format!("The agent run failed: {}", error_text(e)));
+        }
+        if let (Some(gate), Some(cmd)) = (self.gate.clone(), gate_cmd.clone()) {
+            let log = self.log_dir.join(format!("gate-{n}.log"));
+            let v: Verdict = match gate.run(&cmd, &self.paths.project, Some(&log)) {
+                Ok(v) => v,
+                Err(e) => {
+                    self.message = format!("{}\nhint: {}", e.message, e.hint);
+                    return Ok(Some(End::Environment));
+                }
+            };
+            self.reporter.emit(&Event::Gate {
+                iteration: n,
+                story_id: story.id.clone(),
+                passed: v.passed,
+                exit_code: v.exit_code,
+                duration_ms: v.duration.as_millis() as u64,
+                summary: v.summary(),
+            });
+            self.last_gate_passed = Some(v.passed);
+            let story_specific = story.verify.is_some();
+            let agent_says_done = claimed
+                || outcome.claimed_complete
+                || outcome
+                    .status_block
+                    .as_ref()
+                    .is_some_and(|b| b.status == Some(crate::analyze::Status::Complete));
+            let did_work = !changes.commits.is_empty() || work_files > 0;
+            if v.passed && (story_specific || agent_says_done || did_work) {
+                verified = Some(true);
+            } else {
+                verified = Some(false);
+                if !v.passed {
+                    feedback.push(v.feedback(&cmd));
+                    gate_signature = Some(v.signature());
+                } else {
+                    feedback.push(format!(
+                        "The gate passes, but nothing was done for {} in this iteration (no commits, no \
+                         changed files): implement the story, commit it, and set its \"passes\" to true.",
+                        story.id
+                    ));
+                }
+            }
+            self.note_best(n, &v, prd_now.passing(), &after.head);
+        }
+        let passes_now = prd_now.story(&story.id).is_some_and(|s| s.passes);
+        match verified {
+            Some(true) => {
+                self.state.note_verified(&story.id, true);
+                if !passes_now {
+                    prd_now.set_passes(&story.id, true);
+                    self.save_prd(&prd_now)?;
+                    self.commit_prd(&format!(
+                        "chore: mark {} as passing (verified by ralph's gate)",
+                        story.id
+                    ));
+                    self.notice(format!("the gate passes: ralph marked {} as passing", story.id));
+                }
+            }
+            Some(false) => {
+                self.state.note_verified(&story.id, false);
+                if passes_now {
+                    prd_now.set_passes(&story.id, false);
+                    self.save_prd(&prd_now)?;
+                    self.commit_prd(&format!("chore: {} does not pass ralph's gate yet", story.id));
+                    self.warn(format!(
+                        "{} was claimed but the gate failed: set back to unfinished",
+                        story.id
+                    ));
+                }
+            }
+            None => {
+                // No gate: the agent's word, unless its run failed.
+                if passes_now && agent_failed && !story.passes {
+                    prd_now.set_passes(&story.id, false);
+                    self.save_prd(&prd_now)?;
+                    self.warn(format!(
+                        "{} was marked passing by a failed agent run: set back to unfinished",
+                        story.id
+                    ));
+                }
+            }
+        }
+        let story_passes = prd_now.story(&story.id).is_some_and(|s| s.passes);
+        let newly_passing = story_passes && !story.passes;
+        if outcome.claimed_complete && !prd_now.all_pass() {
+            let left = prd_now.stories().len() - prd_now.passing();
+            self.warn(format!(
+                "the agent claimed COMPLETE but {left} stor{} unfinished",
+                if left == 1 { "y is" } else { "ies are" }
+            ));
+        }
+        let tasks = outcome.status_block.as_ref().and_then(|b| b.tasks_completed).unwrap_or(0);
+        let progress = !changes.commits.is_empty() || work_files > 0 || newly_passing || tasks > 0;
+        let result = if agent_failed {
+            "failed"
+        } else if verified == Some(false) {
+            "gate_failed"
+        } else if progress {
+            "progress"
+        } else {
+            "no_progress"
+        };
+        self.state.feedback = (!feedback.is_empty()).then(|| feedback.join("\n\n"));
+        self.end_iteration(
+            n,
+            story,
+            &outcome,
+            &changes,
+            work_files,
+            story_passes,
+            result,
+            &log_path,
+            started,
+        );
+
+        // Blocked: the agent says it cannot go on without a person.
+        if outcome
+            .status_block
+            .as_ref()
+            .is_some_and(|b| b.status == Some(crate::analyze::Status::Blocked))
+        {
+            self.message = format!(
+                "the agent reported BLOCKED on {}: {}",
+                story.id,
+                outcome
+                    .status_block
+                    .as_ref()
+                    .and_then(|b| b.recommendation.clone())
+                    .unwrap_or_default()
+            );
+            self.checkpoint(Phase::Idle);
+            return Ok(Some(End::Blocked));
+        }
+
+        let signals = Signals {
+            iteration: u64::from(n),
+            progress,
+            failed: agent_failed,
+            transient: false,
+            asking_questions: false,
+            error_signature: gate_signature.or_else(|| outcome.error_signature.clone()),
+            permission_denials: outcome.permission_denials.len(),
+        };
+        self.checkpoint(Phase::Idle);
+        if self.record_breaker(&signals) {
+            self.message = format!(
+                "the circuit breaker opened\n{}",
+                self.breaker.report(self.cfg.circuit.cooldown)
+            );
+            return Ok(Some(End::CircuitOpen));
+        }
+        if let Some(StopReason::Budget) = stopped_by {
+            return Ok(self.over_budget().or(Some(End::Budget)));
+        }
+        if prd_now.all_pass() {
+            return Ok(None);
+        }
+        Ok(self.over_budget())
+    }
+
+    fn commit_prd(&mut self, message: &str) {
+        let Some(rel) = self.repo.relative(&self.paths.prd) else { return };
+        if let Err(e) = self.repo.commit_paths(&[rel.as_path()], message) {
+            self.warn(format!("cannot commit prd.json: {e}"));
+        }
+    }
+
+    fn note_best(&mut self, n: u32, v: &Verdict, passing: usize, head: &Option<git2::Oid>) {
+        let rank = (v.passed, passing, -i64::from(v.score.failed.unwrap_or(0)));
+        if self.state.best.as_ref().is_none_or(|b| rank > b.rank) {
+            self.state.best = Some(Best {
+                iteration: n,
+                commit: head.map(|h| format!("{:.7}", h.to_string())),
+                rank,
+                description: format!(
+                    "gate {}{}",
+                    if v.passed { "passed" } else { "failed" },
+                    if v.passed { String::new() } else { format!(": {}", v.score.describe()) }
+                ),
+            });
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn end_iteration(
+        &mut self,
+        n: u32,
+        story: &crate::prd::Story,
+        outcome: &Outcome,
+        changes: &crate::git::Changes,
+        work_files: usize,
+        story_passes: bool,
+        result: &str,
+        log: &Path,
+        started: Instant,
+    ) {
+        let duration_ms = started.elapsed().as_millis() as u64;
+        self.reporter.emit(&Event::IterationEnd {
+            iteration: n,
+            story_id: story.id.clone(),
+            result: result.into(),
+            duration_ms,
+            exit_code: None,
+            commits: changes.commits.len(),
+            files_changed: work_files,
+            story_passes,
+            claimed_complete: outcome.claimed_complete,
+            cost_usd: outcome.cost_usd,
+            tokens: outcome.tokens.map(|t| t.total()),
+            error: outcome.error.as_ref().map(error_text),
+            log: log.display().to_string(),
+        });
+        let env = vec![
+            ("RALPH_EVENT".to_string(), "iteration_end".to_string()),
+            ("RALPH_ITERATION".to_string(), n.to_string()),
+            ("RALPH_STORY_ID".to_string(), story.id.clone()),
+            ("RALPH_STORY_TITLE".to_string(), story.title.clone()),
+            ("RALPH_OUTCOME".to_string(), result.to_string()),
+            ("RALPH_STORY_PASSES".to_string(), story_passes.to_string()),
+            ("RALPH_COST_USD".to_string(), format!("{:.4}", outcome.cost_usd.unwrap_or(0.0))),
+            ("RALPH_LOG".to_string(), log.display().to_string()),
+        ];
+        let hook = self.cfg.hooks.on_iteration_end.clone();
+        self.hook("on_iteration_end", &hook, env);
+    }
+
+    /// Runs a hook; a failing hook is logged and never stops the loop.
+    fn hook(&mut self, name: &str, command: &[String], mut env: Vec<(String, String)>) {
+        let Some((program, args)) = command.split_first() else { return };
+        env.extend([
+            ("RALPH_RUN_ID".to_string(), self.state.run_id.clone()),
+            ("RALPH_PROJECT_DIR".to_string(), self.paths.project.display().to_string()),
+            ("RALPH_PRD".to_string(), self.paths.prd.display().to_string()),
+            ("RALPH_TOTAL_COST_USD".to_string(), format!("{:.4}", self.state.cost_usd)),
+        ]);
+        let spec = agent::supervise::Spec {
+            program,
+            args,
+            cwd: &self.paths.project,
+            env_remove: &[],
+            env_set: &env,
+            stdin: None,
+            limits: agent::supervise::Limits {
+                timeout: Duration::from_secs(60),
+                idle: None,
+                grace: Duration::from_secs(2),
+                deadline: None,
+            },
+        };
+        let tail = || agent::supervise::TailSink(agent::capture::Tail::new(2048));
+        match agent::supervise::run(&spec, tail(), tail(), &mut || {}) {
+            Ok((f, _, err)) if !f.success() => {
+                let detail = err.0.text();
+                self.warn(format!(
+                    "hook {name} ({}) failed{}{}",
+                    command.join(" "),
+                    f.exit_code
+                        .map(|c| format!(" with exit {c}"))
+                        .unwrap_or_else(|| " (timed out or killed)".into()),
+                    if detail.trim().is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", detail.trim())
+                    }
+                ));
+            }
+            Ok(_) => {}
+            Err(e) => self.warn(format!("hook {name} cannot run: {e}")),
+        }
+    }
+
+    fn finish(mut self, end: End) -> Result<u8, Error> {
+        let prd = self.reload_prd().unwrap_or_else(|| self.good_prd.clone());
+        let code = end.code();
+        if self.message.is_empty() {
+            self.message = match end {
+                End::Interrupted(sig) if sig == libc::SIGINT => {
+                    "interrupted (Ctrl-C); run ralph again to resume".into()
+                }
+                End::Interrupted(_) => "terminated; run ralph again to resume".into(),
+                _ => end.name().replace('_', " "),
+            };
+        }
+        let report: Vec<StoryReport> = prd
+            .stories()
+            .iter()
+            .map(|s| StoryReport {
+                id: s.id.clone(),
+                title: s.title.clone(),
+                claimed: s.passes || self.state.claimed.iter().any(|c| c == &s.id),
+                verified: self
+                    .gate
+                    .as_ref()
+                    .map(|_| self.state.verified.iter().any(|v| v == &s.id)),
+                passes: s.passes,
+            })
+            .collect();
+        let best = (end != End::Complete).then(|| self.state.best.clone()).flatten().map(|b| {
+            BestIteration { iteration: b.iteration, commit: b.commit, score: b.description }
+        });
+        // An interrupted run stays resumable; every other end closes the run.
+        let resumable = matches!(end, End::Interrupted(_));
+        self.state.outcome = Some(end.name().into());
+        self.state.exit_code = Some(code);
+        self.checkpoint(if resumable { Phase::Idle } else { Phase::Ended });
+        let _ = store::append_jsonl(
+            &self.paths.store.runs(),
+            &serde_json::json!({
+                "run_id": self.state.run_id,
+                "ended_at": Utc::now(),
+                "outcome": end.name(),
+                "exit_code": code,
+                "iterations": self.state.iteration,
+                "passing": prd.passing(),
+                "stories": prd.stories().len(),
+                "cost_usd": self.state.cost_usd,
+                "tokens": self.state.tokens,
+            }),
+        );
+        let env = vec![
+            (
+                "RALPH_EVENT".to_string(),
+                if end == End::Complete { "complete" } else { "halt" }.to_string(),
+            ),
+            ("RALPH_OUTCOME".to_string(), end.name().to_string()),
+            ("RALPH_EXIT_CODE".to_string(), code.to_string()),
+            (
+                "RALPH_EXIT_REASON".to_string(),
+                self.message.lines().next().unwrap_or("").to_string(),
+            ),
+            ("RALPH_ITERATION".to_string(), self.state.iteration.to_string()),
+            ("RALPH_PASSING".to_string(), prd.passing().to_string()),
+            ("RALPH_TOTAL".to_string(), prd.stories().len().to_string()),
+        ];
+        let hook = if end == End::Complete {
+            self.cfg.hooks.on_complete.clone()
+        } else {
+            self.cfg.hooks.on_halt.clone()
+        };
+        self.hook(if end == End::Complete { "on_complete" } else { "on_halt" }, &hook, env);
+        self.reporter.emit(&Event::RunEnd {
+            outcome: end.name().into(),
+            exit_code: code,
+            iterations: self.state.iteration,
+            passing: prd.passing(),
+            stories: prd.stories().len(),
+            cost_usd: self.state.cost_usd,
+            tokens: self.state.tokens,
+            duration_ms: self.started.elapsed().as_millis() as u64,
+            message: self.message.clone(),
+            report,
+            best,
+        });
+        Ok(code)
+    }
+}
+
+fn why_text(why: Why) -> &'static str {
+    match why {
+        Why::UsageLimit => "the agent's usage limit",
+        Why::CallsPerHour => "the calls-per-hour limit",
+    }
+}
+
+/// A one-line description of an agent error.
+pub fn error_text(e: &AgentError) -> String {
+    match e {
+        AgentError::Auth { message } => format!("authentication failed: {message}"),
+        AgentError::UsageLimit { message, .. } => format!("usage limit: {message}"),
+        AgentError::RateLimited { message } => format!("rate limited: {message}"),
+        AgentError::Overloaded { message } => format!("overloaded: {message}"),
+        AgentError::Unreachable { message } => format!("API unreachable: {message}"),
+        AgentError::Failed { exit_code, message } => {
+            let code = exit_code.map(|c| format!("exit {c}")).unwrap_or_else(|| "killed".into());
+            if message.trim().is_empty() { code } else { format!("{code}: {}", message.trim()) }
+        }
+        AgentError::Stopped { reason } => match reason {
+            StopReason::Timeout => "stopped: iteration timeout".into(),
+            StopReason::Idle => "stopped: no output for the idle timeout".into(),
+            StopReason::Interrupted => "stopped: interrupted".into(),
+            StopReason::Budget => "stopped: the run's time budget is spent".into(),
+        },
+    }
+}
+
+/// The story object as it appears in prd.json (unknown fields included).
+fn story_value(prd: &Prd, story: &crate::prd::Story) -> serde_json::Value {
+    serde_json::from_str::<serde_json::Value>(&prd.to_json())
+        .ok()
+        .and_then(|v| v.get("userStories").and_then(|s| s.get(story.index)).cloned())
+        .unwrap_or_else(|| serde_json::to_value(story).unwrap_or_default())
+}

@@ -1,0 +1,192 @@
+//! `ralph init` (scaffold a project) and `ralph agents` (which agent CLIs
+//! are installed and what each still needs).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::agent::{Backend, Tool};
+use crate::cli::{Global, InitArgs};
+use crate::error::Error;
+
+pub const PRD_EXAMPLE: &str = include_str!("../prd.json.example");
+pub const CONFIG_TEMPLATE: &str = include_str!("../templates/config.toml");
+pub const AGENTS_TEMPLATE: &str = include_str!("../templates/AGENTS.md");
+pub const SKILL_PRD: &str = include_str!("../skills/prd/SKILL.md");
+pub const SKILL_RALPH: &str = include_str!("../skills/ralph/SKILL.md");
+
+/// Writes `content` to `path` unless something is already there.
+fn create(path: &Path, content: &str, done: &mut Vec<String>) -> Result<(), Error> {
+    if path.exists() {
+        done.push(format!("kept     {} (already there)", path.display()));
+        return Ok(());
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
+    }
+    crate::store::write_atomic(path, content.as_bytes())
+        .map_err(|e| Error::io(format!("write {}", path.display()), e))?;
+    done.push(format!("created  {}", path.display()));
+    Ok(())
+}
+
+/// Scaffolds `project`. Idempotent: never overwrites a file.
+pub fn run(project: &Path, args: &InitArgs) -> Result<u8, Error> {
+    let project: PathBuf = project.canonicalize().map_err(|e| {
+        Error::Usage(format!("cannot use {} as the project directory: {e}", project.display()))
+    })?;
+    let store = crate::store::Store::new(&project);
+    store.ensure().map_err(|e| Error::io(format!("create {}", store.root().display()), e))?;
+    let mut done = vec![format!(
+        "ready    {} (its .gitignore keeps ralph's state and logs out of git)",
+        store.root().display()
+    )];
+    let legacy = project.join("scripts/ralph/prd.json");
+    if legacy.exists() {
+        done.push(format!("kept     {} (ralph.sh layout; ralph uses it)", legacy.display()));
+    } else {
+        create(&project.join("prd.json"), PRD_EXAMPLE, &mut done)?;
+    }
+    create(&store.config(), CONFIG_TEMPLATE, &mut done)?;
+    let prompt = format!(
+        "<!-- ralph's iteration prompt. Edit it to suit this project, or delete this file to use the\n     built-in one. Placeholders like {{{{story_id}}}} are filled in each iteration. -->\n{}",
+        crate::prompt::BUILTIN
+    );
+    create(&store.prompt(), &prompt, &mut done)?;
+    create(&project.join("AGENTS.md"), AGENTS_TEMPLATE, &mut done)?;
+    match args.tool.skills_dir() {
+        Some(dir) => {
+            create(&project.join(dir).join("prd/SKILL.md"), SKILL_PRD, &mut done)?;
+            create(&project.join(dir).join("ralph/SKILL.md"), SKILL_RALPH, &mut done)?;
+        }
+        None => done.push(format!(
+            "skipped  skills: {} has no skills folder; the prd and ralph skills are in ralph's repository under skills/",
+            args.tool
+        )),
+    }
+    for line in &done {
+        println!("{line}");
+    }
+    println!(
+        "\nNext: describe your feature in prd.json (or ask your agent to use the prd and ralph skills),\n\
+         set gate.command in .ralph/config.toml to your test command, then run `ralph`."
+    );
+    Ok(0)
+}
+
+/// One line of `ralph agents`.
+#[derive(Debug, serde::Serialize)]
+pub struct AgentInfo {
+    pub tool: String,
+    pub program: String,
+    pub path: Option<String>,
+    pub version: Option<String>,
+    pub problems: Vec<String>,
+}
+
+/// `ralph agents`: every known CLI, found or not.
+pub fn agents(g: &Global) -> Result<u8, Error> {
+    // SAFETY: geteuid has no preconditions.
+    let is_root = unsafe { libc::geteuid() } == 0;
+    let env = |k: &str| std::env::var(k).ok();
+    let infos: Vec<AgentInfo> = Tool::ALL
+        .iter()
+        .filter(|t| **t != Tool::Custom)
+        .map(|&tool| {
+            let backend = Backend::new(tool);
+            let program = backend.program().to_string();
+            let path = which::which(&program).ok();
+            let mut problems = Vec::new();
+            let version = path.as_ref().and_then(|p| version(p));
+            match backend.preflight(is_root, &env) {
+                Ok(_) => {}
+                Err(e) => problems.push(e),
+            }
+            if tool == Tool::Claude && path.is_some() && env("ANTHROPIC_API_KEY").is_none() && env("CLAUDE_CODE_OAUTH_TOKEN").is_none() {
+                problems.push("no ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN in the environment (fine if you ran `claude login`)".into());
+            }
+            AgentInfo {
+                tool: tool.to_string(),
+                program,
+                path: path.map(|p| p.display().to_string()),
+                version,
+                problems,
+            }
+        })
+        .collect();
+    if g.json {
+        println!("{}", serde_json::to_string_pretty(&infos).unwrap_or_default());
+        return Ok(0);
+    }
+    for i in &infos {
+        let found = match (&i.path, &i.version) {
+            (Some(p), Some(v)) => format!("{v} ({p})"),
+            (Some(p), None) => p.clone(),
+            (None, _) => "not installed".into(),
+        };
+        println!("{:<13} {found}", i.tool);
+        for p in &i.problems {
+            println!("{:<13}   - {p}", "");
+        }
+    }
+    Ok(0)
+}
+
+/// `<program> --version`, first line, with a timeout.
+fn version(program: &Path) -> Option<String> {
+    let p = program.display().to_string();
+    let args = vec!["--version".to_string()];
+    let spec = crate::agent::supervise::Spec {
+        program: &p,
+        args: &args,
+        cwd: Path::new("/"),
+        env_remove: &[],
+        env_set: &[],
+        stdin: None,
+        limits: crate::agent::supervise::Limits {
+            timeout: Duration::from_secs(10),
+            idle: None,
+            grace: Duration::from_secs(1),
+            deadline: None,
+        },
+    };
+    let tail = || crate::agent::supervise::TailSink(crate::agent::capture::Tail::new(1024));
+    let (f, out, err) = crate::agent::supervise::run(&spec, tail(), tail(), &mut || {}).ok()?;
+    if !f.success() {
+        return None;
+    }
+    let text = out.0.text();
+    let text = if text.trim().is_empty() { err.0.text() } else { text };
+    text.lines().find(|l| !l.trim().is_empty()).map(|l| l.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_config_template_file_matches_the_settings_table() {
+        // templates/config.toml is what `ralph init` writes; it is generated
+        // from the settings table so the two can never drift apart.
+        // `RALPH_BLESS=1 cargo test` rewrites it.
+        let want = crate::config::template();
+        if std::env::var_os("RALPH_BLESS").is_some() {
+            std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/templates/config.toml"), &want)
+                .unwrap();
+            return;
+        }
+        assert_eq!(
+            super::CONFIG_TEMPLATE,
+            want,
+            "templates/config.toml is stale: run RALPH_BLESS=1 cargo test"
+        );
+    }
+
+    #[test]
+    fn the_example_prd_is_valid() {
+        let prd = crate::prd::Prd::parse(
+            super::PRD_EXAMPLE.as_bytes(),
+            std::path::Path::new("prd.json.example"),
+        )
+        .unwrap();
+        assert_eq!(prd.next_story().unwrap().id, "US-001");
+    }
+}

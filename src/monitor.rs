@@ -1,0 +1,97 @@
+//! `ralph monitor` / `ralph --monitor`: the loop in a tmux session, with
+//! `ralph status --watch` and the live log of the current iteration beside
+//! it. Detaching leaves the loop running.
+
+use std::process::Command;
+
+use crate::cli::{Global, RunArgs};
+use crate::error::Error;
+
+/// The arguments of this ralph, turned into the loop's own command line:
+/// `monitor` becomes `run`, `--monitor` is dropped.
+fn loop_args() -> Vec<String> {
+    let mut out = Vec::new();
+    let mut replaced = false;
+    for a in std::env::args().skip(1) {
+        if a == "--monitor" {
+            continue;
+        }
+        if a == "monitor" && !replaced {
+            out.push("run".to_string());
+            replaced = true;
+            continue;
+        }
+        out.push(a);
+    }
+    out
+}
+
+fn quote(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:@%+,".contains(c)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+pub fn start(g: &Global, _args: &RunArgs) -> Result<u8, Error> {
+    let tmux = which::which("tmux").map_err(|_| Error::Environment {
+        message: "ralph monitor needs tmux, which is not installed".into(),
+        hint: Some("install it (apt install tmux / brew install tmux), or run `ralph` and `ralph status --watch` in two terminals".into()),
+    })?;
+    let project = crate::commands::project_dir(g)?
+        .canonicalize()
+        .map_err(|e| Error::Usage(format!("cannot use the project directory: {e}")))?;
+    let exe = std::env::current_exe().map_err(|e| Error::io("find ralph's own executable", e))?;
+    let exe = quote(&exe.display().to_string());
+    let name = format!(
+        "ralph-{}-{}",
+        project.file_name().and_then(|n| n.to_str()).unwrap_or("project").replace(['.', ':'], "-"),
+        std::process::id()
+    );
+    let mut run_cmd = vec![exe.clone()];
+    run_cmd.extend(loop_args().iter().map(|a| quote(a)));
+    // The loop pane keeps its final report on screen until a key is pressed.
+    let loop_pane = format!(
+        "{}; echo; echo '[ralph finished: press Enter to close]'; read _",
+        run_cmd.join(" ")
+    );
+    let status_pane = format!("{exe} status --watch");
+    let log = project.join(".ralph/logs/current.log");
+    let log_pane = format!("tail -n 200 -F {}", quote(&log.display().to_string()));
+    let dir = project.display().to_string();
+    let tmux_run = |args: &[&str]| -> Result<(), Error> {
+        let status =
+            Command::new(&tmux).args(args).status().map_err(|e| Error::io("run tmux", e))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(Error::Environment {
+                message: format!("tmux {} failed", args.join(" ")),
+                hint: None,
+            })
+        }
+    };
+    tmux_run(&["new-session", "-d", "-s", &name, "-c", &dir, "-n", "ralph", &loop_pane])?;
+    tmux_run(&["split-window", "-h", "-t", &format!("{name}:ralph"), "-c", &dir, &status_pane])?;
+    tmux_run(&["split-window", "-v", "-t", &format!("{name}:ralph"), "-c", &dir, &log_pane])?;
+    tmux_run(&["select-pane", "-t", &format!("{name}:ralph.0")])?;
+    if std::io::IsTerminal::is_terminal(&std::io::stdout()) && std::env::var_os("TMUX").is_none() {
+        let _ = Command::new(&tmux).args(["attach-session", "-t", &name]).status();
+        println!("detached from {name}; the loop keeps running. Re-attach: tmux attach -t {name}");
+    } else {
+        println!("started tmux session {name}\nattach: tmux attach -t {name}");
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn quoting_keeps_arguments_whole() {
+        assert_eq!(super::quote("plain-arg"), "plain-arg");
+        assert_eq!(super::quote("two words"), "'two words'");
+        assert_eq!(super::quote("it's"), "'it'\\''s'");
+        assert_eq!(super::quote(""), "''");
+    }
+}

@@ -1,0 +1,168 @@
+//! The run checkpoint, `.ralph/state.json`: written atomically at every
+//! phase boundary, so that after a crash or `kill -9` the next `ralph`
+//! continues the same run — iteration numbering, budgets and the feedback
+//! for the next prompt — instead of starting over.
+
+use std::io;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::store::{self, Loaded, Store};
+
+pub const VERSION: u32 = 1;
+
+/// Where in an iteration the run was when the checkpoint was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// Between iterations.
+    Idle,
+    /// The agent is running.
+    Agent,
+    /// The gate is running (or the agent's work is being judged).
+    Gate,
+    /// The run is over.
+    Ended,
+}
+
+/// The iteration closest to passing, for the final report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Best {
+    pub iteration: u32,
+    pub commit: Option<String>,
+    /// Sort key: higher is better (gate passed, stories passing, fewer failures).
+    pub rank: (bool, usize, i64),
+    pub description: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunState {
+    pub version: u32,
+    pub run_id: String,
+    pub started_at: DateTime<Utc>,
+    pub max_iterations: u32,
+    /// The last iteration started.
+    pub iteration: u32,
+    pub phase: Phase,
+    pub story: Option<String>,
+    /// The story's `passes` before its iteration started: what a crash
+    /// mid-iteration restores, so a dead iteration never counts as passed.
+    pub story_passed_before: bool,
+    pub cost_usd: f64,
+    pub tokens: u64,
+    /// Run time spent by earlier processes of this run (for `--max-duration`).
+    pub elapsed_ms: u64,
+    /// Stories the agent marked passing in this run.
+    pub claimed: Vec<String>,
+    /// Stories the gate verified in this run.
+    pub verified: Vec<String>,
+    pub best: Option<Best>,
+    /// What the next prompt should be told about the last iteration.
+    pub feedback: Option<String>,
+    /// The last valid handoff, as the agent wrote it.
+    pub handoff: Option<serde_json::Value>,
+    pub outcome: Option<String>,
+    pub exit_code: Option<u8>,
+}
+
+impl RunState {
+    pub fn new(run_id: String, now: DateTime<Utc>, max_iterations: u32) -> RunState {
+        RunState {
+            version: VERSION,
+            run_id,
+            started_at: now,
+            max_iterations,
+            iteration: 0,
+            phase: Phase::Idle,
+            story: None,
+            story_passed_before: false,
+            cost_usd: 0.0,
+            tokens: 0,
+            elapsed_ms: 0,
+            claimed: Vec::new(),
+            verified: Vec::new(),
+            best: None,
+            feedback: None,
+            handoff: None,
+            outcome: None,
+            exit_code: None,
+        }
+    }
+
+    pub fn save(&self, store: &Store) -> io::Result<()> {
+        store::write_json(&store.state(), self)
+    }
+
+    /// The checkpoint of a run that did not end, if there is one. A damaged
+    /// file is reported (the caller warns and starts a fresh run).
+    pub fn load(store: &Store) -> io::Result<(Option<RunState>, Option<String>)> {
+        let path = store.state();
+        match store::read_json::<serde_json::Value>(&path)? {
+            Loaded::Missing => Ok((None, None)),
+            Loaded::Damaged(why) => Ok((
+                None,
+                Some(format!("{} is damaged ({why}); starting a new run", path.display())),
+            )),
+            Loaded::Ok(value) => {
+                let version = value.get("version").and_then(serde_json::Value::as_u64);
+                if version != Some(u64::from(VERSION)) {
+                    let warning = format!(
+                        "{} has version {}, this ralph reads {VERSION}; starting a new run",
+                        path.display(),
+                        version.map_or("none".into(), |v| v.to_string())
+                    );
+                    return Ok((None, Some(warning)));
+                }
+                match serde_json::from_value::<RunState>(value) {
+                    Ok(s) => Ok((Some(s), None)),
+                    Err(e) => Ok((
+                        None,
+                        Some(format!("{} is damaged ({e}); starting a new run", path.display())),
+                    )),
+                }
+            }
+        }
+    }
+
+    pub fn note_claimed(&mut self, id: &str) {
+        if !self.claimed.iter().any(|c| c == id) {
+            self.claimed.push(id.to_string());
+        }
+    }
+
+    pub fn note_verified(&mut self, id: &str, verified: bool) {
+        self.verified.retain(|v| v != id);
+        if verified {
+            self.verified.push(id.to_string());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roundtrip_and_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        store.ensure().unwrap();
+        assert!(RunState::load(&store).unwrap().0.is_none());
+        let mut s = RunState::new("r1".into(), Utc::now(), 10);
+        s.iteration = 2;
+        s.phase = Phase::Agent;
+        s.note_claimed("A");
+        s.note_claimed("A");
+        s.save(&store).unwrap();
+        let (back, warn) = RunState::load(&store).unwrap();
+        let back = back.unwrap();
+        assert!(warn.is_none());
+        assert_eq!((back.iteration, back.phase, back.claimed.len()), (2, Phase::Agent, 1));
+        for bad in ["", "{}", "{\"version\":1}", "garbage", "{\"version\":99}"] {
+            std::fs::write(store.state(), bad).unwrap();
+            let (s, warn) = RunState::load(&store).unwrap();
+            assert!(s.is_none() && warn.is_some(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,428 @@
+//! `ralph status`, `ralph reset-circuit` and `ralph analyze`: read-only
+//! views of a project's state (status never takes the lock, so it works
+//! while a loop runs, and in a directory ralph has never run in).
+
+use std::io::{BufRead, Read, Write};
+use std::path::Path;
+
+use chrono::{DateTime, Local, Utc};
+use serde::Serialize;
+
+use crate::analyze::{Analyzer, Format};
+use crate::circuit::Breaker;
+use crate::cli::{AnalyzeArgs, FormatArg, Global, StatusArgs};
+use crate::commands::{layers, project_dir};
+use crate::driver::Paths;
+use crate::error::Error;
+use crate::limits::Limits;
+use crate::prd::Prd;
+use crate::state::{Phase, RunState};
+use crate::store;
+
+#[derive(Debug, Serialize)]
+pub struct Status {
+    pub project_dir: String,
+    pub prd: String,
+    pub project: Option<String>,
+    /// The checked-out git branch.
+    pub branch: Option<String>,
+    /// The branch the PRD names.
+    pub prd_branch: Option<String>,
+    pub prd_error: Option<String>,
+    pub stories: Vec<StoryLine>,
+    pub passing: usize,
+    pub total: usize,
+    pub circuit: CircuitLine,
+    pub calls_this_hour: usize,
+    pub calls_per_hour: u32,
+    pub usage_limit_until: Option<DateTime<Utc>>,
+    /// The pid of the ralph holding the lock, if one is running.
+    pub running_pid: Option<u32>,
+    pub current_run: Option<RunLine>,
+    pub last_run: Option<serde_json::Value>,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct StoryLine {
+    pub id: String,
+    pub title: String,
+    pub priority: Option<f64>,
+    pub passes: bool,
+    pub next: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CircuitLine {
+    pub state: String,
+    pub reason: String,
+    pub iterations_without_progress: u32,
+    pub total_opens: u64,
+    pub opened_at: Option<DateTime<Utc>>,
+    /// What a person can do when it is open.
+    pub advice: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RunLine {
+    pub run_id: String,
+    pub iteration: u32,
+    pub max_iterations: u32,
+    pub phase: Phase,
+    pub story: Option<String>,
+    pub cost_usd: f64,
+    pub outcome: Option<String>,
+}
+
+/// Gathers the status of the project at `paths`.
+pub fn gather(
+    paths: &Paths,
+    calls_per_hour: u32,
+    cooldown: std::time::Duration,
+    now: DateTime<Utc>,
+) -> Status {
+    let mut warnings = Vec::new();
+    let store = &paths.store;
+    let (prd, prd_error) = match Prd::load(&paths.prd) {
+        Ok(p) => (Some(p), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    let next = prd.as_ref().and_then(|p| p.next_story().map(|s| s.id.clone()));
+    let stories: Vec<StoryLine> = prd
+        .as_ref()
+        .map(|p| {
+            p.stories()
+                .iter()
+                .map(|s| StoryLine {
+                    id: s.id.clone(),
+                    title: s.title.clone(),
+                    priority: s.priority,
+                    passes: s.passes,
+                    next: Some(&s.id) == next.as_ref(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let (breaker, w) =
+        Breaker::load(store, now).unwrap_or_else(|e| (Breaker::new(now), Some(e.to_string())));
+    warnings.extend(w);
+    let report = breaker.report(cooldown);
+    let (limits, w) = Limits::load(store).unwrap_or_else(|e| (Limits::new(), Some(e.to_string())));
+    warnings.extend(w);
+    let (state, w) = RunState::load(store).unwrap_or((None, None));
+    warnings.extend(w);
+    let last_run = store::read_jsonl::<serde_json::Value>(&store.runs())
+        .ok()
+        .and_then(|(v, _)| v.into_iter().last());
+    let branch = crate::git::Repo::discover(&paths.project).ok().and_then(|r| r.current_branch());
+    Status {
+        project_dir: paths.project.display().to_string(),
+        prd: paths.prd.display().to_string(),
+        project: prd.as_ref().and_then(|p| p.project().map(str::to_string)),
+        prd_branch: prd.as_ref().and_then(|p| p.branch_name().map(str::to_string)),
+        branch,
+        prd_error,
+        passing: stories.iter().filter(|s| s.passes).count(),
+        total: stories.len(),
+        stories,
+        circuit: CircuitLine {
+            state: report.state.to_string(),
+            reason: report.reason.clone(),
+            iterations_without_progress: report.iterations_without_progress,
+            total_opens: report.total_opens,
+            opened_at: report.opened_at,
+            advice: report.likely_causes.iter().chain(&report.how_to_go_on).cloned().collect(),
+        },
+        calls_this_hour: limits.calls_in_window(now),
+        calls_per_hour,
+        usage_limit_until: limits.usage_resume_at().filter(|t| *t > now),
+        running_pid: store::lock_holder(&store.lock_path()),
+        current_run: state.map(|s| RunLine {
+            run_id: s.run_id,
+            iteration: s.iteration,
+            max_iterations: s.max_iterations,
+            phase: s.phase,
+            story: s.story,
+            cost_usd: s.cost_usd,
+            outcome: s.outcome,
+        }),
+        last_run,
+        warnings,
+    }
+}
+
+/// The human view.
+pub fn render(s: &Status) -> String {
+    let mut o = String::new();
+    let project = s.project.as_deref().unwrap_or("(no project name)");
+    o.push_str(&format!("{project} — {}\n", s.prd));
+    match (&s.branch, &s.prd_branch) {
+        (Some(b), Some(p)) if b != p => o.push_str(&format!("branch: {b} (the PRD wants {p})\n")),
+        (Some(b), _) => o.push_str(&format!("branch: {b}\n")),
+        (None, _) => o.push_str("branch: (not a git repository)\n"),
+    }
+    if let Some(e) = &s.prd_error {
+        o.push_str(&format!("prd.json: {e}\n"));
+    }
+    if s.total > 0 {
+        o.push_str(&format!("\nstories: {}/{} pass\n", s.passing, s.total));
+        for st in &s.stories {
+            let mark = if st.passes {
+                "✓"
+            } else if st.next {
+                "→"
+            } else {
+                " "
+            };
+            let prio = st.priority.map(|p| format!("p{p}")).unwrap_or_else(|| "p-".into());
+            o.push_str(&format!(
+                "  {mark} {:<10} {prio:<4} {}{}\n",
+                st.id,
+                st.title,
+                if st.next { "  (next)" } else { "" }
+            ));
+        }
+    }
+    o.push_str(&format!("\ncircuit: {} — {}\n", s.circuit.state, s.circuit.reason));
+    if s.circuit.iterations_without_progress > 0 {
+        o.push_str(&format!(
+            "  iterations without progress: {}\n",
+            s.circuit.iterations_without_progress
+        ));
+    }
+    for a in &s.circuit.advice {
+        o.push_str(&format!("  - {a}\n"));
+    }
+    let limit =
+        if s.calls_per_hour == 0 { "no limit".to_string() } else { s.calls_per_hour.to_string() };
+    o.push_str(&format!("calls in the last hour: {} ({limit})\n", s.calls_this_hour));
+    if let Some(t) = s.usage_limit_until {
+        o.push_str(&format!(
+            "usage limit: calls resume at {}\n",
+            t.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S")
+        ));
+    }
+    match s.running_pid {
+        Some(pid) => o.push_str(&format!("running: yes (pid {pid})\n")),
+        None => o.push_str("running: no\n"),
+    }
+    if let Some(r) = &s.current_run {
+        let state = match (&r.outcome, r.phase) {
+            (Some(out), Phase::Ended) => format!("ended: {out}"),
+            (_, Phase::Ended) => "ended".into(),
+            _ if s.running_pid.is_none() => "stopped mid-run: `ralph` resumes it".into(),
+            (_, phase) => format!("{phase:?}").to_lowercase(),
+        };
+        o.push_str(&format!(
+            "run {}: iteration {}/{}{} · ${:.2} · {state}\n",
+            r.run_id,
+            r.iteration,
+            r.max_iterations,
+            r.story.as_ref().map(|st| format!(" ({st})")).unwrap_or_default(),
+            r.cost_usd
+        ));
+    }
+    if let Some(last) = &s.last_run {
+        let g = |k: &str| {
+            last.get(k).map(|v| v.to_string().trim_matches('"').to_string()).unwrap_or_default()
+        };
+        o.push_str(&format!(
+            "last run: {} · {} after {} iterations · {}/{} stories · exit {}\n",
+            g("run_id"),
+            g("outcome"),
+            g("iterations"),
+            g("passing"),
+            g("stories"),
+            g("exit_code")
+        ));
+    }
+    for w in &s.warnings {
+        o.push_str(&format!("warning: {w}\n"));
+    }
+    o
+}
+
+pub fn command(g: &Global, args: &StatusArgs) -> Result<u8, Error> {
+    let project = project_dir(g)?;
+    let paths = Paths::resolve(&project, g.prd.as_deref())?;
+    let config = layers(g, &paths.project, &Default::default())?.resolve();
+    crate::signals::install();
+    loop {
+        let s = gather(&paths, config.limits.calls_per_hour, config.circuit.cooldown, Utc::now());
+        let text = if g.json {
+            serde_json::to_string_pretty(&s).unwrap_or_default() + "\n"
+        } else {
+            render(&s)
+        };
+        let mut out = std::io::stdout().lock();
+        if args.watch && !g.json && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            let _ = write!(out, "\x1b[H\x1b[2J");
+        }
+        if args.watch {
+            let _ = writeln!(out, "[{}]", Local::now().format("%H:%M:%S"));
+        }
+        if out.write_all(text.as_bytes()).and_then(|_| out.flush()).is_err() {
+            return Ok(0);
+        }
+        drop(out);
+        if !args.watch {
+            return Ok(0);
+        }
+        let until =
+            std::time::Instant::now() + std::time::Duration::from_secs(args.interval.max(1));
+        while std::time::Instant::now() < until {
+            if crate::signals::pending().is_some() {
+                return Ok(0);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}
+
+/// `ralph reset-circuit` / `ralph --reset-circuit`.
+pub fn reset_circuit(project: &Path) -> Result<u8, Error> {
+    let store = store::Store::new(project);
+    store.ensure().map_err(|e| Error::io(format!("create {}", store.root().display()), e))?;
+    let now = Utc::now();
+    let (mut breaker, warning) =
+        Breaker::load(&store, now).map_err(|e| Error::io("read .ralph/circuit.json", e))?;
+    if let Some(w) = warning {
+        eprintln!("warning: {w}");
+    }
+    let before = breaker.state();
+    breaker.reset(now, "reset by hand (ralph reset-circuit)");
+    breaker.save(&store).map_err(|e| Error::io("write .ralph/circuit.json", e))?;
+    println!("circuit breaker reset: {before} → CLOSED (recorded in .ralph/circuit-history.jsonl)");
+    Ok(0)
+}
+
+fn guess_format(head: &[u8]) -> Format {
+    let text = String::from_utf8_lossy(head);
+    for line in text.lines().map(str::trim_start).filter(|l| l.starts_with('{')) {
+        let kind = |k: &str| {
+            line.contains(&format!("\"type\":\"{k}")) || line.contains(&format!("\"type\": \"{k}"))
+        };
+        if kind("thread.") || kind("turn.") || kind("item.") {
+            return Format::Codex;
+        }
+        if kind("step_start") || kind("step_finish") || line.contains("\"sessionID\"") {
+            return Format::Opencode;
+        }
+        if kind("init") || (kind("message") && line.contains("\"role\"")) {
+            return Format::Gemini;
+        }
+        if kind("tool_call") {
+            return Format::Cursor;
+        }
+        if kind("system")
+            || kind("assistant")
+            || kind("result")
+            || kind("user")
+            || kind("rate_limit_event")
+        {
+            return Format::Claude;
+        }
+    }
+    Format::Text
+}
+
+/// `ralph analyze FILE`: the analysis of a saved agent output, streamed.
+pub fn analyze(g: &Global, args: &AnalyzeArgs) -> Result<u8, Error> {
+    let file = std::fs::File::open(&args.file)
+        .map_err(|e| Error::Usage(format!("cannot open {}: {e}", args.file.display())))?;
+    let mut reader = std::io::BufReader::with_capacity(256 * 1024, file);
+    let format = match args.format {
+        Some(f) => match f {
+            FormatArg::Text => Format::Text,
+            FormatArg::Claude => Format::Claude,
+            FormatArg::Amp => Format::Amp,
+            FormatArg::Codex => Format::Codex,
+            FormatArg::Gemini => Format::Gemini,
+            FormatArg::Opencode => Format::Opencode,
+            FormatArg::Cursor => Format::Cursor,
+        },
+        None => {
+            let head = reader
+                .fill_buf()
+                .map_err(|e| Error::io(format!("read {}", args.file.display()), e))?;
+            guess_format(&head[..head.len().min(64 * 1024)])
+        }
+    };
+    let mut analyzer = Analyzer::new(format);
+    let mut splitter = crate::agent::capture::LineSplitter::default();
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::io(format!("read {}", args.file.display()), e)),
+        };
+        splitter.push(&buf[..n], &mut |line, _| analyzer.feed(line));
+    }
+    splitter.finish(&mut |line, _| analyzer.feed(line));
+    let end = crate::analyze::ProcessEnd { exit_code: Some(0), ..Default::default() };
+    let outcome = analyzer.finish(&end, Utc::now());
+    if g.json {
+        let v = serde_json::json!({"file": args.file, "format": format, "outcome": outcome});
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        return Ok(0);
+    }
+    let mut o = format!(
+        "{} ({} lines, {} bytes, format {:?})\n",
+        args.file.display(),
+        outcome.output_lines,
+        outcome.output_bytes,
+        format
+    );
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    o.push_str(&format!("claimed COMPLETE: {}\n", yes(outcome.claimed_complete)));
+    match &outcome.status_block {
+        Some(b) => o.push_str(&format!(
+            "status block: status {:?}, exit signal {:?}, tasks {:?}, files {:?}, tests {:?}\n",
+            b.status, b.exit_signal, b.tasks_completed, b.files_modified, b.tests_status
+        )),
+        None => o.push_str("status block: none\n"),
+    }
+    if let Some(e) = &outcome.status_block_error {
+        o.push_str(&format!("status block problem: {e}\n"));
+    }
+    if let Some(e) = &outcome.error {
+        o.push_str(&format!("error: {}\n", crate::driver::error_text(e)));
+    }
+    if let Some(sig) = &outcome.error_signature {
+        o.push_str(&format!("error signature: {sig}\n"));
+    }
+    if !outcome.permission_denials.is_empty() {
+        o.push_str(&format!("permission denials: {}\n", outcome.permission_denials.join(", ")));
+    }
+    if let Some(s) = &outcome.session_id {
+        o.push_str(&format!("session: {s}\n"));
+    }
+    if let Some(c) = outcome.cost_usd {
+        o.push_str(&format!("cost: ${c:.4}\n"));
+    }
+    if let Some(t) = outcome.tokens {
+        o.push_str(&format!(
+            "tokens: {} in, {} out, {} cache read, {} cache write\n",
+            t.input, t.output, t.cache_read, t.cache_write
+        ));
+    }
+    if let Some(t) = outcome.turns {
+        o.push_str(&format!("turns: {t}\n"));
+    }
+    if !outcome.final_text.is_empty() {
+        let text: String = outcome
+            .final_text
+            .chars()
+            .rev()
+            .take(600)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        o.push_str(&format!("final text (end):\n{}\n", crate::agent::display::clean(&text)));
+    }
+    let _ = std::io::stdout().write_all(o.as_bytes());
+    Ok(0)
+}
