@@ -448,6 +448,10 @@ impl Run<'_> {
         match Prd::load(&self.paths.prd) {
             Ok(prd) => match self.good_prd.identity_damage(&prd) {
                 None => {
+                    if prd.to_json() != self.good_prd.to_json() {
+                        // The archive of a finished run needs its last state.
+                        self.save_last_prd(&prd);
+                    }
                     self.good_prd = prd.clone();
                     Some(prd)
                 }

@@ -1,1 +1,351 @@
-fn main() {}
+//! A scriptable stand-in for an agent CLI, for ralph's integration tests.
+//!
+//! It behaves like a real agent where it matters to ralph: it reads the
+//! prompt on stdin, finds its story and the PRD path in it, edits files,
+//! sets `passes`, commits with git, and prints what it is told to print.
+//!
+//! `FAKE_AGENT_SCRIPT` names the script; `FAKE_AGENT_DIR` (default: the
+//! script's folder) holds its run counter, a log of every run
+//! (`runs.log`), each prompt (`prompt-<n>.txt`) and the pids of processes
+//! it spawned (`pids`). A script is made of blocks, one per run:
+//!
+//! ```text
+//! [run 1]          commands for the first run
+//! [run 2-3]        for runs 2 and 3
+//! [run *]          for every other run
+//! ```
+//!
+//! Commands: `implement` (the happy path: file, passes, progress, handoff,
+//! commit), `write PATH TEXT`, `append PATH TEXT`, `mark-pass [ID]`,
+//! `commit MESSAGE` ({id} and {title} are replaced), `progress TEXT`,
+//! `handoff JSON`, `print TEXT`, `stderr TEXT`, `output BYTES`, `binary`,
+//! `echo-prompt`, `status STATUS EXIT_SIGNAL`, `promise`, `sleep SECS`,
+//! `ignore-sigterm`, `spawn setsid|group SECS`, `close-stdout`,
+//! `skip-stdin`, `corrupt-prd invalid|delete|flip`, `cat FILE`,
+//! `usage-limit SECS`, `exit CODE`.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn main() {
+    let script_path = PathBuf::from(std::env::var("FAKE_AGENT_SCRIPT").unwrap_or_else(|_| {
+        eprintln!("fake-agent: FAKE_AGENT_SCRIPT is not set");
+        std::process::exit(90);
+    }));
+    let dir = std::env::var("FAKE_AGENT_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| script_path.parent().unwrap_or(Path::new(".")).to_path_buf());
+    let script = fs::read_to_string(&script_path).unwrap_or_else(|e| {
+        eprintln!("fake-agent: cannot read {}: {e}", script_path.display());
+        std::process::exit(90);
+    });
+    let n = next_run(&dir);
+    let commands = block(&script, n);
+    let mut prompt = String::new();
+    if !commands.iter().any(|c| c == "skip-stdin") {
+        let _ = std::io::stdin().read_to_string(&mut prompt);
+    }
+    let _ = fs::write(dir.join(format!("prompt-{n}.txt")), &prompt);
+    let task = Task::from_prompt(&prompt);
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let mut log = fs::OpenOptions::new().create(true).append(true).open(dir.join("runs.log")).unwrap();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let _ = writeln!(
+        log,
+        "run={n} pid={} story={} cwd={} args={}",
+        std::process::id(),
+        task.story,
+        cwd.display(),
+        args.join(" ")
+    );
+    drop(log);
+    for line in &commands {
+        let (cmd, rest) = line.split_once(' ').unwrap_or((line.as_str(), ""));
+        if let Err(e) = run(cmd, rest, &task, &prompt, &dir) {
+            eprintln!("fake-agent: {line}: {e}");
+            std::process::exit(91);
+        }
+    }
+}
+
+/// Increments and returns the run counter.
+fn next_run(dir: &Path) -> u32 {
+    let path = dir.join("count");
+    let n = fs::read_to_string(&path).ok().and_then(|s| s.trim().parse::<u32>().ok()).unwrap_or(0) + 1;
+    let _ = fs::write(&path, n.to_string());
+    n
+}
+
+/// The commands of the block for run `n`.
+fn block(script: &str, n: u32) -> Vec<String> {
+    let mut blocks: Vec<(String, Vec<String>)> = Vec::new();
+    for line in script.lines() {
+        let t = line.trim();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        if let Some(head) = t.strip_prefix("[run ").and_then(|h| h.strip_suffix(']')) {
+            blocks.push((head.trim().to_string(), Vec::new()));
+        } else if let Some(last) = blocks.last_mut() {
+            last.1.push(t.to_string());
+        } else {
+            blocks.push(("*".into(), vec![t.to_string()]));
+        }
+    }
+    let matches = |head: &str| match head.split_once('-') {
+        Some((a, b)) => a.parse::<u32>().is_ok_and(|a| a <= n) && b.parse::<u32>().is_ok_and(|b| n <= b),
+        None => head.parse::<u32>().is_ok_and(|x| x == n),
+    };
+    blocks
+        .iter()
+        .find(|(h, _)| matches(h))
+        .or_else(|| blocks.iter().find(|(h, _)| h == "*"))
+        .map(|(_, c)| c.clone())
+        .unwrap_or_default()
+}
+
+struct Task {
+    story: String,
+    prd: Option<PathBuf>,
+    progress: Option<PathBuf>,
+    handoff: Option<PathBuf>,
+}
+
+fn backticked(prompt: &str, label: &str) -> Option<PathBuf> {
+    let line = prompt.lines().find(|l| l.contains(label))?;
+    let start = line.find('`')? + 1;
+    let end = start + line[start..].find('`')?;
+    Some(PathBuf::from(&line[start..end]))
+}
+
+impl Task {
+    fn from_prompt(prompt: &str) -> Task {
+        let env = |k: &str| std::env::var(k).ok().map(PathBuf::from);
+        let story = prompt
+            .lines()
+            .next()
+            .and_then(|l| l.rsplit_once("story ").map(|(_, s)| s.trim().to_string()))
+            .filter(|s| !s.is_empty())
+            .or_else(|| std::env::var("RALPH_STORY_ID").ok())
+            .unwrap_or_default();
+        Task {
+            story,
+            prd: backticked(prompt, "PRD (the task list)").or_else(|| env("RALPH_PRD")),
+            progress: backticked(prompt, "Progress log").or_else(|| env("RALPH_PROGRESS")),
+            handoff: backticked(prompt, "Your handoff file").or_else(|| env("RALPH_HANDOFF")),
+        }
+    }
+
+    fn prd(&self) -> Result<&Path, String> {
+        self.prd.as_deref().ok_or_else(|| "the prompt names no PRD".into())
+    }
+
+    fn title(&self) -> String {
+        self.prd
+            .as_deref()
+            .and_then(|p| fs::read_to_string(p).ok())
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| {
+                v["userStories"]
+                    .as_array()?
+                    .iter()
+                    .find(|s| s["id"] == self.story.as_str())
+                    .and_then(|s| s["title"].as_str().map(str::to_string))
+            })
+            .unwrap_or_default()
+    }
+}
+
+fn edit_prd(path: &Path, f: impl FnOnce(&mut serde_json::Value)) -> Result<(), String> {
+    let text = fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let mut v: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    f(&mut v);
+    fs::write(path, serde_json::to_string_pretty(&v).unwrap() + "\n").map_err(|e| e.to_string())
+}
+
+fn commit_all(message: &str) -> Result<(), String> {
+    let e = |e: git2::Error| e.to_string();
+    let repo = git2::Repository::discover(".").map_err(e)?;
+    let mut index = repo.index().map_err(e)?;
+    index.add_all(["*"], git2::IndexAddOption::DEFAULT, None).map_err(e)?;
+    index.write().map_err(e)?;
+    let tree = repo.find_tree(index.write_tree().map_err(e)?).map_err(e)?;
+    let sig = git2::Signature::now("fake agent", "fake@example.invalid").map_err(e)?;
+    let parent = repo.head().ok().and_then(|h| h.peel_to_commit().ok());
+    let parents: Vec<&git2::Commit> = parent.iter().collect();
+    repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &parents).map_err(e)?;
+    Ok(())
+}
+
+fn append(path: &Path, text: &str) -> Result<(), String> {
+    let mut f = fs::OpenOptions::new().create(true).append(true).open(path).map_err(|e| e.to_string())?;
+    f.write_all(text.as_bytes()).map_err(|e| e.to_string())
+}
+
+fn run(cmd: &str, rest: &str, task: &Task, prompt: &str, dir: &Path) -> Result<(), String> {
+    let mut out = std::io::stdout();
+    match cmd {
+        "implement" => {
+            let file = format!("src/{}.txt", task.story.to_lowercase());
+            fs::create_dir_all("src").map_err(|e| e.to_string())?;
+            fs::write(&file, format!("implementation of {}\n", task.story)).map_err(|e| e.to_string())?;
+            let id = task.story.clone();
+            edit_prd(task.prd()?, |v| {
+                for s in v["userStories"].as_array_mut().into_iter().flatten() {
+                    if s["id"] == id.as_str() {
+                        s["passes"] = serde_json::Value::Bool(true);
+                    }
+                }
+            })?;
+            if let Some(p) = &task.progress {
+                append(p, &format!("\n## now - {id}\n- implemented {file}\n---\n"))?;
+            }
+            if let Some(h) = &task.handoff {
+                let handoff = serde_json::json!({"status": "complete", "summary": format!("implemented {id}"),
+                    "evidence": [format!("{file} exists")], "nextSteps": [], "blocker": ""});
+                fs::write(h, handoff.to_string()).map_err(|e| e.to_string())?;
+            }
+            commit_all(&format!("feat: {id} - {}", task.title()))?;
+            println!("implemented {id}");
+        }
+        "write" => {
+            let (path, text) = rest.split_once(' ').unwrap_or((rest, ""));
+            if let Some(d) = Path::new(path).parent() {
+                fs::create_dir_all(d).map_err(|e| e.to_string())?;
+            }
+            fs::write(path, format!("{text}\n")).map_err(|e| e.to_string())?;
+        }
+        "append" => {
+            let (path, text) = rest.split_once(' ').unwrap_or((rest, ""));
+            append(Path::new(path), &format!("{text}\n"))?;
+        }
+        "mark-pass" => {
+            let id = if rest.is_empty() { task.story.clone() } else { rest.to_string() };
+            edit_prd(task.prd()?, |v| {
+                for s in v["userStories"].as_array_mut().into_iter().flatten() {
+                    if s["id"] == id.as_str() {
+                        s["passes"] = serde_json::Value::Bool(true);
+                    }
+                }
+            })?;
+        }
+        "commit" => {
+            let msg = rest.replace("{id}", &task.story).replace("{title}", &task.title());
+            commit_all(&msg)?;
+        }
+        "progress" => append(task.progress.as_deref().ok_or("no progress path")?, &format!("{rest}\n"))?,
+        "handoff" => fs::write(task.handoff.as_deref().ok_or("no handoff path")?, rest).map_err(|e| e.to_string())?,
+        "print" => println!("{rest}"),
+        "stderr" => eprintln!("{rest}"),
+        "output" => {
+            let total: usize = rest.trim().parse().map_err(|_| "output BYTES")?;
+            let line = "x".repeat(99) + "\n";
+            let mut left = total;
+            let chunk = line.repeat(1000);
+            while left > 0 {
+                let n = left.min(chunk.len());
+                out.write_all(&chunk.as_bytes()[..n]).map_err(|e| e.to_string())?;
+                left -= n;
+            }
+        }
+        "binary" => {
+            out.write_all(b"bytes \xff\xfe\x00\x01 not utf-8\n\x1b[31mred\x1b[0m\n").map_err(|e| e.to_string())?;
+        }
+        "echo-prompt" => print!("{prompt}"),
+        "status" => {
+            let mut parts = rest.split_whitespace();
+            let status = parts.next().unwrap_or("IN_PROGRESS");
+            let exit = parts.next().unwrap_or("false");
+            println!(
+                "---RALPH_STATUS---\nSTATUS: {status}\nTASKS_COMPLETED_THIS_LOOP: 0\nFILES_MODIFIED: 0\nTESTS_STATUS: NOT_RUN\nWORK_TYPE: IMPLEMENTATION\nEXIT_SIGNAL: {exit}\nRECOMMENDATION: {}\n---END_RALPH_STATUS---",
+                parts.collect::<Vec<_>>().join(" ")
+            );
+        }
+        "promise" => println!("<promise>COMPLETE</promise>"),
+        "sleep" => {
+            let secs: f64 = rest.trim().parse().map_err(|_| "sleep SECS")?;
+            std::thread::sleep(std::time::Duration::from_secs_f64(secs));
+        }
+        "ignore-sigterm" => {
+            // SAFETY: setting a disposition to SIG_IGN has no preconditions.
+            unsafe {
+                libc::signal(libc::SIGTERM, libc::SIG_IGN);
+                libc::signal(libc::SIGINT, libc::SIG_IGN);
+            }
+        }
+        "spawn" => {
+            let (mode, secs) = rest.split_once(' ').unwrap_or((rest, "60"));
+            let mut c = Command::new("sleep");
+            c.arg(secs.trim()).stdin(std::process::Stdio::null());
+            if mode == "setsid" {
+                // SAFETY: setsid is async-signal-safe and called in the child before exec.
+                unsafe {
+                    c.pre_exec(|| {
+                        libc::setsid();
+                        Ok(())
+                    });
+                }
+            }
+            let child = c.spawn().map_err(|e| e.to_string())?;
+            append(&dir.join("pids"), &format!("{}\n", child.id()))?;
+            std::mem::forget(child);
+        }
+        "close-stdout" => {
+            let _ = out.flush();
+            // SAFETY: closing our own stdout descriptor; nothing uses it afterwards.
+            unsafe {
+                libc::close(1);
+            }
+        }
+        "skip-stdin" => {}
+        "corrupt-prd" => {
+            let path = task.prd()?;
+            match rest.trim() {
+                "invalid" => fs::write(path, "{ this is not json").map_err(|e| e.to_string())?,
+                "delete" => edit_prd(path, |v| {
+                    if let Some(a) = v["userStories"].as_array_mut() {
+                        a.pop();
+                    }
+                })?,
+                "flip" => edit_prd(path, |v| {
+                    if let Some(a) = v["userStories"].as_array_mut() {
+                        if a.len() >= 2 {
+                            let first = a[0]["id"].clone();
+                            a[0]["id"] = a[1]["id"].clone();
+                            a[1]["id"] = first;
+                        }
+                    }
+                })?,
+                other => return Err(format!("corrupt-prd {other}?")),
+            }
+        }
+        "cat" => {
+            let bytes = fs::read(rest.trim()).map_err(|e| e.to_string())?;
+            out.write_all(&bytes).map_err(|e| e.to_string())?;
+        }
+        "usage-limit" => {
+            let secs: i64 = rest.trim().parse().map_err(|_| "usage-limit SECS")?;
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+            println!(r#"{{"type":"system","subtype":"init","session_id":"s-1"}}"#);
+            println!(
+                r#"{{"type":"rate_limit_event","rate_limit_info":{{"status":"rejected","resetsAt":{},"rateLimitType":"five_hour","isUsingOverage":false}},"session_id":"s-1"}}"#,
+                now + secs
+            );
+            println!(
+                r#"{{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"num_turns":1,"result":"You've hit your session limit · resets soon (UTC)","session_id":"s-1","total_cost_usd":0}}"#
+            );
+            let _ = out.flush();
+            std::process::exit(1);
+        }
+        "exit" => {
+            let _ = out.flush();
+            std::process::exit(rest.trim().parse().map_err(|_| "exit CODE")?);
+        }
+        other => return Err(format!("unknown command {other}")),
+    }
+    let _ = out.flush();
+    Ok(())
+}

@@ -1,2 +1,8 @@
+//! ralph's integration tests: one binary, driving the real `ralph` against
+//! a fake agent (and, where installed, the real claude CLI) in temporary
+//! git repositories.
+
 mod claude_stub;
+mod core_loop;
+mod harness;
 mod real_claude;

@@ -1,0 +1,249 @@
+//! The test harness: a temporary git project, a fake agent driven by a
+//! script, and the real `ralph` binary run against them in a hermetic
+//! environment (no user config, no inherited RALPH_* or agent variables).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+pub const RALPH: &str = env!("CARGO_BIN_EXE_ralph");
+pub const FAKE_AGENT: &str = env!("CARGO_BIN_EXE_fake-agent");
+
+pub struct Project {
+    pub tmp: TempDir,
+}
+
+/// Three stories, priorities out of file order on purpose.
+pub const THREE_STORIES: &str = r#"{
+  "project": "Demo",
+  "branchName": "ralph/demo",
+  "description": "test project",
+  "userStories": [
+    {"id": "US-001", "title": "First", "description": "", "acceptanceCriteria": ["works"], "priority": 1, "passes": false, "notes": ""},
+    {"id": "US-003", "title": "Third", "description": "", "acceptanceCriteria": ["works"], "priority": 3, "passes": false, "notes": ""},
+    {"id": "US-002", "title": "Second", "description": "", "acceptanceCriteria": ["works"], "priority": 2, "passes": false, "notes": ""}
+  ]
+}
+"#;
+
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[exit {}]\n--- stdout\n{}\n--- stderr\n{}", self.code, self.stdout, self.stderr)
+    }
+}
+
+impl Project {
+    /// A git repository with one commit.
+    pub fn new() -> Project {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let p = Project { tmp };
+        std::fs::create_dir_all(p.home()).unwrap();
+        std::fs::create_dir_all(p.agent_dir()).unwrap();
+        std::fs::create_dir_all(p.dir()).unwrap();
+        p.git(&["init", "-q", "-b", "main"]);
+        p.write("README.md", "# test\n");
+        p.git(&["add", "-A"]);
+        p.git(&["commit", "-q", "-m", "Initial commit"]);
+        p
+    }
+
+    /// With a prd.json, committed.
+    pub fn with_prd(prd: &str) -> Project {
+        let p = Project::new();
+        p.write("prd.json", prd);
+        p.git(&["add", "-A"]);
+        p.git(&["commit", "-q", "-m", "Add the PRD"]);
+        p
+    }
+
+    pub fn dir(&self) -> PathBuf {
+        self.tmp.path().join("project")
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.tmp.path().join("home")
+    }
+
+    pub fn agent_dir(&self) -> PathBuf {
+        self.tmp.path().join("agent")
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir().join(rel)
+    }
+
+    pub fn write(&self, rel: &str, text: &str) {
+        let p = self.path(rel);
+        if let Some(d) = p.parent() {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(p, text).unwrap();
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.path(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
+    }
+
+    pub fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(self.dir())
+            .env("HOME", self.home())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "Test")
+            .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
+            .env("GIT_COMMITTER_NAME", "Test")
+            .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
+            .output()
+            .expect("run git");
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Commit subjects, newest first.
+    pub fn log(&self) -> Vec<String> {
+        self.git(&["log", "--format=%s"]).lines().map(str::to_string).collect()
+    }
+
+    pub fn prd(&self) -> Value {
+        serde_json::from_str(&self.read("prd.json")).expect("prd.json parses")
+    }
+
+    pub fn passes(&self, id: &str) -> bool {
+        self.prd()["userStories"].as_array().unwrap().iter().any(|s| s["id"] == id && s["passes"] == true)
+    }
+
+    /// The fake agent's script.
+    pub fn script(&self, text: &str) {
+        std::fs::write(self.agent_dir().join("script"), text).unwrap();
+    }
+
+    /// Story ids of the fake agent's runs, in order.
+    pub fn agent_runs(&self) -> Vec<String> {
+        std::fs::read_to_string(self.agent_dir().join("runs.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("story=")).map(str::to_string))
+            .collect()
+    }
+
+    /// The prompt of the fake agent's run `n` (1-based).
+    pub fn prompt(&self, n: usize) -> String {
+        std::fs::read_to_string(self.agent_dir().join(format!("prompt-{n}.txt"))).unwrap_or_default()
+    }
+
+    /// Pids the fake agent spawned.
+    pub fn spawned_pids(&self) -> Vec<i32> {
+        std::fs::read_to_string(self.agent_dir().join("pids"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    /// `ralph` with a clean environment and the fake agent as the agent.
+    pub fn ralph(&self) -> Command {
+        let mut c = Command::new(RALPH);
+        c.current_dir(self.dir())
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.home())
+            .env("TZ", "UTC")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "Test")
+            .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
+            .env("GIT_COMMITTER_NAME", "Test")
+            .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
+            .env("FAKE_AGENT_SCRIPT", self.agent_dir().join("script"))
+            .env("FAKE_AGENT_DIR", self.agent_dir())
+            .env("RALPH_AGENT_TOOL", "custom")
+            .env("RALPH_AGENT_COMMAND", FAKE_AGENT)
+            .env("RALPH_AGENT_GRACE", "1s")
+            .stdin(Stdio::null());
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        let out = self.ralph().args(args).output().expect("run ralph");
+        to_run(out)
+    }
+
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.ralph().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn ralph")
+    }
+}
+
+pub fn to_run(out: Output) -> Run {
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Whether a process exists (zombies count as gone).
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat.rsplit(')').next().and_then(|r| r.split_whitespace().next()).unwrap_or("");
+            state != "Z" && state != "X"
+        }
+        Err(_) => false,
+    }
+}
+
+/// Waits until `f` holds or `timeout` passes.
+pub fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + timeout;
+    while Instant::now() < until {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    f()
+}
+
+/// Waits for `child` and returns its output and peak RSS in KiB (from wait4).
+pub fn wait_with_rusage(mut child: Child) -> (Run, i64) {
+    use std::io::Read;
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out_t = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = stdout.read_to_end(&mut s);
+        s
+    });
+    let err_t = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = stderr.read_to_end(&mut s);
+        s
+    });
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid out-parameter.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waiting for our own child by pid; std's Child is not waited on afterwards.
+    let rc = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(rc, child.id() as i32);
+    let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 };
+    let run = Run {
+        code,
+        stdout: String::from_utf8_lossy(&out_t.join().unwrap()).into_owned(),
+        stderr: String::from_utf8_lossy(&err_t.join().unwrap()).into_owned(),
+    };
+    std::mem::forget(child);
+    (run, usage.ru_maxrss)
+}
+
+pub fn exists(path: &Path) -> bool {
+    path.exists()
+}
