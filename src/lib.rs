@@ -13,6 +13,7 @@ pub mod error;
 pub mod event;
 pub mod exit;
 pub mod git;
+pub mod handoff;
 pub mod limits;
 pub mod prd;
 pub mod prompt;
