@@ -14,6 +14,7 @@ pub mod event;
 pub mod exit;
 pub mod git;
 pub mod handoff;
+pub mod learn;
 pub mod limits;
 pub mod prd;
 pub mod prompt;
