@@ -986,6 +986,12 @@ mod tests {
             assert_eq!(record_failure(&store, &f, &[], &Policy::default(), t(i)).unwrap(), None);
         }
         assert!(!store.rules().exists(), "rules.json must not even be written");
+        let mut rules = Rules::new();
+        for category in [Category::GateNotRun, Category::Blocked, Category::Lesson] {
+            let event = failure(category, "x").event(t(0));
+            assert_eq!(rules.observe(&event, &[], &Policy::default(), t(0)), None);
+        }
+        assert!(rules.cards().is_empty());
         assert_eq!(events::read(&store).unwrap().events.len(), 10);
         // Not even read: a corrupt rules file does not make them fail.
         fs::write(store.rules(), "{corrupt").unwrap();
