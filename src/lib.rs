@@ -19,6 +19,8 @@ pub mod exit;
 pub mod gate;
 pub mod git;
 pub mod init;
+pub mod handoff;
+pub mod learn;
 pub mod limits;
 pub mod monitor;
 pub mod prd;

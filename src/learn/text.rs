@@ -1,0 +1,80 @@
+//! Small text helpers shared by lessons, events and rules: every text they
+//! keep comes from agent or tool output, so it is cleaned and bounded here.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// Terminal escape sequences (colours, cursor moves, titles).
+static ESCAPES: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]").unwrap()
+});
+
+/// `text` without terminal escapes and with other control characters
+/// (except newlines and tabs) turned into spaces, so stored text cannot
+/// repaint the terminal of a person reading `ralph rules show`.
+pub fn plain(text: &str) -> String {
+    let text = ESCAPES.replace_all(text, "");
+    text.chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { ' ' } else { c }).collect()
+}
+
+/// Trimmed, with every run of whitespace (newlines included) made one space.
+pub fn collapse(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+pub fn chars(text: &str) -> usize {
+    text.chars().count()
+}
+
+/// At most `max` chars of `text`, ending with `…` when cut.
+pub fn clip(text: &str, max: usize) -> String {
+    if chars(text) <= max {
+        return text.to_string();
+    }
+    let keep: String = text.chars().take(max.saturating_sub(1)).collect();
+    format!("{keep}…")
+}
+
+/// At most `max` chars of `text`. When cut, the end is a marker that says
+/// so and carries the original length, and the marker counts towards `max`.
+pub fn cut(text: &str, max: usize) -> String {
+    let total = chars(text);
+    if total <= max {
+        return text.to_string();
+    }
+    let marker = format!("\n… [cut: originalLength={total}]");
+    let keep: String = text.chars().take(max.saturating_sub(chars(&marker))).collect();
+    format!("{keep}{marker}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_drops_escapes_and_controls() {
+        #[rustfmt::skip]
+        let cases: &[(&str, &str)] = &[
+            ("\x1b[31merror\x1b[0m: x", "error: x"),
+            ("a\x1b]0;title\x07b", "ab"),
+            ("a\rb\x00c", "a b c"),
+            ("keep\nlines\tand tabs", "keep\nlines\tand tabs"),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(plain(input), *expected, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn cut_and_clip_stay_within_max() {
+        let long = "é".repeat(3000);
+        let c = cut(&long, 2000);
+        assert_eq!(chars(&c), 2000);
+        assert!(c.ends_with("[cut: originalLength=3000]"), "{}", &c[c.len() - 40..]);
+        assert_eq!(cut("short", 2000), "short");
+        assert_eq!(clip("abcdef", 4), "abc…");
+        assert_eq!(clip("abcd", 4), "abcd");
+        assert_eq!(collapse("  a \n\t b  "), "a b");
+    }
+}
