@@ -464,6 +464,7 @@ impl Layers {
                 max_iterations: u32::try_from(self.int("run.max_iterations")).unwrap_or(u32::MAX),
                 pause: self.duration("run.pause"),
                 prompt: self.opt_str("run.prompt").map(PathBuf::from),
+                require_handoff: self.bool("run.require_handoff"),
             },
             gate: GateConfig {
                 command: self.command("gate.command"),
@@ -656,6 +657,7 @@ pub struct RunConfig {
     pub max_iterations: u32,
     pub pause: Duration,
     pub prompt: Option<PathBuf>,
+    pub require_handoff: bool,
 }
 
 #[derive(Debug, Clone)]

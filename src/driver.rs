@@ -599,6 +599,14 @@ impl Run<'_> {
                 None
             }
             Err(e) => {
+                self.record_failure(
+                    "",
+                    crate::learn::events::Category::GateNotRun,
+                    &e.message,
+                    &e.message,
+                    None,
+                    &[],
+                );
                 self.message = format!("{}\nhint: {}", e.message, e.hint);
                 Some(End::Environment)
             }
@@ -718,14 +726,54 @@ impl Run<'_> {
         self.breaker.is_open()
     }
 
-    /// The prompt for `story`, with what ralph knows from earlier iterations.
-    fn prompt(&self, prd: &Prd, story: &crate::prd::Story) -> String {
+    /// The prompt for `story`, with what ralph knows from earlier
+    /// iterations, and the ids of the armed rules it carries.
+    fn prompt(&mut self, prd: &Prd, story: &crate::prd::Story) -> (String, Vec<String>) {
         let story_json = serde_json::to_string_pretty(&story_value(prd, story)).unwrap_or_default();
         let mut context = String::new();
         if let Some(feedback) = &self.state.feedback {
             context.push_str("## What ralph saw after the previous iteration\n");
             context.push_str(feedback);
             context.push('\n');
+        }
+        if let Some(mut h) = self
+            .state
+            .handoff
+            .clone()
+            .and_then(|v| serde_json::from_value::<crate::handoff::Handoff>(v).ok())
+        {
+            // Its lesson, if any, is in the lessons section already.
+            h.lesson = None;
+            context.push('\n');
+            context.push_str(&crate::handoff::prompt_section(&h));
+        }
+        match crate::learn::lessons::Lessons::load(&self.paths.store, &story.id) {
+            Ok((lessons, warning)) => {
+                if let Some(w) = warning {
+                    self.warn(w);
+                }
+                let block = crate::learn::lessons::prompt_block(
+                    &lessons,
+                    crate::learn::lessons::DEFAULT_PROMPT_CAP,
+                );
+                if !block.is_empty() {
+                    context.push('\n');
+                    context.push_str(&block);
+                }
+            }
+            Err(e) => self.warn(format!("cannot read the lessons of {}: {e}", story.id)),
+        }
+        let mut applied = Vec::new();
+        match crate::learn::rules::Rules::load(&self.paths.store) {
+            Ok(rules) => {
+                let block = crate::learn::rules::rules_block(&rules);
+                if !block.is_empty() {
+                    context.push('\n');
+                    context.push_str(&block);
+                }
+                applied = rules.armed_ids();
+            }
+            Err(e) => self.warn(format!("{e}; no rules in this prompt")),
         }
         let gate_hint = match self.gate_command(story) {
             Some(cmd) => format!("; ralph verifies your work with `{}`", cmd.join(" ")),
@@ -741,7 +789,7 @@ impl Run<'_> {
             .clone()
             .or_else(|| self.repo.current_branch())
             .unwrap_or_else(|| "(current)".into());
-        crate::prompt::render(
+        let text = crate::prompt::render(
             &self.template,
             &[
                 ("iteration", &iteration),
@@ -757,7 +805,66 @@ impl Run<'_> {
                 ("gate_hint", &gate_hint),
                 ("context", &context),
             ],
-        )
+        );
+        (text, applied)
+    }
+
+    /// Appends a failure to events.jsonl and merges it into its rule card.
+    fn record_failure(
+        &mut self,
+        story: &str,
+        category: crate::learn::events::Category,
+        signature: &str,
+        detail: &str,
+        evidence: Option<&str>,
+        applied: &[String],
+    ) {
+        let failure = crate::learn::events::Failure {
+            run_id: &self.state.run_id,
+            iteration: self.state.iteration,
+            story,
+            category,
+            signature,
+            detail,
+            evidence,
+        };
+        let policy = crate::learn::rules::Policy::default();
+        match crate::learn::rules::record_failure(
+            &self.paths.store,
+            &failure,
+            applied,
+            &policy,
+            Utc::now(),
+        ) {
+            Ok(Some(change)) => self.notice(change.to_string()),
+            Ok(None) => {}
+            Err(e) => self.warn(format!("cannot record the failure: {e}")),
+        }
+    }
+
+    /// Records one lesson for `story` (a failure in this code never stops the loop).
+    fn record_lesson(&mut self, story: &str, text: &str, source: crate::learn::lessons::Source) {
+        match crate::learn::lessons::record(&self.paths.store, story, text, source, Utc::now()) {
+            Ok((_, warning)) => {
+                if let Some(w) = warning {
+                    self.warn(w);
+                }
+                let event = crate::learn::events::Failure {
+                    run_id: &self.state.run_id,
+                    iteration: self.state.iteration,
+                    story,
+                    category: crate::learn::events::Category::Lesson,
+                    signature: text,
+                    detail: text,
+                    evidence: None,
+                }
+                .event(Utc::now());
+                if let Err(e) = crate::learn::events::append(&self.paths.store, &event) {
+                    self.warn(format!("cannot append to .ralph/events.jsonl: {e}"));
+                }
+            }
+            Err(e) => self.warn(format!("cannot record a lesson for {story}: {e}")),
+        }
     }
 
     fn gate_command(&self, story: &crate::prd::Story) -> Option<Vec<String>> {
@@ -774,7 +881,7 @@ impl Run<'_> {
         self.state.iteration = n;
         self.state.story = Some(story.id.clone());
         self.state.story_passed_before = story.passes;
-        let prompt = self.prompt(prd, story);
+        let (prompt, applied) = self.prompt(prd, story);
         let prompt_path = self.log_dir.join(format!("iter-{n}.prompt.md"));
         let log_path = self.log_dir.join(format!("iter-{n}.log"));
         store::write_atomic(&prompt_path, prompt.as_bytes())
@@ -966,6 +1073,16 @@ impl Run<'_> {
         self.limits.note_success();
         let _ = self.limits.save(&self.paths.store);
 
+        // The handoff the agent left for the next iteration.
+        let (handoff, handoff_problem) = match crate::handoff::read(&self.paths.store.handoff()) {
+            Ok(h) => (Some(h), None),
+            Err(e) if e.is_missing() && !self.cfg.run.require_handoff => (None, None),
+            Err(e) => (None, Some(e)),
+        };
+        if let Some(h) = &handoff {
+            self.state.handoff = serde_json::to_value(h).ok();
+        }
+
         // The verdict.
         let agent_failed = outcome.error.is_some() || prd_damaged;
         let gate_cmd = self.gate_command(story);
@@ -982,11 +1099,24 @@ impl Run<'_> {
         if let Some(e) = &outcome.error {
             feedback.push(format!("The agent run failed: {}", error_text(e)));
         }
+        if let Some(e) = &handoff_problem {
+            feedback.push(crate::handoff::error_section(e));
+        }
+        let mut gate_failure = None;
         if let (Some(gate), Some(cmd)) = (self.gate.clone(), gate_cmd.clone()) {
             let log = self.log_dir.join(format!("gate-{n}.log"));
             let v: Verdict = match gate.run(&cmd, &self.paths.project, Some(&log)) {
                 Ok(v) => v,
                 Err(e) => {
+                    // Not the agent's fault: recorded, never learned from.
+                    self.record_failure(
+                        &story.id,
+                        crate::learn::events::Category::GateNotRun,
+                        &e.message,
+                        &e.message,
+                        None,
+                        &[],
+                    );
                     self.message = format!("{}\nhint: {}", e.message, e.hint);
                     return Ok(Some(End::Environment));
                 }
@@ -1015,6 +1145,7 @@ impl Run<'_> {
                 if !v.passed {
                     feedback.push(v.feedback(&cmd));
                     gate_signature = Some(v.signature());
+                    gate_failure = Some(v.clone());
                 } else {
                     feedback.push(format!(
                         "The gate passes, but nothing was done for {} in this iteration (no commits, no \
@@ -1024,6 +1155,22 @@ impl Run<'_> {
                 }
             }
             self.note_best(n, &v, prd_now.passing(), &after.head);
+        }
+        if verified == Some(true) {
+            let policy = crate::learn::rules::Policy::default();
+            match crate::learn::rules::record_gate_pass(
+                &self.paths.store,
+                &applied,
+                &policy,
+                Utc::now(),
+            ) {
+                Ok(changes) => {
+                    for c in changes {
+                        self.notice(c.to_string());
+                    }
+                }
+                Err(e) => self.warn(format!("cannot record the gate pass: {e}")),
+            }
         }
         let passes_now = prd_now.story(&story.id).is_some_and(|s| s.passes);
         match verified {
@@ -1074,7 +1221,7 @@ impl Run<'_> {
         }
         let tasks = outcome.status_block.as_ref().and_then(|b| b.tasks_completed).unwrap_or(0);
         let progress = !changes.commits.is_empty() || work_files > 0 || newly_passing || tasks > 0;
-        let result = if agent_failed {
+        let result = if agent_failed || handoff_problem.is_some() {
             "failed"
         } else if verified == Some(false) {
             "gate_failed"
@@ -1084,6 +1231,16 @@ impl Run<'_> {
             "no_progress"
         };
         self.state.feedback = (!feedback.is_empty()).then(|| feedback.join("\n\n"));
+        let handoff_failed = handoff_problem.is_some();
+        self.learn_from(
+            story,
+            &outcome,
+            gate_failure.as_ref(),
+            handoff.as_ref(),
+            handoff_problem.as_ref(),
+            &log_path,
+            &applied,
+        );
         self.end_iteration(
             n,
             story,
@@ -1097,6 +1254,19 @@ impl Run<'_> {
         );
 
         // Blocked: the agent says it cannot go on without a person.
+        if let Some(h) = handoff.as_ref().filter(|h| h.status == crate::handoff::Status::Blocked) {
+            self.record_failure(
+                &story.id,
+                crate::learn::events::Category::Blocked,
+                &h.blocker,
+                &h.summary,
+                None,
+                &[],
+            );
+            self.message = format!("the agent is blocked on {}: {}", story.id, h.blocker);
+            self.checkpoint(Phase::Idle);
+            return Ok(Some(End::Blocked));
+        }
         if outcome
             .status_block
             .as_ref()
@@ -1118,7 +1288,9 @@ impl Run<'_> {
         let signals = Signals {
             iteration: u64::from(n),
             progress,
-            failed: agent_failed,
+            // A missing handoff from an agent that made progress is a
+            // protocol slip, not a stuck loop.
+            failed: agent_failed || (handoff_failed && !progress),
             transient: false,
             asking_questions: false,
             error_signature: gate_signature.or_else(|| outcome.error_signature.clone()),
@@ -1139,6 +1311,64 @@ impl Run<'_> {
             return Ok(None);
         }
         Ok(self.over_budget())
+    }
+
+    /// After a failed iteration: one event (merged into a rule card when it
+    /// recurs) and one lesson for the story — the agent's own lesson when
+    /// its handoff has one, else a deterministic excerpt of the failure.
+    #[allow(clippy::too_many_arguments)]
+    fn learn_from(
+        &mut self,
+        story: &crate::prd::Story,
+        outcome: &Outcome,
+        gate: Option<&Verdict>,
+        handoff: Option<&crate::handoff::Handoff>,
+        handoff_problem: Option<&crate::handoff::HandoffError>,
+        log: &Path,
+        applied: &[String],
+    ) {
+        use crate::learn::events::Category;
+        use crate::learn::lessons::{Source, excerpt};
+        let evidence = log.display().to_string();
+        let (category, signature, detail) = if let Some(v) = gate {
+            let detail = excerpt(v.exit_code, &v.stdout_tail, &v.stderr_tail);
+            (Category::GateFailure, v.signature(), detail)
+        } else if let Some(e) = &outcome.error {
+            let category = match e {
+                AgentError::Stopped { reason: StopReason::Timeout | StopReason::Idle } => {
+                    Category::AgentTimeout
+                }
+                AgentError::Stopped { .. } => return,
+                _ => Category::AgentExit,
+            };
+            let text = error_text(e);
+            let signature = outcome.error_signature.clone().unwrap_or_else(|| text.clone());
+            let tail: String = outcome
+                .final_text
+                .chars()
+                .rev()
+                .take(2000)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            let exit = match e {
+                AgentError::Failed { exit_code, .. } => *exit_code,
+                _ => None,
+            };
+            let detail = format!("{text}\n{}", excerpt(exit, &tail, ""));
+            (category, signature, detail)
+        } else if let Some(p) = handoff_problem {
+            let text = p.to_string();
+            (Category::HandoffInvalid, text.clone(), text)
+        } else {
+            return;
+        };
+        self.record_failure(&story.id, category, &signature, &detail, Some(&evidence), applied);
+        match handoff.and_then(|h| h.lesson.clone()) {
+            Some(lesson) => self.record_lesson(&story.id, &lesson, Source::Agent),
+            None => self.record_lesson(&story.id, &detail, Source::Loop),
+        }
     }
 
     fn commit_prd(&mut self, message: &str) {

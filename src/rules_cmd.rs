@@ -1,10 +1,64 @@
-//! `ralph rules`: a person's review of the rule candidates ralph learned.
+//! `ralph rules`: a person's review of the rule candidates ralph learned
+//! from repeated failures. Only a person arms a rule; armed rules go into
+//! every prompt of the project.
 
 use std::path::Path;
 
+use chrono::Utc;
+
 use crate::cli::{Global, RulesCommand};
 use crate::error::Error;
+use crate::learn::rules::{self, Card, RulesError};
+use crate::store::Store;
 
-pub fn run(_project: &Path, _g: &Global, _cmd: RulesCommand) -> Result<u8, Error> {
-    Err(Error::Usage("ralph rules: rule cards are not recorded by this build yet".into()))
+fn fail(e: RulesError) -> Error {
+    match e {
+        RulesError::NotFound { .. } | RulesError::Ambiguous { .. } | RulesError::EmptyStatement => {
+            Error::Usage(e.to_string())
+        }
+        _ => Error::Environment { message: e.to_string(), hint: None },
+    }
+}
+
+fn print_card(g: &Global, card: &Card, verb: &str) {
+    if g.json {
+        println!("{}", serde_json::to_string_pretty(card).unwrap_or_default());
+    } else if verb.is_empty() {
+        print!("{}", rules::render_card(card));
+    } else {
+        println!("rule {} {verb}", card.id);
+    }
+}
+
+pub fn run(project: &Path, g: &Global, cmd: RulesCommand) -> Result<u8, Error> {
+    let store = Store::new(project);
+    let now = Utc::now();
+    match cmd {
+        RulesCommand::List => {
+            let rules = rules::list(&store).map_err(fail)?;
+            if g.json {
+                println!("{}", serde_json::to_string_pretty(&rules).unwrap_or_default());
+            } else {
+                print!("{}", rules::render_list(&rules));
+            }
+        }
+        RulesCommand::Show { id } => print_card(g, &rules::show(&store, &id).map_err(fail)?, ""),
+        RulesCommand::Arm { id, statement } => {
+            let card = rules::arm(&store, &id, statement.as_deref(), now).map_err(fail)?;
+            print_card(g, &card, "armed: it goes into every prompt from the next iteration on");
+        }
+        RulesCommand::Reject { id } => {
+            print_card(g, &rules::reject(&store, &id, now).map_err(fail)?, "rejected")
+        }
+        RulesCommand::Demote { id } => {
+            print_card(g, &rules::demote(&store, &id, now).map_err(fail)?, "demoted")
+        }
+        RulesCommand::Archive { id } => {
+            print_card(g, &rules::archive(&store, &id, now).map_err(fail)?, "archived")
+        }
+        RulesCommand::Revive { id } => {
+            print_card(g, &rules::revive(&store, &id, now).map_err(fail)?, "is a candidate again")
+        }
+    }
+    Ok(0)
 }

@@ -51,7 +51,8 @@ fn main() {
     let _ = fs::write(dir.join(format!("prompt-{n}.txt")), &prompt);
     let task = Task::from_prompt(&prompt);
     let cwd = std::env::current_dir().unwrap_or_default();
-    let mut log = fs::OpenOptions::new().create(true).append(true).open(dir.join("runs.log")).unwrap();
+    let mut log =
+        fs::OpenOptions::new().create(true).append(true).open(dir.join("runs.log")).unwrap();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let _ = writeln!(
         log,
@@ -74,7 +75,8 @@ fn main() {
 /// Increments and returns the run counter.
 fn next_run(dir: &Path) -> u32 {
     let path = dir.join("count");
-    let n = fs::read_to_string(&path).ok().and_then(|s| s.trim().parse::<u32>().ok()).unwrap_or(0) + 1;
+    let n =
+        fs::read_to_string(&path).ok().and_then(|s| s.trim().parse::<u32>().ok()).unwrap_or(0) + 1;
     let _ = fs::write(&path, n.to_string());
     n
 }
@@ -96,7 +98,9 @@ fn block(script: &str, n: u32) -> Vec<String> {
         }
     }
     let matches = |head: &str| match head.split_once('-') {
-        Some((a, b)) => a.parse::<u32>().is_ok_and(|a| a <= n) && b.parse::<u32>().is_ok_and(|b| n <= b),
+        Some((a, b)) => {
+            a.parse::<u32>().is_ok_and(|a| a <= n) && b.parse::<u32>().is_ok_and(|b| n <= b)
+        }
         None => head.parse::<u32>().is_ok_and(|x| x == n),
     };
     blocks
@@ -181,7 +185,8 @@ fn commit_all(message: &str) -> Result<(), String> {
 }
 
 fn append(path: &Path, text: &str) -> Result<(), String> {
-    let mut f = fs::OpenOptions::new().create(true).append(true).open(path).map_err(|e| e.to_string())?;
+    let mut f =
+        fs::OpenOptions::new().create(true).append(true).open(path).map_err(|e| e.to_string())?;
     f.write_all(text.as_bytes()).map_err(|e| e.to_string())
 }
 
@@ -191,7 +196,8 @@ fn run(cmd: &str, rest: &str, task: &Task, prompt: &str, dir: &Path) -> Result<(
         "implement" => {
             let file = format!("src/{}.txt", task.story.to_lowercase());
             fs::create_dir_all("src").map_err(|e| e.to_string())?;
-            fs::write(&file, format!("implementation of {}\n", task.story)).map_err(|e| e.to_string())?;
+            fs::write(&file, format!("implementation of {}\n", task.story))
+                .map_err(|e| e.to_string())?;
             let id = task.story.clone();
             edit_prd(task.prd()?, |v| {
                 for s in v["userStories"].as_array_mut().into_iter().flatten() {
@@ -236,8 +242,11 @@ fn run(cmd: &str, rest: &str, task: &Task, prompt: &str, dir: &Path) -> Result<(
             let msg = rest.replace("{id}", &task.story).replace("{title}", &task.title());
             commit_all(&msg)?;
         }
-        "progress" => append(task.progress.as_deref().ok_or("no progress path")?, &format!("{rest}\n"))?,
-        "handoff" => fs::write(task.handoff.as_deref().ok_or("no handoff path")?, rest).map_err(|e| e.to_string())?,
+        "progress" => {
+            append(task.progress.as_deref().ok_or("no progress path")?, &format!("{rest}\n"))?
+        }
+        "handoff" => fs::write(task.handoff.as_deref().ok_or("no handoff path")?, rest)
+            .map_err(|e| e.to_string())?,
         "print" => println!("{rest}"),
         "stderr" => eprintln!("{rest}"),
         "output" => {
@@ -252,7 +261,8 @@ fn run(cmd: &str, rest: &str, task: &Task, prompt: &str, dir: &Path) -> Result<(
             }
         }
         "binary" => {
-            out.write_all(b"bytes \xff\xfe\x00\x01 not utf-8\n\x1b[31mred\x1b[0m\n").map_err(|e| e.to_string())?;
+            out.write_all(b"bytes \xff\xfe\x00\x01 not utf-8\n\x1b[31mred\x1b[0m\n")
+                .map_err(|e| e.to_string())?;
         }
         "echo-prompt" => print!("{prompt}"),
         "status" => {
@@ -328,7 +338,10 @@ fn run(cmd: &str, rest: &str, task: &Task, prompt: &str, dir: &Path) -> Result<(
         }
         "usage-limit" => {
             let secs: i64 = rest.trim().parse().map_err(|_| "usage-limit SECS")?;
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs() as i64;
             println!(r#"{{"type":"system","subtype":"init","session_id":"s-1"}}"#);
             println!(
                 r#"{{"type":"rate_limit_event","rate_limit_info":{{"status":"rejected","resetsAt":{},"rateLimitType":"five_hour","isUsingOverage":false}},"session_id":"s-1"}}"#,

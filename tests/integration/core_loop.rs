@@ -11,9 +11,16 @@ fn three_stories_complete_in_three_iterations_with_three_commits() {
     p.script("[run *]\nimplement\n");
     let r = p.run(&["5"]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(p.agent_runs(), ["US-001", "US-002", "US-003"], "priority order, one story per iteration");
+    assert_eq!(
+        p.agent_runs(),
+        ["US-001", "US-002", "US-003"],
+        "priority order, one story per iteration"
+    );
     let log = p.log();
-    assert_eq!(&log[..3], ["feat: US-003 - Third", "feat: US-002 - Second", "feat: US-001 - First"]);
+    assert_eq!(
+        &log[..3],
+        ["feat: US-003 - Third", "feat: US-002 - Second", "feat: US-001 - First"]
+    );
     assert!(p.passes("US-001") && p.passes("US-002") && p.passes("US-003"));
     assert!(r.stdout.contains("3/3 stories pass after 3 iterations"), "{r:?}");
     // Each run was a fresh process with the prompt on stdin.
@@ -85,10 +92,15 @@ fn malformed_prd_names_line_and_column_and_changes_nothing() {
 
 #[test]
 fn invalid_stories_are_each_named() {
-    let p = Project::with_prd(r#"{"userStories":[{"id":"A","passes":"yes"},{"id":"A"},{"id":""}]}"#);
+    let p =
+        Project::with_prd(r#"{"userStories":[{"id":"A","passes":"yes"},{"id":"A"},{"id":""}]}"#);
     let r = p.run(&[]);
     assert_eq!(r.code, 2, "{r:?}");
-    for want in ["story #1 (A): \"passes\" must be true or false", "duplicate id A", "story #3: \"id\" is empty"] {
+    for want in [
+        "story #1 (A): \"passes\" must be true or false",
+        "duplicate id A",
+        "story #3: \"id\" is empty",
+    ] {
         assert!(r.stderr.contains(want), "{want}: {r:?}");
     }
 }
@@ -136,7 +148,8 @@ fn a_branch_change_archives_the_previous_prd_and_progress() {
     p.git(&["commit", "-q", "-m", "next feature"]);
     let r = p.run(&["1"]);
     assert!(r.stdout.contains("archived the previous run (ralph/demo)"), "{r:?}");
-    let archive: Vec<_> = std::fs::read_dir(p.path("archive")).unwrap().map(|e| e.unwrap().path()).collect();
+    let archive: Vec<_> =
+        std::fs::read_dir(p.path("archive")).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(archive.len(), 1);
     let folder = &archive[0];
     assert!(folder.file_name().unwrap().to_str().unwrap().ends_with("-demo"), "{folder:?}");
@@ -158,7 +171,8 @@ fn a_branch_name_cannot_escape_the_archive_folder() {
     p.run(&["1"]);
     p.write(".last-branch", "ralph/../../escape\n");
     p.run(&["1"]);
-    let archive: Vec<_> = std::fs::read_dir(p.path("archive")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let archive: Vec<_> =
+        std::fs::read_dir(p.path("archive")).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(archive.len(), 1);
     assert!(archive[0].to_str().unwrap().ends_with("-escape"), "{archive:?}");
     assert!(!p.tmp.path().join("escape").exists());
@@ -193,7 +207,10 @@ fn outside_a_git_repository_is_a_clear_error() {
         .unwrap();
     let r = to_run(out);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("not inside a git repository") && r.stderr.contains("git init"), "{r:?}");
+    assert!(
+        r.stderr.contains("not inside a git repository") && r.stderr.contains("git init"),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -225,7 +242,10 @@ fn a_second_ralph_in_the_same_directory_exits_with_the_lock_code() {
     let p = Project::with_prd(THREE_STORIES);
     p.script("[run *]\nsleep 30\n");
     let mut first = p.spawn(&["1"]);
-    assert!(eventually(Duration::from_secs(20), || p.agent_runs().len() == 1), "the first ralph never started its agent");
+    assert!(
+        eventually(Duration::from_secs(20), || p.agent_runs().len() == 1),
+        "the first ralph never started its agent"
+    );
     let r = p.run(&["1"]);
     assert_eq!(r.code, 8, "{r:?}");
     assert!(r.stderr.contains(&format!("pid {}", first.id())), "{r:?}");
@@ -266,7 +286,10 @@ fn sigint_stops_the_run_with_130_and_leaves_no_process() {
     p.script("[run *]\nignore-sigterm\nspawn setsid 120\nspawn group 120\nsleep 120\n");
     let child = p.spawn(&["3"]);
     let pid = child.id() as i32;
-    assert!(eventually(Duration::from_secs(20), || p.spawned_pids().len() == 2), "agent did not start");
+    assert!(
+        eventually(Duration::from_secs(20), || p.spawned_pids().len() == 2),
+        "agent did not start"
+    );
     let agent_pid: i32 = std::fs::read_to_string(p.agent_dir().join("runs.log"))
         .unwrap()
         .split_whitespace()
@@ -296,7 +319,8 @@ fn fifty_megabytes_of_output_keep_ralph_small() {
     assert!(max_rss_kib < 64 * 1024, "peak RSS {max_rss_kib} KiB");
     // The whole output is in the log, not in memory.
     let logs = p.path(".ralph/logs");
-    let run_dir = std::fs::read_dir(&logs).unwrap().flatten().find(|e| e.path().is_dir()).unwrap().path();
+    let run_dir =
+        std::fs::read_dir(&logs).unwrap().flatten().find(|e| e.path().is_dir()).unwrap().path();
     let len = std::fs::metadata(run_dir.join("iter-1.log")).unwrap().len();
     assert_eq!(len, 52_428_800);
 }
@@ -347,6 +371,7 @@ fn the_demo_runs_the_whole_loop() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("was claimed but the gate failed"), "{r:?}");
     assert!(r.stdout.contains("3/3 stories pass after 4 iterations"), "{r:?}");
-    let prd: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(into.join("prd.json")).unwrap()).unwrap();
+    let prd: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(into.join("prd.json")).unwrap()).unwrap();
     assert!(prd["userStories"].as_array().unwrap().iter().all(|s| s["passes"] == true));
 }

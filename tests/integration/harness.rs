@@ -119,7 +119,11 @@ impl Project {
     }
 
     pub fn passes(&self, id: &str) -> bool {
-        self.prd()["userStories"].as_array().unwrap().iter().any(|s| s["id"] == id && s["passes"] == true)
+        self.prd()["userStories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["id"] == id && s["passes"] == true)
     }
 
     /// The fake agent's script.
@@ -132,13 +136,16 @@ impl Project {
         std::fs::read_to_string(self.agent_dir().join("runs.log"))
             .unwrap_or_default()
             .lines()
-            .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("story=")).map(str::to_string))
+            .filter_map(|l| {
+                l.split_whitespace().find_map(|w| w.strip_prefix("story=")).map(str::to_string)
+            })
             .collect()
     }
 
     /// The prompt of the fake agent's run `n` (1-based).
     pub fn prompt(&self, n: usize) -> String {
-        std::fs::read_to_string(self.agent_dir().join(format!("prompt-{n}.txt"))).unwrap_or_default()
+        std::fs::read_to_string(self.agent_dir().join(format!("prompt-{n}.txt")))
+            .unwrap_or_default()
     }
 
     /// Pids the fake agent spawned.
@@ -178,7 +185,12 @@ impl Project {
     }
 
     pub fn spawn(&self, args: &[&str]) -> Child {
-        self.ralph().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn ralph")
+        self.ralph()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn ralph")
     }
 }
 
@@ -194,7 +206,8 @@ pub fn to_run(out: Output) -> Run {
 pub fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => {
-            let state = stat.rsplit(')').next().and_then(|r| r.split_whitespace().next()).unwrap_or("");
+            let state =
+                stat.rsplit(')').next().and_then(|r| r.split_whitespace().next()).unwrap_or("");
             state != "Z" && state != "X"
         }
         Err(_) => false,
