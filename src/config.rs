@@ -152,6 +152,12 @@ pub const KEYS: &[Key] = &[
     ),
     key!("run.pause", Duration, "\"0s\"", "Pause between iterations."),
     key!(
+        "run.require_handoff",
+        Bool,
+        "true",
+        "Treat a missing .ralph/handoff.json as a failed iteration (an invalid one always is)."
+    ),
+    key!(
         "run.prompt",
         Str,
         "\"\"",

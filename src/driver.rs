@@ -294,7 +294,7 @@ fn state_name(s: Option<crate::circuit::State>) -> String {
 /// The configured agent.
 pub fn backend(cfg: &Config) -> Result<Backend, Error> {
     let a = &cfg.agent;
-    let mut b = if a.tool == Tool::Custom || (!a.command.is_empty() && a.tool == Tool::Custom) {
+    let mut b = if a.tool == Tool::Custom {
         if a.command.is_empty() {
             return Err(Error::Usage(
                 "tool custom needs a command: --agent-cmd \"my-agent --flag\" or agent.command in .ralph/config.toml".into(),
@@ -355,29 +355,29 @@ impl Run<'_> {
             .ok()
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty());
-        if let (Some(current), Some(last)) = (prd.branch_name(), last.as_deref()) {
-            if current != last {
-                let previous = std::fs::read(p.store.last_prd()).ok().filter(|bytes| {
-                    Prd::parse(bytes, &p.store.last_prd())
-                        .ok()
-                        .and_then(|old| old.branch_name().map(str::to_string))
-                        == Some(last.to_string())
-                });
-                let archived = crate::archive::archive_previous(
-                    &p.prd_dir,
-                    last,
-                    previous.as_deref(),
-                    &p.progress,
-                    Local::now(),
-                )
-                .map_err(|e| Error::io("archive the previous run", e))?;
-                self.notice(format!(
-                    "archived the previous run ({last}) to {}",
-                    archived.dir.display()
-                ));
-                if let Some(why) = archived.missing_prd {
-                    self.warn(format!("the previous prd.json was not archived: {why}"));
-                }
+        if let (Some(current), Some(last)) = (prd.branch_name(), last.as_deref())
+            && current != last
+        {
+            let previous = std::fs::read(p.store.last_prd()).ok().filter(|bytes| {
+                Prd::parse(bytes, &p.store.last_prd())
+                    .ok()
+                    .and_then(|old| old.branch_name().map(str::to_string))
+                    == Some(last.to_string())
+            });
+            let archived = crate::archive::archive_previous(
+                &p.prd_dir,
+                last,
+                previous.as_deref(),
+                &p.progress,
+                Local::now(),
+            )
+            .map_err(|e| Error::io("archive the previous run", e))?;
+            self.notice(format!(
+                "archived the previous run ({last}) to {}",
+                archived.dir.display()
+            ));
+            if let Some(why) = archived.missing_prd {
+                self.warn(format!("the previous prd.json was not archived: {why}"));
             }
         }
         if let Some(branch) = prd.branch_name() {
@@ -414,31 +414,27 @@ impl Run<'_> {
             "resuming run {} after iteration {} (it ended without finishing; --fresh starts over)",
             old.run_id, old.iteration
         ));
-        if matches!(old.phase, Phase::Agent | Phase::Gate) {
-            if let Some(id) = old.story.clone() {
-                let mut prd = self.reload_prd().unwrap_or_else(|| self.good_prd.clone());
-                let verified = old.verified.iter().any(|v| v == &id);
-                if prd.story(&id).is_some_and(|s| s.passes) && !old.story_passed_before && !verified
-                {
-                    prd.set_passes(&id, false);
-                    self.save_prd(&prd)?;
-                    self.warn(format!(
-                        "iteration {} died before {id} was verified: {id} is marked unfinished again",
-                        old.iteration
-                    ));
-                }
-                let signals = Signals {
-                    iteration: u64::from(old.iteration),
-                    failed: true,
-                    ..Signals::default()
-                };
-                self.record_breaker(&signals);
-                self.state.feedback = Some(format!(
-                    "The previous iteration ({}) on {id} was cut off (ralph stopped or crashed) before it \
-                     finished. Check the work tree and git log for partial work before going on.",
+        if matches!(old.phase, Phase::Agent | Phase::Gate)
+            && let Some(id) = old.story.clone()
+        {
+            let mut prd = self.reload_prd().unwrap_or_else(|| self.good_prd.clone());
+            let verified = old.verified.iter().any(|v| v == &id);
+            if prd.story(&id).is_some_and(|s| s.passes) && !old.story_passed_before && !verified {
+                prd.set_passes(&id, false);
+                self.save_prd(&prd)?;
+                self.warn(format!(
+                    "iteration {} died before {id} was verified: {id} is marked unfinished again",
                     old.iteration
                 ));
             }
+            let signals =
+                Signals { iteration: u64::from(old.iteration), failed: true, ..Signals::default() };
+            self.record_breaker(&signals);
+            self.state.feedback = Some(format!(
+                "The previous iteration ({}) on {id} was cut off (ralph stopped or crashed) before it \
+                     finished. Check the work tree and git log for partial work before going on.",
+                old.iteration
+            ));
         }
         Ok(())
     }
@@ -567,10 +563,10 @@ impl Run<'_> {
                     return End::Environment;
                 }
             }
-            if !self.cfg.run.pause.is_zero() {
-                if let Some(end) = self.sleep(self.cfg.run.pause) {
-                    return end;
-                }
+            if !self.cfg.run.pause.is_zero()
+                && let Some(end) = self.sleep(self.cfg.run.pause)
+            {
+                return end;
             }
         }
     }

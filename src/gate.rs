@@ -114,8 +114,7 @@ impl Summaries {
                     *self.failed.get_or_insert(0) += num(c.get(2));
                 }
                 "jest" | "pytest" => {
-                    let (f, p) =
-                        if *kind == "jest" { (c.get(1), c.get(2)) } else { (c.get(1), c.get(2)) };
+                    let (f, p) = (c.get(1), c.get(2));
                     if f.is_none() && p.is_none() {
                         continue;
                     }

@@ -225,15 +225,15 @@ impl Repo {
     /// What changed between two snapshots.
     pub fn changes(&self, before: &Snapshot, after: &Snapshot) -> Changes {
         let mut commits = Vec::new();
-        if after.head != before.head {
-            if let (Some(new), Ok(mut walk)) = (after.head, self.repo.revwalk()) {
-                let _ = walk.push(new);
-                if let Some(old) = before.head {
-                    let _ = walk.hide(old);
-                }
-                for oid in walk.flatten().take(1000) {
-                    commits.push(format!("{:.7}", oid.to_string()));
-                }
+        if after.head != before.head
+            && let (Some(new), Ok(mut walk)) = (after.head, self.repo.revwalk())
+        {
+            let _ = walk.push(new);
+            if let Some(old) = before.head {
+                let _ = walk.hide(old);
+            }
+            for oid in walk.flatten().take(1000) {
+                commits.push(format!("{:.7}", oid.to_string()));
             }
         }
         let mut candidates: BTreeSet<String> =
@@ -242,15 +242,14 @@ impl Repo {
             oid.and_then(|o| self.repo.find_commit(o).ok()).and_then(|c| c.tree().ok())
         };
         let (old_tree, new_tree) = (tree_of(before.head), tree_of(after.head));
-        if before.head != after.head {
-            if let Ok(diff) =
+        if before.head != after.head
+            && let Ok(diff) =
                 self.repo.diff_tree_to_tree(old_tree.as_ref(), new_tree.as_ref(), None)
-            {
-                for delta in diff.deltas() {
-                    for file in [delta.old_file(), delta.new_file()] {
-                        if let Some(p) = file.path().and_then(Path::to_str) {
-                            candidates.insert(p.to_string());
-                        }
+        {
+            for delta in diff.deltas() {
+                for file in [delta.old_file(), delta.new_file()] {
+                    if let Some(p) = file.path().and_then(Path::to_str) {
+                        candidates.insert(p.to_string());
                     }
                 }
             }

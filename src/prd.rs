@@ -182,10 +182,10 @@ impl Prd {
             let Some(now) = after.story(&story.id) else {
                 return Some(format!("story {} was deleted", story.id));
             };
-            if let Some(prev) = last {
-                if now.index < prev {
-                    return Some(format!("story {} moved before an earlier story", story.id));
-                }
+            if let Some(prev) = last
+                && now.index < prev
+            {
+                return Some(format!("story {} moved before an earlier story", story.id));
             }
             if now.title != story.title && after.stories.iter().any(|s| s.title == story.title) {
                 return Some(format!("story {}'s title now belongs to another id", story.id));

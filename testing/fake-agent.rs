@@ -321,12 +321,12 @@ fn run(cmd: &str, rest: &str, task: &Task, prompt: &str, dir: &Path) -> Result<(
                     }
                 })?,
                 "flip" => edit_prd(path, |v| {
-                    if let Some(a) = v["userStories"].as_array_mut() {
-                        if a.len() >= 2 {
-                            let first = a[0]["id"].clone();
-                            a[0]["id"] = a[1]["id"].clone();
-                            a[1]["id"] = first;
-                        }
+                    if let Some(a) = v["userStories"].as_array_mut()
+                        && a.len() >= 2
+                    {
+                        let first = a[0]["id"].clone();
+                        a[0]["id"] = a[1]["id"].clone();
+                        a[1]["id"] = first;
                     }
                 })?,
                 other => return Err(format!("corrupt-prd {other}?")),

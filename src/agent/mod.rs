@@ -47,10 +47,11 @@ struct Display {
 
 impl Display {
     fn show(&mut self, line: &[u8]) {
-        if let Some(text) = display::render(self.format, line) {
-            if !text.is_empty() && self.tx.try_send(text).is_err() {
-                self.hidden += 1;
-            }
+        if let Some(text) = display::render(self.format, line)
+            && !text.is_empty()
+            && self.tx.try_send(text).is_err()
+        {
+            self.hidden += 1;
         }
     }
 }

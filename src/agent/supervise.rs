@@ -377,13 +377,11 @@ fn children(pid: libc::pid_t) -> Vec<libc::pid_t> {
             out.extend(text.split_ascii_whitespace().filter_map(|s| s.parse::<libc::pid_t>().ok()));
         }
     }
-    if !any {
-        if let Ok(all) = std::fs::read_dir("/proc") {
-            for e in all.flatten() {
-                let Some(p) = e.file_name().to_str().and_then(|s| s.parse().ok()) else { continue };
-                if stat(p).is_some_and(|s| s.ppid == pid) {
-                    out.push(p);
-                }
+    if !any && let Ok(all) = std::fs::read_dir("/proc") {
+        for e in all.flatten() {
+            let Some(p) = e.file_name().to_str().and_then(|s| s.parse().ok()) else { continue };
+            if stat(p).is_some_and(|s| s.ppid == pid) {
+                out.push(p);
             }
         }
     }

@@ -67,15 +67,16 @@ impl Reporter for Tty {
                 bar.set_message("starting the agent");
             }
             Event::AgentOutput { text, .. } => {
-                if let Some(bar) = &self.current {
-                    if let Some(last) = text.lines().rev().find(|l| !l.trim().is_empty()) {
-                        bar.set_message(last.to_string());
-                    }
+                if let Some(bar) = &self.current
+                    && let Some(last) = text.lines().rev().find(|l| !l.trim().is_empty())
+                {
+                    bar.set_message(last.to_string());
                 }
-                if self.style.agent_output && self.style.verbose {
-                    if let Some(t) = describe(event, self.style) {
-                        self.println(&t);
-                    }
+                if self.style.agent_output
+                    && self.style.verbose
+                    && let Some(t) = describe(event, self.style)
+                {
+                    self.println(&t);
                 }
                 return;
             }

@@ -2,7 +2,7 @@
 //! script, and the real `ralph` binary run against them in a hermetic
 //! environment (no user config, no inherited RALPH_* or agent variables).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -255,8 +255,4 @@ pub fn wait_with_rusage(mut child: Child) -> (Run, i64) {
     };
     std::mem::forget(child);
     (run, usage.ru_maxrss)
-}
-
-pub fn exists(path: &Path) -> bool {
-    path.exists()
 }
