@@ -341,7 +341,8 @@ impl Breaker {
             how_to_go_on.push("fix the cause, then run `ralph reset-circuit`".to_string());
             if let Some(at) = opened_at.and_then(|at| at.checked_add_signed(delta(cooldown))) {
                 how_to_go_on.push(format!(
-                    "or start ralph again after {at} (cooldown {}): it resumes HALF_OPEN",
+                    "or start ralph again after {} (cooldown {}): it resumes HALF_OPEN",
+                    at.format("%Y-%m-%d %H:%M:%S UTC"),
                     humantime::format_duration(cooldown)
                 ));
             }
@@ -477,7 +478,7 @@ impl fmt::Display for Report {
         writeln!(f, "  iterations without progress: {}", self.iterations_without_progress)?;
         writeln!(f, "  times opened: {}", self.total_opens)?;
         if let Some(at) = self.opened_at {
-            writeln!(f, "  opened at: {at}")?;
+            writeln!(f, "  opened at: {}", at.format("%Y-%m-%d %H:%M:%S UTC"))?;
         }
         if !self.likely_causes.is_empty() {
             writeln!(f, "likely causes:")?;

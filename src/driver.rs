@@ -155,6 +155,9 @@ struct Run<'a> {
     /// Verdict of the most recent gate run (baseline included).
     last_gate_passed: Option<bool>,
     message: String,
+    /// Shown with the iteration's end when the agent itself did not fail
+    /// (a rejected handoff).
+    iteration_note: Option<String>,
 }
 
 /// Runs the loop. Returns the exit code; `Err` for fatal setup errors.
@@ -252,6 +255,7 @@ pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result
         branch: prd.branch_name().map(str::to_string),
         last_gate_passed: None,
         message: String::new(),
+        iteration_note: None,
         state,
     };
     run.setup_branch(&prd)?;
@@ -260,6 +264,10 @@ pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result
         run.recover(old)?;
     }
     let prd = run.reload_prd().unwrap_or(prd);
+    if resume.is_none() {
+        run.state.passing_at_start =
+            prd.stories().iter().filter(|s| s.passes).map(|s| s.id.clone()).collect();
+    }
     run.reporter.emit(&Event::RunStart {
         run_id: run.state.run_id.clone(),
         project: prd.project().map(str::to_string),
@@ -1228,6 +1236,7 @@ impl Run<'_> {
         };
         self.state.feedback = (!feedback.is_empty()).then(|| feedback.join("\n\n"));
         let handoff_failed = handoff_problem.is_some();
+        self.iteration_note = handoff_problem.as_ref().map(|e| format!("handoff: {e}"));
         self.learn_from(
             story,
             &outcome,
@@ -1416,7 +1425,7 @@ impl Run<'_> {
             claimed_complete: outcome.claimed_complete,
             cost_usd: outcome.cost_usd,
             tokens: outcome.tokens.map(|t| t.total()),
-            error: outcome.error.as_ref().map(error_text),
+            error: outcome.error.as_ref().map(error_text).or_else(|| self.iteration_note.take()),
             log: log.display().to_string(),
         });
         let env = vec![
@@ -1496,7 +1505,12 @@ impl Run<'_> {
             .map(|s| StoryReport {
                 id: s.id.clone(),
                 title: s.title.clone(),
-                claimed: s.passes || self.state.claimed.iter().any(|c| c == &s.id),
+                claimed: self
+                    .state
+                    .claimed
+                    .iter()
+                    .chain(&self.state.passing_at_start)
+                    .any(|c| c == &s.id),
                 verified: self
                     .gate
                     .as_ref()

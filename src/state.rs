@@ -55,6 +55,9 @@ pub struct RunState {
     pub elapsed_ms: u64,
     /// Stories the agent marked passing in this run.
     pub claimed: Vec<String>,
+    /// Stories that already passed when the run started (someone claimed them before).
+    #[serde(default)]
+    pub passing_at_start: Vec<String>,
     /// Stories the gate verified in this run.
     pub verified: Vec<String>,
     pub best: Option<Best>,
@@ -81,6 +84,7 @@ impl RunState {
             tokens: 0,
             elapsed_ms: 0,
             claimed: Vec::new(),
+            passing_at_start: Vec::new(),
             verified: Vec::new(),
             best: None,
             feedback: None,

@@ -6,3 +6,4 @@ mod claude_stub;
 mod core_loop;
 mod harness;
 mod real_claude;
+mod verify;

@@ -1,0 +1,260 @@
+//! Trust, but verify: the gate decides, lessons and rules carry what failed
+//! into later prompts, handoffs are validated, budgets end runs in time,
+//! and a run killed with SIGKILL resumes where it stopped.
+
+use std::time::{Duration, Instant};
+
+use crate::harness::*;
+
+const ONE_STORY: &str = r#"{"project":"P","branchName":"ralph/one","userStories":[
+  {"id":"US-001","title":"Make done.txt","priority":1,"passes":false}]}"#;
+
+fn count(haystack: &str, needle: &str) -> usize {
+    haystack.matches(needle).count()
+}
+
+#[test]
+fn a_lying_agent_never_completes_the_run() {
+    let p = Project::with_prd(ONE_STORY);
+    let handoff = r#"{"status":"complete","summary":"done","evidence":["trust me"],"nextSteps":[],"blocker":""}"#;
+    p.script(&format!("[run *]\nmark-pass\ncommit feat: {{id}} - {{title}}\nhandoff {handoff}\npromise\nstatus COMPLETE true\n"));
+    let r = p.run(&["3", "--gate", "test -f done.txt", "--auto-reset"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(!p.passes("US-001"));
+    assert!(r.stdout.contains("US-001 was claimed but the gate failed"), "{r:?}");
+    assert!(r.stdout.contains("claimed: yes, not verified"), "{r:?}");
+    assert!(p.log().iter().any(|s| s == "chore: US-001 does not pass ralph's gate yet"));
+}
+
+#[test]
+fn a_silent_agent_whose_gate_passes_gets_its_story_marked() {
+    let p = Project::with_prd(ONE_STORY);
+    p.script("[run *]\nwrite done.txt yes\ncommit feat: {id} - {title}\n");
+    let r = p.run(&["3", "--gate", "test -f done.txt"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(p.passes("US-001"));
+    assert!(r.stdout.contains("ralph marked US-001 as passing"), "{r:?}");
+    assert_eq!(p.log()[0], "chore: mark US-001 as passing (verified by ralph's gate)");
+    assert!(r.stdout.contains("claimed: no, verified"), "{r:?}");
+}
+
+#[test]
+fn a_passing_gate_does_not_mark_a_story_nobody_worked_on() {
+    let p = Project::with_prd(ONE_STORY);
+    p.script("[run *]\nprint thinking\n");
+    let r = p.run(&["2", "--gate", "true", "--auto-reset"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(!p.passes("US-001"));
+    assert!(p.prompt(2).contains("nothing was done for US-001"), "{}", p.prompt(2));
+}
+
+#[test]
+fn the_gate_summary_printed_last_reaches_the_next_prompt() {
+    let p = Project::with_prd(ONE_STORY);
+    p.script("[run *]\nimplement\n");
+    let gate =
+        "sh -c 'seq 1 10000; echo FAIL_SUMMARY; seq 1 3000 >&2; echo ERR_SUMMARY >&2; exit 1'";
+    let r = p.run(&["2", "--gate", gate, "--auto-reset"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let prompt = p.prompt(2);
+    assert!(prompt.contains("FAIL_SUMMARY") && prompt.contains("ERR_SUMMARY"), "{prompt}");
+    assert!(!prompt.contains("\n1\n2\n3\n"), "the head of the output should be cut");
+    // Two tails of at most 4 KB each, plus ralph's own words.
+    assert!(prompt.len() < p.prompt(1).len() + 3 * 4096 + 2000, "prompt grew to {}", prompt.len());
+}
+
+#[test]
+fn a_gate_that_cannot_run_stops_before_any_agent() {
+    let p = Project::with_prd(ONE_STORY);
+    p.script("[run *]\nimplement\n");
+    let r = p.run(&["3", "--gate", "/nonexistent/gate"]);
+    assert_eq!(r.code, 7, "{r:?}");
+    assert!(r.stdout.contains("the gate cannot run"), "{r:?}");
+    assert!(p.agent_runs().is_empty());
+    let events = std::fs::read_to_string(p.path(".ralph/events.jsonl")).unwrap();
+    assert!(events.contains("\"category\":\"gate-not-run\""), "{events}");
+    assert!(
+        !p.path(".ralph/lessons").exists()
+            || std::fs::read_dir(p.path(".ralph/lessons")).unwrap().count() == 0
+    );
+    let rules = p.run(&["rules", "list", "--json"]);
+    assert!(!rules.stdout.contains("gate-not-run"), "{rules:?}");
+}
+
+#[test]
+fn a_gate_that_hangs_is_a_failed_iteration_not_a_hang() {
+    let p = Project::with_prd(ONE_STORY);
+    p.script("[run *]\nimplement\n");
+    p.write(".ralph/config.toml", "[gate]\ntimeout = \"1s\"\nbaseline = false\n");
+    let started = Instant::now();
+    let r = p.run(&["1", "--gate", "sleep 60"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(r.stdout.contains("gate failed"), "{r:?}");
+    assert!(!p.passes("US-001"));
+}
+
+#[test]
+fn the_lesson_of_iteration_one_is_in_iteration_two_once() {
+    let p = Project::with_prd(ONE_STORY);
+    let handoff = r#"{"status":"continue","summary":"tried","evidence":[],"nextSteps":["fix it"],"blocker":"","lesson":"LESSON-MARKER-42: done.txt must exist"}"#;
+    p.script(&format!(
+        "[run 1]\nhandoff {handoff}\n[run *]\nwrite done.txt ok\ncommit feat: {{id}} - {{title}}\n"
+    ));
+    let r = p.run(&["3", "--gate", "test -f done.txt"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let prompt = p.prompt(2);
+    assert_eq!(count(&prompt, "LESSON-MARKER-42"), 1, "{prompt}");
+    assert!(prompt.contains("Lessons — do not repeat"), "{prompt}");
+    assert!(!p.prompt(1).contains("LESSON-MARKER-42"));
+}
+
+#[test]
+fn repeated_failures_stay_a_candidate_until_a_person_arms_the_rule() {
+    let p = Project::with_prd(ONE_STORY);
+    p.script("[run *]\nprint nothing useful\n");
+    p.write(
+        ".ralph/config.toml",
+        "[circuit]\nno_progress = 0\nsame_error = 0\nfailures = 0\n[limits]\ncalls_per_hour = 0\n[run]\nrequire_handoff = false\n",
+    );
+    let gate = "sh -c 'echo error: the widget is broken; exit 1'";
+    let r = p.run(&["100", "--gate", gate]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(p.agent_runs().len(), 100);
+    let list = p.run(&["rules", "list", "--json"]);
+    let rules: serde_json::Value = serde_json::from_str(&list.stdout).unwrap();
+    let cards = rules["cards"].as_array().unwrap();
+    let card = cards.iter().find(|c| c["category"] == "gate-failure").expect("a gate-failure card");
+    assert_eq!(card["state"], "candidate", "{card}");
+    assert_eq!(card["occurrences"], 100);
+    assert!(!p.prompt(100).contains("Rules for this project"));
+    let id = card["id"].as_str().unwrap();
+    let armed = p.run(&["rules", "arm", id, "--statement", "RULE-MARKER: never break the widget"]);
+    assert_eq!(armed.code, 0, "{armed:?}");
+    p.run(&["1", "--gate", gate, "--fresh"]);
+    let prompt = p.prompt(101);
+    assert!(
+        prompt.contains("Rules for this project") && prompt.contains("RULE-MARKER"),
+        "{prompt}"
+    );
+}
+
+#[test]
+fn an_unreadable_rules_file_is_never_overwritten() {
+    let p = Project::with_prd(ONE_STORY);
+    p.write(".ralph/rules.json", "{ hand edit in progress");
+    let r = p.run(&["rules", "arm", "abc"]);
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("rules file unreadable"), "{r:?}");
+    assert_eq!(p.read(".ralph/rules.json"), "{ hand edit in progress");
+    p.script("[run *]\nprint hi\n");
+    let r = p.run(&["1", "--gate", "false"]);
+    assert!(r.stdout.contains("rules file unreadable"), "{r:?}");
+    assert_eq!(p.read(".ralph/rules.json"), "{ hand edit in progress");
+}
+
+#[test]
+fn invalid_and_oversized_handoffs_fail_the_iteration_with_the_reason_next() {
+    let p = Project::with_prd(ONE_STORY);
+    let big = format!(
+        r#"{{"status":"continue","summary":"{}","evidence":[],"nextSteps":["x"],"blocker":""}}"#,
+        "y".repeat(20_000)
+    );
+    p.script(&format!(
+        "[run 1]\nhandoff {{\"status\":\"continue\",\"nextSteps\":[]}}\n[run 2]\nhandoff {big}\n[run *]\nprint hi\n"
+    ));
+    p.write(".ralph/config.toml", "[circuit]\nfailures = 5\nno_progress = 5\n");
+    let r = p.run(&["3"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stdout.contains("iteration 1 failed"), "{r:?}");
+    assert!(r.stdout.contains("iteration 2 failed"), "{r:?}");
+    let second = p.prompt(2);
+    assert!(second.contains("handoff was rejected") && second.contains("nextSteps"), "{second}");
+    let third = p.prompt(3);
+    assert!(third.contains("handoff was rejected") && third.contains("16384"), "{third}");
+}
+
+#[test]
+fn a_blocked_handoff_stops_with_its_exit_code_and_says_why() {
+    let p = Project::with_prd(ONE_STORY);
+    p.script(r#"[run *]
+handoff {"status":"blocked","summary":"stuck","evidence":[],"nextSteps":[],"blocker":"need an API key for the payments sandbox"}
+"#);
+    let r = p.run(&["5"]);
+    assert_eq!(r.code, 5, "{r:?}");
+    assert!(r.stdout.contains("need an API key for the payments sandbox"), "{r:?}");
+    assert_eq!(p.agent_runs().len(), 1);
+}
+
+#[test]
+fn max_duration_ends_a_run_in_time_with_one_run_end_event() {
+    let p = Project::with_prd(ONE_STORY);
+    p.script("[run *]\nsleep 60\n");
+    let started = Instant::now();
+    let r = p.run(&["5", "--max-duration", "2s", "--json"]);
+    assert_eq!(r.code, 6, "{r:?}");
+    // 2 s budget + 1 s grace + slack for a busy machine.
+    assert!(started.elapsed() < Duration::from_secs(8), "took {:?}", started.elapsed());
+    assert_eq!(count(&r.stdout, "\"event\":\"run_end\""), 1, "{r:?}");
+    let state = p.read(".ralph/state.json");
+    assert!(state.contains("\"outcome\": \"budget\""), "{state}");
+}
+
+#[test]
+fn the_report_names_the_iteration_closest_to_passing() {
+    let p = Project::with_prd(ONE_STORY);
+    p.script("[run 1]\nwrite fails.txt 5\ncommit one\n[run 2]\nwrite fails.txt 2\ncommit two\n[run 3]\nwrite fails.txt 4\ncommit three\n");
+    let gate = "sh -c 'echo \"test result: FAILED. 1 passed; $(cat fails.txt) failed; 0 ignored\"; exit 101'";
+    let r = p.run(&["3", "--gate", gate, "--auto-reset"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let sha = p.git(&["log", "--format=%h", "-1", "--grep=^two$"]).trim().to_string();
+    assert!(
+        r.stdout.contains("closest to passing: iteration 2 (gate failed: 2 tests failing"),
+        "{r:?}"
+    );
+    assert!(r.stdout.contains(&format!("commit {}", &sha[..7])), "{sha}: {r:?}");
+    // The work tree is left as the agent left it.
+    assert_eq!(p.read("fails.txt").trim(), "4");
+}
+
+#[test]
+fn a_run_killed_mid_iteration_resumes_with_nothing_lost() {
+    let p = Project::with_prd(super::harness::THREE_STORIES);
+    p.script("[run 1]\nimplement\n[run 2]\nmark-pass\nsleep 60\n[run *]\nimplement\n");
+    let mut child = p.spawn(&["10"]);
+    assert!(
+        eventually(Duration::from_secs(20), || p.agent_runs().len() == 2),
+        "iteration 2 never started"
+    );
+    // Let the agent mark its story before the crash.
+    assert!(eventually(Duration::from_secs(10), || p.passes("US-002")));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    let state: serde_json::Value = serde_json::from_str(&p.read(".ralph/state.json")).unwrap();
+    assert_eq!(state["iteration"], 2);
+    assert_eq!(state["phase"], "agent");
+    let r = p.run(&["10"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("resuming run"), "{r:?}");
+    assert!(r.stdout.contains("iteration 3/10"), "{r:?}");
+    assert!(r.stdout.contains("iteration 2 died before US-002 was verified"), "{r:?}");
+    assert!(p.passes("US-001") && p.passes("US-002") && p.passes("US-003"));
+    // Iteration 3 redid US-002, which the dead iteration never finished.
+    assert_eq!(p.agent_runs(), ["US-001", "US-002", "US-002", "US-003"]);
+}
+
+#[test]
+fn fresh_starts_over_instead_of_resuming() {
+    let p = Project::with_prd(ONE_STORY);
+    p.script("[run 1]\nsleep 60\n[run *]\nimplement\n");
+    let mut child = p.spawn(&["5"]);
+    assert!(eventually(Duration::from_secs(20), || p.agent_runs().len() == 1));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    let r = p.run(&["5", "--fresh"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.stdout.contains("resuming"), "{r:?}");
+    assert!(r.stdout.contains("iteration 1/5"), "{r:?}");
+}
