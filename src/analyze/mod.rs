@@ -7,6 +7,10 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+pub mod status;
+
+pub use status::{Status, StatusBlock};
+
 /// The completion marker of the ralph.sh protocol.
 pub const PROMISE_COMPLETE: &str = "<promise>COMPLETE</promise>";
 
@@ -57,26 +61,6 @@ pub enum StopReason {
     Budget,
 }
 
-/// The `RALPH_STATUS` block an agent ends its answer with.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct StatusBlock {
-    pub status: Option<Status>,
-    pub tasks_completed: Option<u32>,
-    pub files_modified: Option<u32>,
-    pub tests_status: Option<String>,
-    pub work_type: Option<String>,
-    pub exit_signal: Option<bool>,
-    pub recommendation: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Status {
-    InProgress,
-    Complete,
-    Blocked,
-}
-
 /// Token counts the agent CLI reported.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Tokens {
@@ -99,7 +83,10 @@ pub enum AgentError {
     /// Authentication failed (401, invalid key, not logged in): stop the run.
     Auth { message: String },
     /// A subscription usage limit: wait until `resets_at` (unknown → configured wait).
-    UsageLimit { resets_at: Option<DateTime<Utc>>, message: String },
+    UsageLimit {
+        resets_at: Option<DateTime<Utc>>,
+        message: String,
+    },
     /// An API rate limit (429 without a usage-limit reset): transient, back off.
     RateLimited { message: String },
     /// The API is overloaded (529, 503): transient, back off.
@@ -107,7 +94,10 @@ pub enum AgentError {
     /// The API could not be reached at all.
     Unreachable { message: String },
     /// The agent CLI reported an error result or exited non-zero for another reason.
-    Failed { exit_code: Option<i32>, message: String },
+    Failed {
+        exit_code: Option<i32>,
+        message: String,
+    },
     /// ralph stopped it (timeout, idle, interrupt, budget).
     Stopped { reason: StopReason },
 }
@@ -152,7 +142,10 @@ pub struct Analyzer {
 
 impl Analyzer {
     pub fn new(format: Format) -> Analyzer {
-        Analyzer { format, outcome: Outcome::default() }
+        Analyzer {
+            format,
+            outcome: Outcome::default(),
+        }
     }
 
     pub fn format(&self) -> Format {
