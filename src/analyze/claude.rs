@@ -227,7 +227,9 @@ fn result(facts: &mut Facts, e: Event) {
             .iter()
             .filter_map(Any::text)
             .for_each(|t| facts.error_text(t));
-        if e.result.text().is_none() && e.errors.0.is_empty() {
+        if let Some(error) = e.error.text() {
+            facts.error_text(error);
+        } else if e.result.text().is_none() && e.errors.0.is_empty() {
             facts.error_text(e.subtype.str().unwrap_or("error result"));
         }
     }

@@ -24,6 +24,8 @@ mod reset;
 mod signature;
 pub mod status;
 mod tail;
+#[cfg(test)]
+mod tests;
 mod text;
 mod tools;
 

@@ -9,7 +9,7 @@
 //! limit" in an agent's prose about rate limiting is harmless.
 
 use std::fmt;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use chrono::FixedOffset;
 use chrono_tz::Tz;
@@ -110,10 +110,11 @@ impl Default for Zone {
     }
 }
 
-/// The compiled error texts, plus the local zone for reset times.
+/// The compiled error texts, plus the local zone for reset times. Cloning
+/// shares the compiled regexes (and their match caches).
 #[derive(Debug, Clone)]
 pub struct Patterns {
-    kinds: [Vec<Regex>; 6],
+    kinds: Arc<[Vec<Regex>; 6]>,
     zone: Zone,
 }
 
@@ -217,7 +218,7 @@ static BUILTIN_PATTERNS: LazyLock<Patterns> = LazyLock::new(|| {
         }
     }
     Patterns {
-        kinds,
+        kinds: Arc::new(kinds),
         zone: Zone::default(),
     }
 });
@@ -233,7 +234,7 @@ impl Patterns {
     /// The built-in texts plus `extra`; an invalid regex is an error naming
     /// its kind and text.
     pub fn new(extra: &PatternTexts) -> Result<Patterns, PatternError> {
-        let mut patterns = Patterns::default();
+        let mut kinds = (*BUILTIN_PATTERNS.kinds).clone();
         for kind in PatternKind::ALL {
             for text in extra.of(kind) {
                 let regex = Regex::new(text).map_err(|source| PatternError {
@@ -241,10 +242,13 @@ impl Patterns {
                     pattern: text.clone(),
                     source,
                 })?;
-                patterns.kinds[kind as usize].push(regex);
+                kinds[kind as usize].push(regex);
             }
         }
-        Ok(patterns)
+        Ok(Patterns {
+            kinds: Arc::new(kinds),
+            zone: Zone::default(),
+        })
     }
 
     /// The zone that times without one (Codex, Claude's `resets 5pm`) are in.
