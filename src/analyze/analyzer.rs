@@ -372,9 +372,12 @@ impl Analyzer {
             }
             self.error_lines.push(shape);
         }
-        let (test, edit) = text::keywords(trimmed);
-        self.text_tests |= test;
-        self.text_edits |= edit;
+        // One edit settles test_only; the scan is the costliest check here.
+        if !self.text_edits {
+            let (test, edit) = text::keywords(trimmed);
+            self.text_tests |= test;
+            self.text_edits |= edit;
+        }
     }
 
     /// The analysis, once the process has ended.
@@ -530,10 +533,11 @@ impl Analyzer {
                 return error_of(kind, line.to_string(), resets_at);
             }
         }
-        let fallback = match (end.exit_code, end.signal) {
-            _ if facts.terminal == Terminal::None && self.format.needs_terminal() => {
-                format!("{} ended without a result event", self.format.name())
-            }
+        // An error line says most; then that an expected result is missing;
+        // then whatever was printed last; then how the process ended.
+        let missing = (facts.terminal == Terminal::None && self.format.needs_terminal())
+            .then(|| format!("{} ended without a result event", self.format.name()));
+        let ended = match (end.exit_code, end.signal) {
             (_, Some(signal)) => format!("killed by signal {signal}"),
             (Some(code), None) => format!("exited with code {code}"),
             (None, None) => "failed".to_string(),
@@ -542,9 +546,12 @@ impl Analyzer {
             .error_texts
             .last()
             .map(|t| first_line(t))
-            .or_else(|| last_error_line(&end.stderr_tail))
-            .or_else(|| last_error_line(stray))
-            .unwrap_or(fallback);
+            .or_else(|| last_line(&end.stderr_tail, true))
+            .or_else(|| last_line(stray, true))
+            .or(missing)
+            .or_else(|| last_line(&end.stderr_tail, false))
+            .or_else(|| last_line(stray, false))
+            .unwrap_or(ended);
         AgentError::Failed {
             exit_code: end.exit_code,
             message,
@@ -578,11 +585,13 @@ fn first_line(text: &str) -> String {
     status::truncate(line, 300).to_string()
 }
 
-/// The last line that reads as an error, else the last non-empty line.
-fn last_error_line(text: &str) -> Option<String> {
-    let lines = || text.lines().rev().map(str::trim).filter(|l| !l.is_empty());
-    let line = lines()
-        .find(|l| text::is_error_line(l.as_bytes()))
-        .or_else(|| lines().next())?;
+/// The last non-empty line of `text` (that reads as an error, if `error`).
+fn last_line(text: &str, error: bool) -> Option<String> {
+    let line = text
+        .lines()
+        .rev()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .find(|l| !error || text::is_error_line(l.as_bytes()))?;
     Some(status::truncate(line, 300).to_string())
 }

@@ -333,6 +333,21 @@ fn cases() -> Vec<Case> {
                 ..Expect::default()
             },
         ),
+        // An error printed instead of events says more than "no result".
+        Case {
+            stderr: "Error: When using --print, --output-format=stream-json requires --verbose\n",
+            ..case(
+                "claude/no-result.jsonl",
+                Claude,
+                1,
+                Expect {
+                    error: failed(1, "Error: When using --print, --output-format=stream-json requires --verbose"),
+                    session: c,
+                    final_has: "Let me look at the code.",
+                    ..Expect::default()
+                },
+            )
+        },
         case(
             "claude/verbose-array.json",
             Claude,
