@@ -18,7 +18,7 @@
 //!    stderr, and stray non-JSON stdout lines; else `Failed`.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::json::{DocBuffer, DocLine};
 use super::outcome::{AgentError, Outcome, Tokens};
@@ -28,8 +28,9 @@ use super::tail::{Tail, suffix};
 use super::tools::ToolTally;
 use super::{PROMISE_COMPLETE, claude, codex, gemini, opencode, reset, signature, text};
 
-/// How the agent CLI formats its stdout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// How the agent CLI formats its stdout. Config spells it in kebab case
+/// (`format = "claude"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Format {
     /// Plain text (aider, custom commands, claude without a JSON mode).

@@ -122,7 +122,10 @@ impl Stats<'_> {
                 });
             total.get_or_insert_default().add(Tokens {
                 input,
-                output: tokens.candidates.u64() + tokens.thoughts.u64(),
+                output: tokens
+                    .candidates
+                    .u64()
+                    .saturating_add(tokens.thoughts.u64()),
                 cache_read: cached,
                 cache_write: 0,
             });

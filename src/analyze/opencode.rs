@@ -125,12 +125,13 @@ pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
                 let cache = tokens.cache.0.as_ref();
                 facts.add_tokens(Tokens {
                     input: tokens.input.u64(),
-                    output: tokens.output.u64() + tokens.reasoning.u64(),
+                    output: tokens.output.u64().saturating_add(tokens.reasoning.u64()),
                     cache_read: cache.map_or(0, |c| c.read.u64()),
                     cache_write: cache.map_or(0, |c| c.write.u64()),
                 });
             }
-            *facts.turns.get_or_insert(0) += 1;
+            let turns = facts.turns.get_or_insert(0);
+            *turns = turns.saturating_add(1);
             if !part.reason.is("tool-calls") {
                 facts.terminal = Terminal::Ok;
             }

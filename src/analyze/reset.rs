@@ -157,7 +157,7 @@ fn to_utc(zone: Zone, local: NaiveDateTime) -> Option<DateTime<Utc>> {
             .earliest()
             .map(|t| t.with_timezone(&Utc)),
     };
-    convert(local).or_else(|| convert(local + Duration::hours(1)))
+    convert(local).or_else(|| convert(local.checked_add_signed(Duration::hours(1))?))
 }
 
 #[cfg(test)]

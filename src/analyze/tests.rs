@@ -1010,3 +1010,56 @@ fn any_format_survives_any_fixture_cut_anywhere() {
         }
     }
 }
+
+/// Lines built to break a parser: deep nesting, huge numbers, bad UTF-8,
+/// NUL, lone surrogates, a status block that never ends.
+#[test]
+fn hostile_lines_do_not_panic() {
+    let deep = "[".repeat(200_000);
+    let deep_obj = r#"{"type":"assistant","message":"#.to_string() + &"{\"a\":".repeat(100_000);
+    let lines: Vec<Vec<u8>> = vec![
+        deep.into_bytes(),
+        deep_obj.into_bytes(),
+        br#"{"type":"result","is_error":true,"api_error_status":1e400,"num_turns":-5,"total_cost_usd":"NaN"}"#.to_vec(),
+        br#"{"type":"result","usage":{"input_tokens":1e30,"output_tokens":18446744073709551615,"cache_read_input_tokens":18446744073709551615}}"#.to_vec(),
+        br#"{"type":"turn.completed","usage":{"input_tokens":1e30,"cached_input_tokens":1e30,"output_tokens":1e30}}"#.to_vec(),
+        br#"{"type":"step_finish","part":{"cost":1e308,"tokens":{"input":1e30,"output":1e30,"reasoning":1e30}}}"#.to_vec(),
+        br#"{"type":"step_finish","part":{"cost":1e308,"tokens":{"input":1e30,"output":1e30,"reasoning":1e30}}}"#.to_vec(),
+        b"{\"type\":\"assistant\",\"message\":{\"content\":[{\"type\":\"text\",\"text\":\"\xff\xfe\"}]}}".to_vec(),
+        br#"{"type":"assistant","message":{"content":[{"type":"text","text":"\ud800 <promise>COMPLETE</promise>"}]}}"#.to_vec(),
+        b"{\"type\":\"result\",\x00\"result\":\"x\"}".to_vec(),
+        br#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1e300}}"#.to_vec(),
+        br#"{"type":"result","is_error":true,"result":"resets Dec 31, 9999 11:59pm (Pacific/Apia) try again at Feb 30th, 2026 3:39 AM"}"#.to_vec(),
+        b"---RALPH_STATUS---".to_vec(),
+        b"\xff\xfe\x00\r".to_vec(),
+        b"{".to_vec(),
+    ];
+    for format in [
+        Format::Text,
+        Format::Claude,
+        Format::Codex,
+        Format::Gemini,
+        Format::Opencode,
+    ] {
+        let mut analyzer = Analyzer::new(format);
+        for line in &lines {
+            analyzer.feed(line);
+        }
+        let outcome = analyzer.finish(
+            &ProcessEnd {
+                exit_code: Some(1),
+                ..ProcessEnd::default()
+            },
+            now(),
+        );
+        assert_eq!(outcome.output_lines, lines.len() as u64, "{format:?}");
+        let _ = outcome.tokens.map(|t| t.total());
+    }
+}
+
+#[test]
+fn analyzer_can_move_to_a_reader_thread() {
+    fn send<T: Send + 'static>() {}
+    send::<Analyzer>();
+    send::<Patterns>();
+}
