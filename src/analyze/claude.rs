@@ -215,7 +215,9 @@ fn result(facts: &mut Facts, e: Event) {
         Terminal::Ok
     };
     facts.is_error |= is_error;
-    if let Some(text) = e.result.str() {
+    // An empty result (some error subtypes) leaves the last assistant text
+    // as the answer.
+    if let Some(text) = e.result.text() {
         facts.result_text(text);
         if failed {
             facts.error_text(text);

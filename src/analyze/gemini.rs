@@ -187,7 +187,7 @@ fn output(facts: &mut Facts, e: &Event) {
     if e.response.str().is_none() && e.error.0.is_none() {
         return;
     }
-    if let Some(text) = e.response.str() {
+    if let Some(text) = e.response.text() {
         facts.result_text(text);
     }
     if let Some(tokens) = e.stats.0.as_ref().and_then(Stats::tokens) {
