@@ -1066,3 +1066,32 @@ fn analyzer_can_move_to_a_reader_thread() {
     send::<Analyzer>();
     send::<Patterns>();
 }
+
+#[test]
+fn an_empty_result_keeps_the_assistant_answer() {
+    let lines = [
+        r#"{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"Stopping here.\n---RALPH_STATUS---\nSTATUS: BLOCKED\n---END_RALPH_STATUS---"}]}}"#,
+        r#"{"type":"result","subtype":"error_max_turns","is_error":false,"result":"","num_turns":30}"#,
+    ];
+    let mut analyzer = Analyzer::new(Format::Claude);
+    lines.iter().for_each(|line| analyzer.feed(line.as_bytes()));
+    let outcome = analyzer.finish(
+        &ProcessEnd {
+            exit_code: Some(0),
+            ..ProcessEnd::default()
+        },
+        now(),
+    );
+    assert!(outcome.final_text.starts_with("Stopping here."));
+    assert_eq!(
+        outcome.status_block.and_then(|b| b.status),
+        Some(Status::Blocked)
+    );
+    assert_eq!(
+        outcome.error,
+        Some(AgentError::Failed {
+            exit_code: Some(0),
+            message: "error_max_turns".into()
+        })
+    );
+}
