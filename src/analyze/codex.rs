@@ -1,0 +1,156 @@
+//! Codex `exec --json` events: `thread.started`, `turn.started`,
+//! `item.started|updated|completed`, `turn.completed` (usage),
+//! `turn.failed`, `error`, `request_user_input`.
+//!
+//! Items count once, when completed: `agent_message` is the answer,
+//! `command_execution` and `file_change` are the tool calls, an `error`
+//! item is a non-fatal notice kept in case the run fails. Codex reports no
+//! cost and no turn count.
+
+use serde::Deserialize;
+
+use super::analyzer::{Facts, Terminal};
+use super::json::{Any, Num, Obj};
+use super::outcome::Tokens;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Event<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Any<'a>,
+    #[serde(borrow)]
+    thread_id: Any<'a>,
+    #[serde(borrow)]
+    item: Obj<Item<'a>>,
+    usage: Obj<Usage>,
+    #[serde(borrow)]
+    error: Obj<Message<'a>>,
+    #[serde(borrow)]
+    message: Any<'a>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Item<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Any<'a>,
+    /// Early releases named the field `item_type`.
+    #[serde(borrow)]
+    item_type: Any<'a>,
+    #[serde(borrow)]
+    text: Any<'a>,
+    #[serde(borrow)]
+    command: Any<'a>,
+    #[serde(borrow)]
+    status: Any<'a>,
+    #[serde(borrow)]
+    message: Any<'a>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Message<'a> {
+    #[serde(borrow)]
+    message: Any<'a>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Usage {
+    input_tokens: Num,
+    cached_input_tokens: Num,
+    output_tokens: Num,
+}
+
+pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
+    // In-progress items repeat what `item.completed` will say, often with a
+    // command's whole output so far.
+    if bytes.starts_with(br#"{"type":"item.started""#)
+        || bytes.starts_with(br#"{"type":"item.updated""#)
+    {
+        return true;
+    }
+    let Ok(e) = serde_json::from_slice::<Event>(bytes) else {
+        return false;
+    };
+    match e.kind.str() {
+        Some("thread.started") => {
+            if let Some(id) = e.thread_id.text() {
+                facts.session(id);
+            }
+        }
+        Some("item.completed") => {
+            if let Some(item) = &e.item.0 {
+                item_completed(facts, item);
+            }
+        }
+        Some("turn.completed") => {
+            facts.terminal = Terminal::Ok;
+            if let Some(usage) = &e.usage.0 {
+                let cached = usage.cached_input_tokens.u64();
+                facts.add_tokens(Tokens {
+                    input: usage.input_tokens.u64().saturating_sub(cached),
+                    output: usage.output_tokens.u64(),
+                    cache_read: cached,
+                    cache_write: 0,
+                });
+            }
+        }
+        Some("turn.failed") => {
+            facts.terminal = Terminal::Failed;
+            facts.is_error = true;
+            let message = e.error.0.as_ref().and_then(|m| m.message.text());
+            facts.error_text(message.unwrap_or("turn failed"));
+        }
+        Some("error") => {
+            facts.terminal = Terminal::Failed;
+            facts.is_error = true;
+            facts.error_text(e.message.str().unwrap_or("error"));
+        }
+        Some("request_user_input") => facts.asked_user = true,
+        _ => {}
+    }
+    true
+}
+
+fn item_completed(facts: &mut Facts, item: &Item) {
+    let kind = item.kind.str().or_else(|| item.item_type.str());
+    match kind {
+        Some("agent_message" | "assistant_message") => {
+            if let Some(text) = item.text.str() {
+                facts.assistant_text(text);
+            }
+        }
+        Some("command_execution") if !item.status.is("declined") => {
+            if let Some(command) = item.command.str() {
+                facts.tools.shell(unwrap_shell(command));
+            }
+        }
+        Some("file_change") => facts.tools.edits += 1,
+        Some("mcp_tool_call") => facts.tools.other += 1,
+        Some("error") => {
+            if let Some(message) = item.message.text() {
+                facts.error_text(message);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Codex runs commands as `bash -lc '<command>'`; the inner command is the
+/// one to read.
+fn unwrap_shell(command: &str) -> &str {
+    for prefix in [
+        "bash -lc ",
+        "/bin/bash -lc ",
+        "bash -c ",
+        "sh -c ",
+        "/bin/sh -c ",
+        "zsh -lc ",
+    ] {
+        if let Some(rest) = command.strip_prefix(prefix) {
+            return rest.trim().trim_matches(|c| c == '\'' || c == '"');
+        }
+    }
+    command
+}

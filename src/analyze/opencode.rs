@@ -1,0 +1,163 @@
+//! opencode `run --format json` events: `step_start`, `text`, `tool_use`,
+//! `reasoning`, `step_finish` (cost and tokens), `error`, and `done` in
+//! newer releases. Every event carries `sessionID`.
+//!
+//! A `text` event holds a finished text part, not a delta. The answer is the
+//! text of the last step that had any; a step that ends for any reason other
+//! than `tool-calls` is the end of the run. opencode never echoes the prompt.
+
+use serde::Deserialize;
+
+use super::analyzer::{Facts, Terminal};
+use super::json::{Any, Num, Obj};
+use super::outcome::Tokens;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Event<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Any<'a>,
+    #[serde(borrow, rename = "sessionID")]
+    session_id: Any<'a>,
+    #[serde(borrow)]
+    part: Obj<Part<'a>>,
+    #[serde(borrow)]
+    error: Obj<Error<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Part<'a> {
+    #[serde(borrow)]
+    text: Any<'a>,
+    #[serde(borrow)]
+    tool: Any<'a>,
+    #[serde(borrow)]
+    state: Obj<State<'a>>,
+    #[serde(borrow)]
+    reason: Any<'a>,
+    cost: Num,
+    tokens: Obj<PartTokens>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct State<'a> {
+    #[serde(borrow)]
+    input: Obj<Input<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Input<'a> {
+    #[serde(borrow)]
+    command: Any<'a>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct PartTokens {
+    input: Num,
+    output: Num,
+    reasoning: Num,
+    cache: Obj<Cache>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Cache {
+    read: Num,
+    write: Num,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Error<'a> {
+    #[serde(borrow)]
+    name: Any<'a>,
+    #[serde(borrow)]
+    message: Any<'a>,
+    #[serde(borrow)]
+    data: Obj<ErrorData<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct ErrorData<'a> {
+    #[serde(borrow)]
+    message: Any<'a>,
+    #[serde(rename = "statusCode")]
+    status_code: Num,
+}
+
+pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
+    let Ok(e) = serde_json::from_slice::<Event>(bytes) else {
+        return false;
+    };
+    if let Some(id) = e.session_id.text() {
+        facts.session(id);
+    }
+    let part = e.part.0.as_ref();
+    match e.kind.str() {
+        Some("step_start") => facts.text_open = false,
+        Some("text") => {
+            if let Some(text) = part.and_then(|p| p.text.text()) {
+                if facts.text_open {
+                    facts.assistant_delta("\n");
+                }
+                facts.assistant_delta(text);
+            }
+        }
+        Some("tool_use") => {
+            let tool = part.and_then(|p| p.tool.str()).unwrap_or("");
+            let command = part
+                .and_then(|p| p.state.0.as_ref())
+                .and_then(|s| s.input.0.as_ref())
+                .and_then(|i| i.command.str());
+            facts.tools.tool(tool, command);
+        }
+        Some("step_finish") => {
+            let Some(part) = part else { return true };
+            if let Some(cost) = part.cost.0 {
+                *facts.cost_usd.get_or_insert(0.0) += cost;
+            }
+            if let Some(tokens) = &part.tokens.0 {
+                let cache = tokens.cache.0.as_ref();
+                facts.add_tokens(Tokens {
+                    input: tokens.input.u64(),
+                    output: tokens.output.u64().saturating_add(tokens.reasoning.u64()),
+                    cache_read: cache.map_or(0, |c| c.read.u64()),
+                    cache_write: cache.map_or(0, |c| c.write.u64()),
+                });
+            }
+            let turns = facts.turns.get_or_insert(0);
+            *turns = turns.saturating_add(1);
+            if !part.reason.is("tool-calls") {
+                facts.terminal = Terminal::Ok;
+            }
+        }
+        Some("error") => {
+            facts.terminal = Terminal::Failed;
+            facts.is_error = true;
+            let error = e.error.0.as_ref();
+            let data = error.and_then(|e| e.data.0.as_ref());
+            if let Some(status) = data
+                .and_then(|d| d.status_code.0)
+                .filter(|s| (400.0..600.0).contains(s))
+            {
+                facts.api_status = Some(status as u16);
+            }
+            let name = error.and_then(|e| e.name.text());
+            let message = data
+                .and_then(|d| d.message.text())
+                .or_else(|| error.and_then(|e| e.message.text()));
+            match (name, message) {
+                (Some(name), Some(message)) => facts.error_text(&format!("{name}: {message}")),
+                (name, message) => facts.error_text(message.or(name).unwrap_or("error")),
+            }
+        }
+        Some("done") if facts.terminal != Terminal::Failed => facts.terminal = Terminal::Ok,
+        _ => {}
+    }
+    true
+}

@@ -1,0 +1,129 @@
+//! What the analyzer concludes about one agent run: [`Outcome`], and the
+//! [`AgentError`] that says what a failure means for the loop.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::status::StatusBlock;
+
+/// Token counts the agent CLI reported. The four parts do not overlap, so
+/// [`Tokens::total`] counts each token once (Codex and Gemini report cached
+/// input inside their input count; it is moved to `cache_read`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Tokens {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+}
+
+impl Tokens {
+    /// All four parts (saturating: the counts come from the CLI's output).
+    pub fn total(&self) -> u64 {
+        self.input
+            .saturating_add(self.output)
+            .saturating_add(self.cache_read)
+            .saturating_add(self.cache_write)
+    }
+
+    pub(crate) fn add(&mut self, other: Tokens) {
+        self.input = self.input.saturating_add(other.input);
+        self.output = self.output.saturating_add(other.output);
+        self.cache_read = self.cache_read.saturating_add(other.cache_read);
+        self.cache_write = self.cache_write.saturating_add(other.cache_write);
+    }
+}
+
+/// What went wrong, by what it means for the loop.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum AgentError {
+    /// Authentication failed (401, invalid key, not logged in): stop the run.
+    Auth { message: String },
+    /// A subscription usage limit: wait until `resets_at` (unknown → configured wait).
+    UsageLimit {
+        resets_at: Option<DateTime<Utc>>,
+        message: String,
+    },
+    /// Out of credits, quota or plan with no reset time (credit balance too
+    /// low, usage allocation disabled): waiting will not help, stop the run.
+    Billing { message: String },
+    /// An API rate limit (429 without a usage-limit reset): transient, back off.
+    RateLimited { message: String },
+    /// The API is overloaded (529, 503): transient, back off.
+    Overloaded { message: String },
+    /// The API could not be reached at all.
+    Unreachable { message: String },
+    /// The agent CLI reported an error result or exited non-zero for another reason.
+    Failed {
+        exit_code: Option<i32>,
+        message: String,
+    },
+    /// ralph stopped it (timeout, idle, interrupt, budget).
+    Stopped { reason: super::StopReason },
+}
+
+impl AgentError {
+    /// The CLI's own words for the error; `None` for [`AgentError::Stopped`].
+    pub fn message(&self) -> Option<&str> {
+        match self {
+            AgentError::Auth { message }
+            | AgentError::UsageLimit { message, .. }
+            | AgentError::Billing { message }
+            | AgentError::RateLimited { message }
+            | AgentError::Overloaded { message }
+            | AgentError::Unreachable { message }
+            | AgentError::Failed { message, .. } => Some(message),
+            AgentError::Stopped { .. } => None,
+        }
+    }
+
+    /// Whether the same call may succeed later without anyone doing anything
+    /// (limits, overload, network), so the iteration is not a lack of progress.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            AgentError::UsageLimit { .. }
+                | AgentError::RateLimited { .. }
+                | AgentError::Overloaded { .. }
+                | AgentError::Unreachable { .. }
+        )
+    }
+}
+
+/// Everything the loop needs to know about one agent run's output.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Outcome {
+    /// The agent's final answer (bounded tail): the CLI's final result text,
+    /// else its last assistant message; in text format the end of stdout.
+    pub final_text: String,
+    /// The last complete status block, if any.
+    pub status_block: Option<StatusBlock>,
+    /// Why a status block that was present could not be read.
+    pub status_block_error: Option<String>,
+    /// `<promise>COMPLETE</promise>` appeared in the agent's own output
+    /// (its final text or a line of its own), not in an echo of the prompt.
+    pub claimed_complete: bool,
+    pub session_id: Option<String>,
+    pub cost_usd: Option<f64>,
+    pub tokens: Option<Tokens>,
+    pub turns: Option<u32>,
+    /// The CLI flagged an error in its own structured output (Claude
+    /// `is_error`, Codex `turn.failed`, a Gemini or opencode error).
+    pub is_error: bool,
+    /// The HTTP status of the API error behind it, when the CLI says.
+    pub api_error_status: Option<u16>,
+    pub error: Option<AgentError>,
+    /// Tools the CLI refused to run, as `Tool(detail)` strings.
+    pub permission_denials: Vec<String>,
+    /// A normalised signature of the error lines, for "same error N times".
+    pub error_signature: Option<String>,
+    /// The agent only ran tests (no implementation work).
+    pub test_only: bool,
+    /// The agent ended by asking the user something (or tried to, through a
+    /// tool headless mode refuses): the next prompt should say not to.
+    pub asking_questions: bool,
+    /// Bytes and lines of stdout seen.
+    pub output_bytes: u64,
+    pub output_lines: u64,
+}
