@@ -244,10 +244,35 @@ pub const KEYS: &[Key] = &[
         "Wait after a usage limit whose reset time is unknown."
     ),
     key!(
-        "limits.usage_limit_patterns",
+        "patterns.usage_limit",
         List,
         "[]",
-        "Extra regular expressions that mark a usage-limit message in the agent's final text."
+        "Extra regular expressions (regex crate syntax; (?i) for any case) that mark a usage-limit message in the agent's error text. Built-in ones cover Claude, Codex, Gemini."
+    ),
+    key!(
+        "patterns.billing",
+        List,
+        "[]",
+        "Extra regexes for out-of-credit messages (stop the run: waiting will not help)."
+    ),
+    key!("patterns.auth", List, "[]", "Extra regexes for authentication failures (stop the run)."),
+    key!(
+        "patterns.rate_limit",
+        List,
+        "[]",
+        "Extra regexes for API rate limits (back off and retry)."
+    ),
+    key!(
+        "patterns.overload",
+        List,
+        "[]",
+        "Extra regexes for an overloaded API (back off and retry)."
+    ),
+    key!(
+        "patterns.unreachable",
+        List,
+        "[]",
+        "Extra regexes for an unreachable API (back off and retry)."
     ),
     key!(
         "budget.max_duration",
@@ -492,12 +517,19 @@ impl Layers {
                 wait: self.bool("limits.wait"),
                 max_wait: self.duration("limits.max_wait"),
                 usage_limit_wait: self.duration("limits.usage_limit_wait"),
-                usage_limit_patterns: self.list("limits.usage_limit_patterns"),
             },
             budget: BudgetConfig {
                 max_duration: nonzero(self.duration("budget.max_duration")),
                 max_cost: Some(self.float("budget.max_cost")).filter(|c| *c > 0.0),
                 max_tokens: Some(self.int("budget.max_tokens")).filter(|t| *t > 0),
+            },
+            patterns: crate::analyze::PatternTexts {
+                usage_limit: self.list("patterns.usage_limit"),
+                billing: self.list("patterns.billing"),
+                auth: self.list("patterns.auth"),
+                rate_limit: self.list("patterns.rate_limit"),
+                overload: self.list("patterns.overload"),
+                unreachable: self.list("patterns.unreachable"),
             },
             hooks: HooksConfig {
                 on_iteration_end: self.command("hooks.on_iteration_end"),
@@ -640,6 +672,7 @@ pub struct Config {
     pub circuit: CircuitConfig,
     pub limits: LimitsConfig,
     pub budget: BudgetConfig,
+    pub patterns: crate::analyze::PatternTexts,
     pub hooks: HooksConfig,
     pub color: Color,
 }
@@ -691,7 +724,6 @@ pub struct LimitsConfig {
     pub wait: bool,
     pub max_wait: Duration,
     pub usage_limit_wait: Duration,
-    pub usage_limit_patterns: Vec<String>,
 }
 
 #[derive(Debug, Clone)]

@@ -155,6 +155,8 @@ struct Run<'a> {
     /// Verdict of the most recent gate run (baseline included).
     last_gate_passed: Option<bool>,
     message: String,
+    /// The error texts the analyser classifies by (built in + config).
+    patterns: crate::analyze::Patterns,
     /// Shown with the iteration's end when the agent itself did not fail
     /// (a rejected handoff).
     iteration_note: Option<String>,
@@ -256,6 +258,7 @@ pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result
         last_gate_passed: None,
         message: String::new(),
         iteration_note: None,
+        patterns: patterns(cfg)?,
         state,
     };
     run.setup_branch(&prd)?;
@@ -282,6 +285,26 @@ pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result
     run.checkpoint(Phase::Idle);
     let end = run.main_loop();
     run.finish(end)
+}
+
+/// The analyser's patterns: the built-in texts, the configured extras, and
+/// this machine's time zone for reset times given in local time.
+pub fn patterns(cfg: &Config) -> Result<crate::analyze::Patterns, Error> {
+    let patterns = crate::analyze::Patterns::new(&cfg.patterns).map_err(|e| {
+        Error::Config(crate::config::ConfigError(format!("patterns.{}: {e}: {}", e.kind, e.source)))
+    })?;
+    Ok(patterns.with_local_zone(local_zone()))
+}
+
+/// `TZ` when it names a zone, else the current local offset.
+fn local_zone() -> crate::analyze::Zone {
+    let named = std::env::var("TZ")
+        .ok()
+        .and_then(|tz| tz.trim_start_matches(':').parse::<chrono_tz::Tz>().ok());
+    match named {
+        Some(tz) => crate::analyze::Zone::Named(tz),
+        None => crate::analyze::Zone::Fixed(*Local::now().offset()),
+    }
 }
 
 fn unsafe_free_geteuid() -> u32 {
@@ -675,13 +698,17 @@ impl Run<'_> {
 
     fn wait_until(&mut self, at: chrono::DateTime<Utc>, reason: &str) -> Option<End> {
         let now = Utc::now();
-        let secs = (at - now).num_milliseconds().max(0) as u64;
-        self.reporter.emit(&Event::Waiting {
-            reason: reason.into(),
-            until: at,
-            seconds: secs.div_ceil(1000),
-        });
-        self.sleep(Duration::from_millis(secs))
+        // Rounded up, and a little past: waking a hair early would only
+        // mean asking again and waiting a few more milliseconds.
+        let wait = (at - now).to_std().unwrap_or_default() + Duration::from_millis(20);
+        if wait >= Duration::from_secs(1) {
+            self.reporter.emit(&Event::Waiting {
+                reason: reason.into(),
+                until: at,
+                seconds: wait.as_secs_f64().ceil() as u64,
+            });
+        }
+        self.sleep(wait)
     }
 
     /// Sleeps, waking for signals and the run's deadline; emits a countdown.
@@ -923,7 +950,7 @@ impl Run<'_> {
             grace: self.cfg.agent.grace,
             deadline: self.deadline,
         };
-        let analyzer = Analyzer::new(invocation.format);
+        let analyzer = Analyzer::with_patterns(invocation.format, self.patterns.clone());
         let show = self.opts.agent_output;
         let reporter = &mut *self.reporter;
         let mut on_output =
@@ -1007,6 +1034,15 @@ impl Run<'_> {
         }
         // Failures that are not the agent's work at all.
         match &outcome.error {
+            Some(AgentError::Billing { message }) => {
+                self.end_iteration(
+                    n, story, &outcome, &changes, work_files, false, "failed", &log_path, started,
+                );
+                self.message = format!(
+                    "the agent's account is out of credits or quota: {message}\nhint: add credits or raise the quota, then run ralph again (it resumes)"
+                );
+                return Ok(Some(End::Environment));
+            }
             Some(AgentError::Auth { message }) => {
                 self.end_iteration(
                     n, story, &outcome, &changes, work_files, false, "failed", &log_path, started,
@@ -1589,6 +1625,7 @@ fn why_text(why: Why) -> &'static str {
 pub fn error_text(e: &AgentError) -> String {
     match e {
         AgentError::Auth { message } => format!("authentication failed: {message}"),
+        AgentError::Billing { message } => format!("out of credits: {message}"),
         AgentError::UsageLimit { message, .. } => format!("usage limit: {message}"),
         AgentError::RateLimited { message } => format!("rate limited: {message}"),
         AgentError::Overloaded { message } => format!("overloaded: {message}"),

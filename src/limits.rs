@@ -37,7 +37,7 @@ pub const WINDOW: Duration = Duration::from_secs(60 * 60);
 /// Added to a usage limit's reset time before calling again: the reset time
 /// is given to the second (or the minute, in a message), and the service's
 /// clock need not match ours. Calling early costs a call and a new wait.
-pub const USAGE_GUARD: Duration = Duration::from_secs(30);
+pub const USAGE_GUARD: Duration = Duration::from_secs(2);
 
 /// The first transient backoff; each further one in a row doubles it.
 pub const BACKOFF_START: Duration = Duration::from_secs(30);
@@ -325,7 +325,7 @@ mod tests {
         for (name, resets_at, expected) in cases {
             let mut limits = Limits::new();
             let resume = limits.set_usage_limit(resets_at.map(min), t0(), hour);
-            let expected = min(*expected) + TimeDelta::seconds(30);
+            let expected = min(*expected) + TimeDelta::seconds(2);
             assert_eq!(resume, expected, "{name}");
             assert_eq!(limits.usage_resume_at(), Some(expected), "{name}");
         }
@@ -340,13 +340,13 @@ mod tests {
 
         let (limits, warning) = Limits::load(&store).unwrap();
         assert_eq!(warning, None);
-        assert_eq!(limits.usage_wait(min(60)), Some(Duration::from_secs(3600 + 30)));
+        assert_eq!(limits.usage_wait(min(60)), Some(Duration::from_secs(3600 + 2)));
         assert_eq!(limits.usage_wait(min(121)), None);
     }
 
     #[test]
     fn wait_is_judged_against_max_wait() {
-        let usage_at = min(120) + TimeDelta::seconds(30);
+        let usage_at = min(120) + TimeDelta::seconds(2);
         let mut both = with_calls(&[-50]);
         both.set_usage_limit(Some(min(120)), t0(), Duration::ZERO);
         let mut usage_only = Limits::new();

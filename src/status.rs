@@ -2,13 +2,13 @@
 //! views of a project's state (status never takes the lock, so it works
 //! while a loop runs, and in a directory ralph has never run in).
 
-use std::io::{BufRead, Read, Write};
+use std::io::{BufRead, Write};
 use std::path::Path;
 
 use chrono::{DateTime, Local, Utc};
 use serde::Serialize;
 
-use crate::analyze::{Analyzer, Format};
+use crate::analyze::Format;
 use crate::circuit::Breaker;
 use crate::cli::{AnalyzeArgs, FormatArg, Global, StatusArgs};
 use crate::commands::{layers, project_dir};
@@ -348,21 +348,11 @@ pub fn analyze(g: &Global, args: &AnalyzeArgs) -> Result<u8, Error> {
             guess_format(&head[..head.len().min(64 * 1024)])
         }
     };
-    let mut analyzer = Analyzer::new(format);
-    let mut splitter = crate::agent::capture::LineSplitter::default();
-    let mut buf = vec![0u8; 256 * 1024];
-    loop {
-        let n = match reader.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(Error::io(format!("read {}", args.file.display()), e)),
-        };
-        splitter.push(&buf[..n], &mut |line, _| analyzer.feed(line));
-    }
-    splitter.finish(&mut |line, _| analyzer.feed(line));
+    let config = layers(g, &project_dir(g)?, &Default::default())?.resolve();
+    let patterns = crate::driver::patterns(&config)?;
     let end = crate::analyze::ProcessEnd { exit_code: Some(0), ..Default::default() };
-    let outcome = analyzer.finish(&end, Utc::now());
+    let outcome = crate::analyze::analyze_reader(reader, format, patterns, &end, Utc::now())
+        .map_err(|e| Error::io(format!("read {}", args.file.display()), e))?;
     if g.json {
         let v = serde_json::json!({"file": args.file, "format": format, "outcome": outcome});
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());

@@ -22,7 +22,7 @@
 //! `echo-prompt`, `status STATUS EXIT_SIGNAL`, `promise`, `sleep SECS`,
 //! `ignore-sigterm`, `spawn setsid|group SECS`, `close-stdout`,
 //! `skip-stdin`, `corrupt-prd invalid|delete|flip`, `cat FILE`,
-//! `usage-limit SECS`, `exit CODE`.
+//! `usage-limit SECS`, `claude-result TEXT`, `exit CODE`.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -352,6 +352,11 @@ fn run(cmd: &str, rest: &str, task: &Task, prompt: &str, dir: &Path) -> Result<(
             );
             let _ = out.flush();
             std::process::exit(1);
+        }
+        "claude-result" => {
+            let result = serde_json::json!({"type": "result", "subtype": "success", "is_error": false,
+                "num_turns": 1, "result": rest, "session_id": "s-1", "total_cost_usd": 0.01});
+            println!("{result}");
         }
         "exit" => {
             let _ = out.flush();

@@ -217,8 +217,7 @@ impl Facts {
         if self.error_texts.len() == MAX_ERROR_TEXTS {
             self.error_texts.remove(0);
         }
-        self.error_texts
-            .push(status::truncate(text, ERROR_TEXT_CAP).to_string());
+        self.error_texts.push(status::truncate(text, ERROR_TEXT_CAP).to_string());
     }
 
     pub(crate) fn denial(&mut self, denial: String) {
@@ -275,11 +274,7 @@ impl Analyzer {
 
     /// An analyzer with configured patterns (and local zone).
     pub fn with_patterns(format: Format, patterns: Patterns) -> Analyzer {
-        let plain_cap = if format == Format::Text {
-            TEXT_CAP
-        } else {
-            STRAY_CAP
-        };
+        let plain_cap = if format == Format::Text { TEXT_CAP } else { STRAY_CAP };
         Analyzer {
             format,
             patterns,
@@ -391,17 +386,15 @@ impl Analyzer {
             let test_only = self.text_tests && !self.text_edits;
             (self.plain.into_string(), self.scanner.finish(), test_only)
         } else {
-            let final_text = facts
-                .result_text
-                .unwrap_or_else(|| facts.last_text.into_string());
+            let final_text = facts.result_text.unwrap_or_else(|| facts.last_text.into_string());
             let parsed = status::parse(&final_text);
             (final_text, parsed, facts.tools.test_only())
         };
         let error_signature = match &error {
             Some(AgentError::Stopped { .. }) => None,
-            Some(error) if self.error_lines.is_empty() => error
-                .message()
-                .map(|m| signature::normalize(m.lines().next().unwrap_or(""))),
+            Some(error) if self.error_lines.is_empty() => {
+                error.message().map(|m| signature::normalize(m.lines().next().unwrap_or("")))
+            }
             _ => signature::combine(&self.error_lines),
         };
         Outcome {
@@ -455,10 +448,7 @@ impl Analyzer {
         }
         let line = self.patterns.matches(PatternKind::UsageLimit, text)?;
         let resets_at = reset::from_text(text, self.patterns.local_zone(), now);
-        Some(AgentError::UsageLimit {
-            resets_at,
-            message: line.to_string(),
-        })
+        Some(AgentError::UsageLimit { resets_at, message: line.to_string() })
     }
 
     fn classify(&self, end: &ProcessEnd, now: DateTime<Utc>) -> AgentError {
@@ -473,24 +463,14 @@ impl Analyzer {
             .filter(|text| !text.trim().is_empty())
             .collect();
         let zone = self.patterns.local_zone();
-        let reset_in_texts = || {
-            texts
-                .iter()
-                .find_map(|text| reset::from_text(text, zone, now))
-        };
+        let reset_in_texts = || texts.iter().find_map(|text| reset::from_text(text, zone, now));
         let first = |fallback: String| texts.first().map_or(fallback, |text| first_line(text));
-        let usage_text = || {
-            texts
-                .iter()
-                .find_map(|t| self.patterns.matches(PatternKind::UsageLimit, t))
-        };
+        let usage_text =
+            || texts.iter().find_map(|t| self.patterns.matches(PatternKind::UsageLimit, t));
 
         if let Some(limit) = &facts.limit {
             let message = usage_text().map(str::to_string).unwrap_or_else(|| {
-                first(format!(
-                    "usage limit ({})",
-                    limit.kind.as_deref().unwrap_or("unknown")
-                ))
+                first(format!("usage limit ({})", limit.kind.as_deref().unwrap_or("unknown")))
             });
             return AgentError::UsageLimit {
                 resets_at: limit.resets_at.or_else(reset_in_texts),
@@ -517,20 +497,15 @@ impl Analyzer {
                     message: line.to_string(),
                 };
             }
-            let message = texts
-                .iter()
-                .find_map(|t| self.patterns.matches(kind, t))
-                .map_or_else(
-                    || first(format!("HTTP {}", facts.api_status.unwrap_or(0))),
-                    str::to_string,
-                );
+            let message = texts.iter().find_map(|t| self.patterns.matches(kind, t)).map_or_else(
+                || first(format!("HTTP {}", facts.api_status.unwrap_or(0))),
+                str::to_string,
+            );
             return error_of(kind, message, None);
         }
         for text in &texts {
             if let Some((kind, line)) = self.patterns.classify(text) {
-                let resets_at = (kind == PatternKind::UsageLimit)
-                    .then(reset_in_texts)
-                    .flatten();
+                let resets_at = (kind == PatternKind::UsageLimit).then(reset_in_texts).flatten();
                 return error_of(kind, line.to_string(), resets_at);
             }
         }
@@ -553,19 +528,13 @@ impl Analyzer {
             .or_else(|| last_line(&end.stderr_tail, false))
             .or_else(|| last_line(stray, false))
             .unwrap_or(ended);
-        AgentError::Failed {
-            exit_code: end.exit_code,
-            message,
-        }
+        AgentError::Failed { exit_code: end.exit_code, message }
     }
 
     /// The last `n` lines of the plain tail.
     fn plain_tail_lines(&self, n: usize) -> &str {
         let text = self.plain.as_str().trim_end();
-        let start = text
-            .rmatch_indices('\n')
-            .nth(n - 1)
-            .map_or(0, |(i, _)| i + 1);
+        let start = text.rmatch_indices('\n').nth(n - 1).map_or(0, |(i, _)| i + 1);
         &text[start..]
     }
 }

@@ -143,10 +143,7 @@ pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
         let Ok(List(events)) = serde_json::from_slice::<List<Obj<Event>>>(bytes) else {
             return false;
         };
-        events
-            .into_iter()
-            .filter_map(|Obj(event)| event)
-            .for_each(|e| event(facts, e));
+        events.into_iter().filter_map(|Obj(event)| event).for_each(|e| event(facts, e));
         return true;
     }
     match serde_json::from_slice::<Event>(bytes) {
@@ -168,10 +165,8 @@ fn event(facts: &mut Facts, e: Event) {
         Some("rate_limit_event") => rate_limit(facts, e),
         Some("tool_call") if !e.subtype.is("completed") => {
             for (name, Obj(call)) in &e.tool_call.0 {
-                let command = call
-                    .as_ref()
-                    .and_then(|c| c.args.0.as_ref())
-                    .and_then(|a| a.command.str());
+                let command =
+                    call.as_ref().and_then(|c| c.args.0.as_ref()).and_then(|a| a.command.str());
                 facts.tools.tool(name, command);
             }
         }
@@ -209,11 +204,7 @@ fn assistant(facts: &mut Facts, e: Event) {
 fn result(facts: &mut Facts, e: Event) {
     let is_error = e.is_error.bool().unwrap_or(false);
     let failed = is_error || e.subtype.str().is_some_and(|s| s.starts_with("error"));
-    facts.terminal = if failed {
-        Terminal::Failed
-    } else {
-        Terminal::Ok
-    };
+    facts.terminal = if failed { Terminal::Failed } else { Terminal::Ok };
     facts.is_error |= is_error;
     // An empty result (some error subtypes) leaves the last assistant text
     // as the answer.
@@ -224,11 +215,7 @@ fn result(facts: &mut Facts, e: Event) {
         }
     }
     if failed {
-        e.errors
-            .0
-            .iter()
-            .filter_map(Any::text)
-            .for_each(|t| facts.error_text(t));
+        e.errors.0.iter().filter_map(Any::text).for_each(|t| facts.error_text(t));
         if let Some(error) = e.error.text() {
             facts.error_text(error);
         } else if e.result.text().is_none() && e.errors.0.is_empty() {
@@ -262,14 +249,8 @@ fn result(facts: &mut Facts, e: Event) {
 fn denial_label(name: &str, command: Option<&str>) -> String {
     match command {
         Some(command) if name == "Bash" => {
-            let first: String = command
-                .trim()
-                .lines()
-                .next()
-                .unwrap_or("")
-                .chars()
-                .take(60)
-                .collect();
+            let first: String =
+                command.trim().lines().next().unwrap_or("").chars().take(60).collect();
             format!("Bash({first})")
         }
         _ => name.to_string(),
@@ -301,11 +282,7 @@ mod tests {
                 Some("mvn clean compile 2>&1 | tail -40\nsecond line"),
                 "Bash(mvn clean compile 2>&1 | tail -40)".to_string(),
             ),
-            (
-                "Bash",
-                Some(long.as_str()),
-                format!("Bash({})", "x".repeat(60)),
-            ),
+            ("Bash", Some(long.as_str()), format!("Bash({})", "x".repeat(60))),
             ("Bash", Some("  ✨é"), "Bash(✨é)".to_string()),
             ("AskUserQuestion", None, "AskUserQuestion".to_string()),
             ("Write", Some("ignored"), "Write".to_string()),

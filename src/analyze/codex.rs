@@ -140,14 +140,7 @@ fn item_completed(facts: &mut Facts, item: &Item) {
 /// Codex runs commands as `bash -lc '<command>'`; the inner command is the
 /// one to read.
 fn unwrap_shell(command: &str) -> &str {
-    for prefix in [
-        "bash -lc ",
-        "/bin/bash -lc ",
-        "bash -c ",
-        "sh -c ",
-        "/bin/sh -c ",
-        "zsh -lc ",
-    ] {
+    for prefix in ["bash -lc ", "/bin/bash -lc ", "bash -c ", "sh -c ", "/bin/sh -c ", "zsh -lc "] {
         if let Some(rest) = command.strip_prefix(prefix) {
             return rest.trim().trim_matches(|c| c == '\'' || c == '"');
         }

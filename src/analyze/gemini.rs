@@ -98,9 +98,7 @@ impl Stats<'_> {
             let input = self
                 .input
                 .0
-                .map_or(self.input_tokens.u64().saturating_sub(cached), |_| {
-                    self.input.u64()
-                });
+                .map_or(self.input_tokens.u64().saturating_sub(cached), |_| self.input.u64());
             return Some(Tokens {
                 input,
                 output: self.output_tokens.u64(),
@@ -117,15 +115,10 @@ impl Stats<'_> {
             let input = tokens
                 .input
                 .0
-                .map_or(tokens.prompt.u64().saturating_sub(cached), |_| {
-                    tokens.input.u64()
-                });
+                .map_or(tokens.prompt.u64().saturating_sub(cached), |_| tokens.input.u64());
             total.get_or_insert_default().add(Tokens {
                 input,
-                output: tokens
-                    .candidates
-                    .u64()
-                    .saturating_add(tokens.thoughts.u64()),
+                output: tokens.candidates.u64().saturating_add(tokens.thoughts.u64()),
                 cache_read: cached,
                 cache_write: 0,
             });

@@ -177,9 +177,7 @@ pub(crate) struct Num(pub(crate) Option<f64>);
 
 impl Num {
     pub(crate) fn u64(self) -> u64 {
-        self.0
-            .filter(|n| n.is_finite() && *n >= 0.0)
-            .map_or(0, |n| n as u64)
+        self.0.filter(|n| n.is_finite() && *n >= 0.0).map_or(0, |n| n as u64)
     }
 }
 
@@ -441,18 +439,13 @@ mod tests {
             r#"{"type":"result","num_turns":"3","message":"text","errors":{"a":1},"tool_call":[1,2]}"#,
             r#"{"type":"result","num_turns":null,"message":[{"id":1}],"errors":"x","tool_call":null,"extra":{"deep":[1,{"x":2}]}}"#,
         ];
-        let events: Vec<Event> = lines
-            .iter()
-            .map(|line| serde_json::from_str(line).unwrap())
-            .collect();
+        let events: Vec<Event> =
+            lines.iter().map(|line| serde_json::from_str(line).unwrap()).collect();
         assert!(events.iter().all(|e| e.kind.is("result")));
         assert_eq!(events[0].num_turns.u64(), Some(3));
         assert_eq!(events[1].num_turns.u64(), Some(3));
         assert_eq!(events[2].num_turns.u64(), None);
-        assert_eq!(
-            events[0].message.0.as_ref().and_then(|m| m.id.str()),
-            Some("m1")
-        );
+        assert_eq!(events[0].message.0.as_ref().and_then(|m| m.id.str()), Some("m1"));
         assert!(events[1].message.0.is_none() && events[2].message.0.is_none());
         assert_eq!(events[0].errors.0.len(), 2);
         assert!(events[1].errors.0.is_empty() && events[2].errors.0.is_empty());
@@ -474,12 +467,7 @@ mod tests {
         let mut doc = DocBuffer::default();
         let results: Vec<DocLine> = text.lines().map(|line| doc.push(line.as_bytes())).collect();
         use DocLine::*;
-        assert_eq!(
-            results,
-            [
-                Outside, Taken, Taken, Taken, Taken, Taken, Complete, Outside
-            ]
-        );
+        assert_eq!(results, [Outside, Taken, Taken, Taken, Taken, Taken, Complete, Outside]);
         let value: serde_json::Value = serde_json::from_slice(&doc.take()).unwrap();
         assert_eq!(value["response"], "a { b [ \" c");
     }

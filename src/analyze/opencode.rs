@@ -141,9 +141,8 @@ pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
             facts.is_error = true;
             let error = e.error.0.as_ref();
             let data = error.and_then(|e| e.data.0.as_ref());
-            if let Some(status) = data
-                .and_then(|d| d.status_code.0)
-                .filter(|s| (400.0..600.0).contains(s))
+            if let Some(status) =
+                data.and_then(|d| d.status_code.0).filter(|s| (400.0..600.0).contains(s))
             {
                 facts.api_status = Some(status as u16);
             }

@@ -41,10 +41,7 @@ pub enum AgentError {
     /// Authentication failed (401, invalid key, not logged in): stop the run.
     Auth { message: String },
     /// A subscription usage limit: wait until `resets_at` (unknown → configured wait).
-    UsageLimit {
-        resets_at: Option<DateTime<Utc>>,
-        message: String,
-    },
+    UsageLimit { resets_at: Option<DateTime<Utc>>, message: String },
     /// Out of credits, quota or plan with no reset time (credit balance too
     /// low, usage allocation disabled): waiting will not help, stop the run.
     Billing { message: String },
@@ -55,10 +52,7 @@ pub enum AgentError {
     /// The API could not be reached at all.
     Unreachable { message: String },
     /// The agent CLI reported an error result or exited non-zero for another reason.
-    Failed {
-        exit_code: Option<i32>,
-        message: String,
-    },
+    Failed { exit_code: Option<i32>, message: String },
     /// ralph stopped it (timeout, idle, interrupt, budget).
     Stopped { reason: super::StopReason },
 }

@@ -217,10 +217,7 @@ static BUILTIN_PATTERNS: LazyLock<Patterns> = LazyLock::new(|| {
             kinds[kind as usize].push(regex);
         }
     }
-    Patterns {
-        kinds: Arc::new(kinds),
-        zone: Zone::default(),
-    }
+    Patterns { kinds: Arc::new(kinds), zone: Zone::default() }
 });
 
 impl Default for Patterns {
@@ -245,10 +242,7 @@ impl Patterns {
                 kinds[kind as usize].push(regex);
             }
         }
-        Ok(Patterns {
-            kinds: Arc::new(kinds),
-            zone: Zone::default(),
-        })
+        Ok(Patterns { kinds: Arc::new(kinds), zone: Zone::default() })
     }
 
     /// The zone that times without one (Codex, Claude's `resets 5pm`) are in.
@@ -270,11 +264,9 @@ impl Patterns {
 
     /// The line of `text` where a pattern of `kind` matches.
     pub fn matches<'t>(&self, kind: PatternKind, text: &'t str) -> Option<&'t str> {
-        self.kinds[kind as usize].iter().find_map(|regex| {
-            regex
-                .find(text)
-                .map(|found| line_around(text, found.start()))
-        })
+        self.kinds[kind as usize]
+            .iter()
+            .find_map(|regex| regex.find(text).map(|found| line_around(text, found.start())))
     }
 }
 
@@ -293,86 +285,43 @@ mod tests {
     fn builtin_texts_classify() {
         use PatternKind::*;
         let cases = [
-            (
-                "You've hit your session limit · resets 11:29am (UTC)",
-                Some(UsageLimit),
-            ),
-            (
-                "You’ve hit your weekly limit · resets Oct 12, 4am",
-                Some(UsageLimit),
-            ),
-            (
-                "You've hit your org's monthly spend limit",
-                Some(UsageLimit),
-            ),
-            (
-                "You're out of extra usage · resets 2:30pm (Asia/Tokyo)",
-                Some(UsageLimit),
-            ),
+            ("You've hit your session limit · resets 11:29am (UTC)", Some(UsageLimit)),
+            ("You’ve hit your weekly limit · resets Oct 12, 4am", Some(UsageLimit)),
+            ("You've hit your org's monthly spend limit", Some(UsageLimit)),
+            ("You're out of extra usage · resets 2:30pm (Asia/Tokyo)", Some(UsageLimit)),
             ("Claude AI usage limit reached|1749924000", Some(UsageLimit)),
             (
                 "You've hit your usage limit. Upgrade to Pro (https://openai.com/chatgpt/pricing) or try again at 3:39 AM.",
                 Some(UsageLimit),
             ),
-            (
-                "[API Error: You have exhausted your daily quota on this model.]",
-                Some(UsageLimit),
-            ),
-            (
-                "Your credit balance is too low to access the Anthropic API.",
-                Some(Billing),
-            ),
-            (
-                "Quota exceeded. Check your plan and billing details.",
-                Some(Billing),
-            ),
+            ("[API Error: You have exhausted your daily quota on this model.]", Some(UsageLimit)),
+            ("Your credit balance is too low to access the Anthropic API.", Some(Billing)),
+            ("Quota exceeded. Check your plan and billing details.", Some(Billing)),
             ("Invalid API key · Fix external API key", Some(Auth)),
             (
                 "Failed to authenticate. API Error: 401 Invalid authentication credentials",
                 Some(Auth),
             ),
             ("Not logged in · Please run /login", Some(Auth)),
-            (
-                "unexpected status 401 Unauthorized: token expired",
-                Some(Auth),
-            ),
+            ("unexpected status 401 Unauthorized: token expired", Some(Auth)),
             (
                 "API Error: Request rejected (429) · This request would exceed your account's rate limit.",
                 Some(RateLimit),
             ),
-            (
-                "exceeded retry limit, last status: 429 Too Many Requests",
-                Some(RateLimit),
-            ),
-            (
-                "litellm.RateLimitError: The API provider has rate limited you.",
-                Some(RateLimit),
-            ),
-            (
-                "API Error: 529 Overloaded. This is a server-side issue",
-                Some(Overload),
-            ),
+            ("exceeded retry limit, last status: 429 Too Many Requests", Some(RateLimit)),
+            ("litellm.RateLimitError: The API provider has rate limited you.", Some(RateLimit)),
+            ("API Error: 529 Overloaded. This is a server-side issue", Some(Overload)),
             (
                 "We're currently experiencing high demand, which may cause temporary errors.",
                 Some(Overload),
             ),
-            (
-                "API Error: Unable to connect to API (ConnectionRefused)",
-                Some(Unreachable),
-            ),
+            ("API Error: Unable to connect to API (ConnectionRefused)", Some(Unreachable)),
             ("error[E0308]: mismatched types", None),
-            (
-                "I added a rate limiter and documented the usage limits.",
-                None,
-            ),
+            ("I added a rate limiter and documented the usage limits.", None),
         ];
         let patterns = Patterns::default();
         for (text, expected) in cases {
-            assert_eq!(
-                patterns.classify(text).map(|(kind, _)| kind),
-                expected,
-                "{text}"
-            );
+            assert_eq!(patterns.classify(text).map(|(kind, _)| kind), expected, "{text}");
         }
     }
 
@@ -385,20 +334,14 @@ mod tests {
         let patterns = Patterns::new(&extra).unwrap();
         assert_eq!(
             patterns.classify("warn: x\nERROR: Monthly cap hit, come back later\n"),
-            Some((
-                PatternKind::UsageLimit,
-                "ERROR: Monthly cap hit, come back later"
-            ))
+            Some((PatternKind::UsageLimit, "ERROR: Monthly cap hit, come back later"))
         );
         assert_eq!(Patterns::default().classify("Monthly cap hit"), None);
     }
 
     #[test]
     fn invalid_pattern_names_kind_and_text() {
-        let extra = PatternTexts {
-            auth: vec!["(unclosed".into()],
-            ..PatternTexts::default()
-        };
+        let extra = PatternTexts { auth: vec!["(unclosed".into()], ..PatternTexts::default() };
         let err = Patterns::new(&extra).unwrap_err();
         assert_eq!(err.kind, PatternKind::Auth);
         assert_eq!(err.to_string(), r#"invalid auth pattern "(unclosed""#);

@@ -39,11 +39,7 @@ pub(crate) struct LineSplitter<R> {
 
 impl<R: BufRead> LineSplitter<R> {
     pub(crate) fn new(reader: R, cap: usize) -> Self {
-        LineSplitter {
-            reader,
-            cap,
-            line: Vec::new(),
-        }
+        LineSplitter { reader, cap, line: Vec::new() }
     }
 
     /// The next line without its `\n`, cut to `cap` bytes, and its full length.
@@ -93,15 +89,7 @@ mod tests {
         while let Some((line, len)) = lines.next_line().unwrap() {
             got.push((String::from_utf8_lossy(line).into_owned(), len));
         }
-        assert_eq!(
-            got,
-            [
-                ("a".into(), 1),
-                ("".into(), 0),
-                ("bc\r".into(), 3),
-                ("last".into(), 4)
-            ]
-        );
+        assert_eq!(got, [("a".into(), 1), ("".into(), 0), ("bc\r".into(), 3), ("last".into(), 4)]);
     }
 
     #[test]
@@ -111,11 +99,7 @@ mod tests {
         let mut lines = LineSplitter::new(BufReader::with_capacity(64 * 1024, input), 1024);
         let (line, len) = lines.next_line().unwrap().unwrap();
         assert_eq!((line.len(), len), (1024, huge));
-        assert!(
-            lines.capacity() < 64 * 1024,
-            "buffered {} bytes",
-            lines.capacity()
-        );
+        assert!(lines.capacity() < 64 * 1024, "buffered {} bytes", lines.capacity());
         let (line, len) = lines.next_line().unwrap().unwrap();
         assert_eq!((line, len), (&b"after"[..], 5));
         assert!(lines.next_line().unwrap().is_none());

@@ -58,17 +58,10 @@ pub(crate) fn from_text(text: &str, local: Zone, now: DateTime<Utc>) -> Option<D
     }
     TIME.captures_iter(text).find_map(|caps| {
         let hour: u32 = caps["hour"].parse().ok()?;
-        let minute: u32 = caps
-            .name("minute")
-            .map_or(Some(0), |m| m.as_str().parse().ok())?;
+        let minute: u32 = caps.name("minute").map_or(Some(0), |m| m.as_str().parse().ok())?;
         let hour = match caps.name("ampm") {
             Some(ampm) if (1..=12).contains(&hour) => {
-                hour % 12
-                    + if ampm.as_str().to_ascii_lowercase().starts_with('p') {
-                        12
-                    } else {
-                        0
-                    }
+                hour % 12 + if ampm.as_str().to_ascii_lowercase().starts_with('p') { 12 } else { 0 }
             }
             Some(_) => return None,
             // A bare number ("resets 5") is not a time; "17:00" is.
@@ -127,14 +120,10 @@ fn next_date(
 }
 
 fn month_number(name: &str) -> Option<u32> {
-    const MONTHS: [&str; 12] = [
-        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
-    ];
+    const MONTHS: [&str; 12] =
+        ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
     let prefix = name.get(..3)?.to_ascii_lowercase();
-    MONTHS
-        .iter()
-        .position(|m| *m == prefix)
-        .map(|i| i as u32 + 1)
+    MONTHS.iter().position(|m| *m == prefix).map(|i| i as u32 + 1)
 }
 
 fn local_date(zone: Zone, now: DateTime<Utc>) -> NaiveDate {
@@ -148,14 +137,10 @@ fn local_date(zone: Zone, now: DateTime<Utc>) -> NaiveDate {
 /// time, so the next hour is taken; in an overlap, the earlier instant.
 fn to_utc(zone: Zone, local: NaiveDateTime) -> Option<DateTime<Utc>> {
     let convert = |local: NaiveDateTime| match zone {
-        Zone::Named(tz) => tz
-            .from_local_datetime(&local)
-            .earliest()
-            .map(|t| t.with_timezone(&Utc)),
-        Zone::Fixed(offset) => offset
-            .from_local_datetime(&local)
-            .earliest()
-            .map(|t| t.with_timezone(&Utc)),
+        Zone::Named(tz) => tz.from_local_datetime(&local).earliest().map(|t| t.with_timezone(&Utc)),
+        Zone::Fixed(offset) => {
+            offset.from_local_datetime(&local).earliest().map(|t| t.with_timezone(&Utc))
+        }
     };
     convert(local).or_else(|| convert(local.checked_add_signed(Duration::hours(1))?))
 }
@@ -176,16 +161,8 @@ mod tests {
         let plus2 = Zone::Fixed(FixedOffset::east_opt(2 * 3600).unwrap());
         let now = at("2026-03-10T09:00:00Z");
         let cases: &[(&str, Zone, Option<&str>)] = &[
-            (
-                "Claude AI usage limit reached|1749924000",
-                utc,
-                Some("2025-06-14T18:00:00Z"),
-            ),
-            (
-                "Claude AI usage limit reached|1749924000000",
-                utc,
-                Some("2025-06-14T18:00:00Z"),
-            ),
+            ("Claude AI usage limit reached|1749924000", utc, Some("2025-06-14T18:00:00Z")),
+            ("Claude AI usage limit reached|1749924000000", utc, Some("2025-06-14T18:00:00Z")),
             (
                 "You've hit your session limit · resets 11:29am (UTC)",
                 vilnius,
@@ -198,23 +175,11 @@ mod tests {
                 Some("2026-03-10T15:00:00Z"),
             ),
             // 8am UTC already passed at 9:00 by more than the hour of grace: tomorrow.
-            (
-                "You've hit your limit · resets 8am (UTC)",
-                utc,
-                Some("2026-03-11T08:00:00Z"),
-            ),
+            ("You've hit your limit · resets 8am (UTC)", utc, Some("2026-03-11T08:00:00Z")),
             // …but 8:30am is within the hour: the reset just happened.
-            (
-                "You've hit your limit · resets 8:30am (UTC)",
-                utc,
-                Some("2026-03-10T08:30:00Z"),
-            ),
+            ("You've hit your limit · resets 8:30am (UTC)", utc, Some("2026-03-10T08:30:00Z")),
             // No zone: the agent machine's zone.
-            (
-                "You've hit your limit · resets 5pm",
-                plus2,
-                Some("2026-03-10T15:00:00Z"),
-            ),
+            ("You've hit your limit · resets 5pm", plus2, Some("2026-03-10T15:00:00Z")),
             (
                 "You've hit your weekly limit · resets Dec 4, 8:03pm (Europe/Vilnius)",
                 utc,
@@ -280,14 +245,8 @@ mod tests {
 
     #[test]
     fn epochs() {
-        assert_eq!(
-            from_epoch(1_796_210_994.0),
-            Some(at("2026-12-02T11:29:54Z"))
-        );
-        assert_eq!(
-            from_epoch(1_796_210_994_000.0),
-            Some(at("2026-12-02T11:29:54Z"))
-        );
+        assert_eq!(from_epoch(1_796_210_994.0), Some(at("2026-12-02T11:29:54Z")));
+        assert_eq!(from_epoch(1_796_210_994_000.0), Some(at("2026-12-02T11:29:54Z")));
         assert_eq!(from_epoch(0.0), None);
         assert_eq!(from_epoch(-5.0), None);
         assert_eq!(from_epoch(f64::NAN), None);
@@ -297,11 +256,7 @@ mod tests {
     fn dst_gap_moves_forward() {
         // 3:30am on 2026-03-29 does not exist in Vilnius (clocks go 3→4).
         let now = at("2026-03-28T12:00:00Z");
-        let reset = from_text(
-            "resets Mar 29, 3:30am (Europe/Vilnius)",
-            Zone::default(),
-            now,
-        );
+        let reset = from_text("resets Mar 29, 3:30am (Europe/Vilnius)", Zone::default(), now);
         assert_eq!(reset, Some(at("2026-03-29T01:30:00Z")));
     }
 }

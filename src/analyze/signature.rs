@@ -59,9 +59,7 @@ fn is_number_like(token: &str) -> bool {
         return false;
     }
     let hex_run = core.len() >= 7 && core.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
-    let stamp = core
-        .bytes()
-        .all(|b| b.is_ascii_digit() || b":.-+TZ".contains(&b));
+    let stamp = core.bytes().all(|b| b.is_ascii_digit() || b":.-+TZ".contains(&b));
     hex_run || stamp
 }
 
@@ -90,14 +88,8 @@ mod tests {
                 "2026-03-10T09:00:00Z ERROR connection reset (id 123e4567-e89b-12d3-a456-426614174000)",
                 "2026-03-11T17:42:13Z ERROR connection reset (id 9f0e4567-e89b-12d3-a456-426614174999)",
             ),
-            (
-                "FAILED: see https://ci.example/run/1",
-                "failed:   see https://ci.example/run/2",
-            ),
-            (
-                "thread 'main' panicked at src/x.rs:3:9:",
-                "thread 'main' panicked at src/y.rs:77:1:",
-            ),
+            ("FAILED: see https://ci.example/run/1", "failed:   see https://ci.example/run/2"),
+            ("thread 'main' panicked at src/x.rs:3:9:", "thread 'main' panicked at src/y.rs:77:1:"),
         ];
         for (a, b) in pairs {
             assert_eq!(normalize(a), normalize(b), "{a} vs {b}");
@@ -107,10 +99,7 @@ mod tests {
     #[test]
     fn different_errors_differ() {
         let pairs = [
-            (
-                "error[E0308]: mismatched types",
-                "error[E0425]: cannot find value",
-            ),
+            ("error[E0308]: mismatched types", "error[E0425]: cannot find value"),
             ("Error: permission denied", "Error: file not found"),
         ];
         for (a, b) in pairs {

@@ -55,8 +55,7 @@ impl StatusBlock {
     /// wins (so `EXIT_SIGNAL: false` beats `STATUS: COMPLETE`); without one,
     /// `STATUS: COMPLETE` implies it.
     pub fn wants_exit(&self) -> bool {
-        self.exit_signal
-            .unwrap_or(self.status == Some(Status::Complete))
+        self.exit_signal.unwrap_or(self.status == Some(Status::Complete))
     }
 }
 
@@ -198,16 +197,11 @@ impl Scanner {
         let Some(open) = self.open.take() else { return };
         let mut problems = open.problems;
         let block = if open.oversized {
-            problems.insert(
-                0,
-                format!("block at line {} is over 64 KiB", open.start_line),
-            );
+            problems.insert(0, format!("block at line {} is over 64 KiB", open.start_line));
             None
         } else if open.keys == 0 {
-            problems.insert(
-                0,
-                format!("block at line {} has no KEY: value lines", open.start_line),
-            );
+            problems
+                .insert(0, format!("block at line {} has no KEY: value lines", open.start_line));
             None
         } else {
             Some(open.block)
@@ -218,10 +212,7 @@ impl Scanner {
     /// Drops the open block; the last finished one still decides.
     fn close_unterminated(&mut self, problem: String) {
         self.open = None;
-        let last = self.last.get_or_insert(Finished {
-            block: None,
-            problems: Vec::new(),
-        });
+        let last = self.last.get_or_insert(Finished { block: None, problems: Vec::new() });
         if last.problems.len() < MAX_PROBLEMS {
             last.problems.push(problem);
         }
@@ -266,10 +257,8 @@ impl Open {
     }
 
     fn key_value(&mut self, trimmed: &str) -> Result<(), String> {
-        let item = trimmed
-            .strip_prefix("- ")
-            .or_else(|| trimmed.strip_prefix("* "))
-            .unwrap_or(trimmed);
+        let item =
+            trimmed.strip_prefix("- ").or_else(|| trimmed.strip_prefix("* ")).unwrap_or(trimmed);
         let Some((key, value)) = item.split_once(':') else {
             return Err(format!("no colon in {:?}", shorten(trimmed)));
         };
@@ -300,9 +289,7 @@ fn indentation(line: &str) -> usize {
 }
 
 fn is_key_line(trimmed: &str) -> bool {
-    trimmed
-        .split_once(':')
-        .is_some_and(|(key, _)| KEYS.contains(&normalize_key(key).as_str()))
+    trimmed.split_once(':').is_some_and(|(key, _)| KEYS.contains(&normalize_key(key).as_str()))
 }
 
 /// `**Exit signal**` → `EXIT_SIGNAL`: agents decorate keys in Markdown.
@@ -311,20 +298,12 @@ fn normalize_key(key: &str) -> String {
         .trim_matches(|c| c == '*' || c == '`' || c == '_')
         .trim()
         .chars()
-        .map(|c| {
-            if c == ' ' || c == '-' {
-                '_'
-            } else {
-                c.to_ascii_uppercase()
-            }
-        })
+        .map(|c| if c == ' ' || c == '-' { '_' } else { c.to_ascii_uppercase() })
         .collect()
 }
 
 fn unquote(value: &str) -> &str {
-    value
-        .trim_matches(|c| c == '*' || c == '`' || c == '"' || c == '\'')
-        .trim()
+    value.trim_matches(|c| c == '*' || c == '`' || c == '"' || c == '\'').trim()
 }
 
 /// The first word of a value, without a trailing `# comment` or punctuation.
@@ -338,38 +317,24 @@ fn parse_bool(value: &str) -> Result<bool, String> {
     match first_word(value).to_ascii_lowercase().as_str() {
         "true" | "yes" | "1" => Ok(true),
         "false" | "no" | "0" => Ok(false),
-        _ => Err(format!(
-            "EXIT_SIGNAL: {:?} is not true or false",
-            shorten(value)
-        )),
+        _ => Err(format!("EXIT_SIGNAL: {:?} is not true or false", shorten(value))),
     }
 }
 
 fn parse_number(key: &str, value: &str) -> Result<u32, String> {
-    first_word(value)
-        .parse()
-        .map_err(|_| format!("{key}: {:?} is not a number", shorten(value)))
+    first_word(value).parse().map_err(|_| format!("{key}: {:?} is not a number", shorten(value)))
 }
 
 fn parse_status(value: &str) -> Result<Status, String> {
     let word: String = first_word(value)
         .chars()
-        .map(|c| {
-            if c == '-' {
-                '_'
-            } else {
-                c.to_ascii_uppercase()
-            }
-        })
+        .map(|c| if c == '-' { '_' } else { c.to_ascii_uppercase() })
         .collect();
     match word.as_str() {
         "IN_PROGRESS" | "INPROGRESS" => Ok(Status::InProgress),
         "COMPLETE" | "COMPLETED" => Ok(Status::Complete),
         "BLOCKED" => Ok(Status::Blocked),
-        _ => Err(format!(
-            "STATUS: {:?} is not IN_PROGRESS, COMPLETE or BLOCKED",
-            shorten(value)
-        )),
+        _ => Err(format!("STATUS: {:?} is not IN_PROGRESS, COMPLETE or BLOCKED", shorten(value))),
     }
 }
 
@@ -402,11 +367,7 @@ mod tests {
     use super::*;
 
     fn block(status: Option<Status>, exit_signal: Option<bool>) -> StatusBlock {
-        StatusBlock {
-            status,
-            exit_signal,
-            ..StatusBlock::default()
-        }
+        StatusBlock { status, exit_signal, ..StatusBlock::default() }
     }
 
     /// (name, input, wants_exit, exit_signal as written, has an error).
@@ -621,11 +582,7 @@ mod tests {
                 *wants_exit,
                 "{name}: {parsed:?}"
             );
-            assert_eq!(
-                parsed.block.as_ref().and_then(|b| b.exit_signal),
-                *exit_signal,
-                "{name}"
-            );
+            assert_eq!(parsed.block.as_ref().and_then(|b| b.exit_signal), *exit_signal, "{name}");
             assert_eq!(parsed.error.is_some(), *has_error, "{name}: {parsed:?}");
         }
     }

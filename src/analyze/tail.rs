@@ -12,10 +12,7 @@ pub(crate) struct Tail {
 
 impl Tail {
     pub(crate) fn new(cap: usize) -> Tail {
-        Tail {
-            buf: String::new(),
-            cap,
-        }
+        Tail { buf: String::new(), cap }
     }
 
     pub(crate) fn clear(&mut self) {

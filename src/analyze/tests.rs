@@ -69,17 +69,11 @@ fn case(file: &'static str, format: Format, exit: i32, expect: Expect) -> Case {
 }
 
 fn failed(exit: i32, message: &str) -> Option<AgentError> {
-    Some(AgentError::Failed {
-        exit_code: Some(exit),
-        message: message.into(),
-    })
+    Some(AgentError::Failed { exit_code: Some(exit), message: message.into() })
 }
 
 fn usage_limit(resets_at: Option<&str>, message: &str) -> Option<AgentError> {
-    Some(AgentError::UsageLimit {
-        resets_at: resets_at.map(at),
-        message: message.into(),
-    })
+    Some(AgentError::UsageLimit { resets_at: resets_at.map(at), message: message.into() })
 }
 
 fn cases() -> Vec<Case> {
@@ -742,8 +736,7 @@ fn run_lines(case: &Case, bytes: &[u8]) -> Outcome {
     let mut analyzer = Analyzer::with_patterns(case.format, patterns_of(case));
     let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
     if !bytes.is_empty() {
-        body.split(|&b| b == b'\n')
-            .for_each(|line| analyzer.feed(line));
+        body.split(|&b| b == b'\n').for_each(|line| analyzer.feed(line));
     }
     analyzer.finish(&end_of(case), now())
 }
@@ -818,10 +811,7 @@ fn every_fixture_is_in_the_table() {
                 cli.file_name().to_string_lossy(),
                 file.unwrap().file_name().to_string_lossy()
             );
-            assert!(
-                listed.contains(&name.as_str()),
-                "{name} has no row in cases()"
-            );
+            assert!(listed.contains(&name.as_str()), "{name} has no row in cases()");
         }
     }
 }
@@ -838,34 +828,10 @@ fn accounting() {
             Some(5),
         ),
         // Amp has no cost; tokens are summed per message, once per message id.
-        (
-            "amp/success.jsonl",
-            Format::Amp,
-            None,
-            Some((20, 100, 2000, 200)),
-            Some(2),
-        ),
-        (
-            "codex/success.jsonl",
-            Format::Codex,
-            None,
-            Some((315, 122, 24448, 0)),
-            None,
-        ),
-        (
-            "gemini/success.json",
-            Format::Gemini,
-            None,
-            Some((9000, 1350, 4000, 0)),
-            None,
-        ),
-        (
-            "gemini/success-stream.jsonl",
-            Format::Gemini,
-            None,
-            Some((2000, 200, 3000, 0)),
-            None,
-        ),
+        ("amp/success.jsonl", Format::Amp, None, Some((20, 100, 2000, 200)), Some(2)),
+        ("codex/success.jsonl", Format::Codex, None, Some((315, 122, 24448, 0)), None),
+        ("gemini/success.json", Format::Gemini, None, Some((9000, 1350, 4000, 0)), None),
+        ("gemini/success-stream.jsonl", Format::Gemini, None, Some((2000, 200, 3000, 0)), None),
         (
             "opencode/success.jsonl",
             Format::Opencode,
@@ -878,9 +844,7 @@ fn accounting() {
     for (file, format, cost, tokens, turns) in cases {
         let case = case(file, format, 0, Expect::default());
         let outcome = run_lines(&case, &std::fs::read(fixtures().join(file)).unwrap());
-        let got_tokens = outcome
-            .tokens
-            .map(|t| (t.input, t.output, t.cache_read, t.cache_write));
+        let got_tokens = outcome.tokens.map(|t| (t.input, t.output, t.cache_read, t.cache_write));
         assert_eq!(got_tokens, tokens, "{file}");
         assert_eq!(outcome.turns, turns, "{file}");
         match (outcome.cost_usd, cost) {
@@ -914,9 +878,7 @@ fn structured_failures_sign_their_error_message() {
         run_lines(&case, &std::fs::read(fixtures().join(file)).unwrap())
     };
     assert_eq!(
-        outcome("claude/error-during-execution.json", 1)
-            .error_signature
-            .as_deref(),
+        outcome("claude/error-during-execution.json", 1).error_signature.as_deref(),
         Some("[ede_diagnostic] result_type=user <path> stop_reason=tool_use")
     );
     assert_eq!(outcome("claude/success.json", 0).error_signature, None);
@@ -927,12 +889,7 @@ fn local_zone_moves_codex_reset() {
     let offset = Zone::Fixed(FixedOffset::west_opt(5 * 3600).unwrap());
     let case = Case {
         zone: offset,
-        ..case(
-            "codex/usage-limit.jsonl",
-            Format::Codex,
-            1,
-            Expect::default(),
-        )
+        ..case("codex/usage-limit.jsonl", Format::Codex, 1, Expect::default())
     };
     let outcome = run_lines(&case, &std::fs::read(fixtures().join(case.file)).unwrap());
     match outcome.error {
@@ -957,18 +914,10 @@ fn a_line_over_the_cap_is_counted_not_kept() {
         .chain(std::io::repeat(b'x').take(huge as u64))
         .chain(&b"\"}]}}\n"[..])
         .chain(&last[..]);
-    let end = ProcessEnd {
-        exit_code: Some(0),
-        ..ProcessEnd::default()
-    };
-    let outcome = analyze_reader(
-        BufReader::new(reader),
-        Format::Claude,
-        Patterns::default(),
-        &end,
-        now(),
-    )
-    .unwrap();
+    let end = ProcessEnd { exit_code: Some(0), ..ProcessEnd::default() };
+    let outcome =
+        analyze_reader(BufReader::new(reader), Format::Claude, Patterns::default(), &end, now())
+            .unwrap();
     assert_eq!(outcome.output_lines, 3);
     assert!(outcome.output_bytes > huge as u64);
     assert_eq!(outcome.error, None);
@@ -999,9 +948,7 @@ fn any_format_survives_any_fixture_cut_anywhere() {
         for cut in (0..bytes.len()).step_by(step).chain([bytes.len()]) {
             for format in formats {
                 let mut analyzer = Analyzer::new(format);
-                bytes[..cut]
-                    .split(|&b| b == b'\n')
-                    .for_each(|line| analyzer.feed(line));
+                bytes[..cut].split(|&b| b == b'\n').for_each(|line| analyzer.feed(line));
                 let outcome = analyzer.finish(&end, now());
                 assert_eq!(
                     outcome.output_bytes,
@@ -1037,24 +984,13 @@ fn hostile_lines_do_not_panic() {
         b"\xff\xfe\x00\r".to_vec(),
         b"{".to_vec(),
     ];
-    for format in [
-        Format::Text,
-        Format::Claude,
-        Format::Codex,
-        Format::Gemini,
-        Format::Opencode,
-    ] {
+    for format in [Format::Text, Format::Claude, Format::Codex, Format::Gemini, Format::Opencode] {
         let mut analyzer = Analyzer::new(format);
         for line in &lines {
             analyzer.feed(line);
         }
-        let outcome = analyzer.finish(
-            &ProcessEnd {
-                exit_code: Some(1),
-                ..ProcessEnd::default()
-            },
-            now(),
-        );
+        let outcome =
+            analyzer.finish(&ProcessEnd { exit_code: Some(1), ..ProcessEnd::default() }, now());
         assert_eq!(outcome.output_lines, lines.len() as u64, "{format:?}");
         let _ = outcome.tokens.map(|t| t.total());
     }
@@ -1075,23 +1011,12 @@ fn an_empty_result_keeps_the_assistant_answer() {
     ];
     let mut analyzer = Analyzer::new(Format::Claude);
     lines.iter().for_each(|line| analyzer.feed(line.as_bytes()));
-    let outcome = analyzer.finish(
-        &ProcessEnd {
-            exit_code: Some(0),
-            ..ProcessEnd::default()
-        },
-        now(),
-    );
+    let outcome =
+        analyzer.finish(&ProcessEnd { exit_code: Some(0), ..ProcessEnd::default() }, now());
     assert!(outcome.final_text.starts_with("Stopping here."));
-    assert_eq!(
-        outcome.status_block.and_then(|b| b.status),
-        Some(Status::Blocked)
-    );
+    assert_eq!(outcome.status_block.and_then(|b| b.status), Some(Status::Blocked));
     assert_eq!(
         outcome.error,
-        Some(AgentError::Failed {
-            exit_code: Some(0),
-            message: "error_max_turns".into()
-        })
+        Some(AgentError::Failed { exit_code: Some(0), message: "error_max_turns".into() })
     );
 }

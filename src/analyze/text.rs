@@ -82,10 +82,7 @@ const EDIT_MARKERS: [&str; 14] = [
 ];
 
 static KEYWORDS: LazyLock<(AhoCorasick, usize)> = LazyLock::new(|| {
-    let tests = TEST_COMMANDS
-        .iter()
-        .copied()
-        .chain(["Running tests", "running tests"]);
+    let tests = TEST_COMMANDS.iter().copied().chain(["Running tests", "running tests"]);
     let all: Vec<&str> = tests.clone().chain(EDIT_MARKERS).collect();
     let automaton = AhoCorasick::new(&all).expect("keyword automaton");
     (automaton, tests.count())

@@ -31,10 +31,7 @@ impl ToolTally {
         if name.contains("todo") {
             return;
         }
-        if ["bash", "shell", "command", "terminal", "exec"]
-            .iter()
-            .any(|s| name.contains(s))
-        {
+        if ["bash", "shell", "command", "terminal", "exec"].iter().any(|s| name.contains(s)) {
             if let Some(command) = command {
                 self.shell(command);
             } else {
@@ -216,35 +213,12 @@ mod tests {
         type Calls = &'static [(&'static str, Option<&'static str>)];
         // (tool calls, test_only)
         let cases: &[(Calls, bool)] = &[
-            (
-                &[
-                    ("Bash", Some("cargo test")),
-                    ("Read", None),
-                    ("TodoWrite", None),
-                ],
-                true,
-            ),
+            (&[("Bash", Some("cargo test")), ("Read", None), ("TodoWrite", None)], true),
             (&[("Bash", Some("cargo test")), ("Edit", None)], false),
-            (
-                &[("run_shell_command", Some("npm test")), ("read_file", None)],
-                true,
-            ),
-            (
-                &[("run_shell_command", Some("npm test")), ("replace", None)],
-                false,
-            ),
-            (
-                &[("shellToolCall", Some("pytest")), ("writeToolCall", None)],
-                false,
-            ),
-            (
-                &[
-                    ("bash", Some("go test ./...")),
-                    ("grep", None),
-                    ("todowrite", None),
-                ],
-                true,
-            ),
+            (&[("run_shell_command", Some("npm test")), ("read_file", None)], true),
+            (&[("run_shell_command", Some("npm test")), ("replace", None)], false),
+            (&[("shellToolCall", Some("pytest")), ("writeToolCall", None)], false),
+            (&[("bash", Some("go test ./...")), ("grep", None), ("todowrite", None)], true),
             (&[("Read", None), ("Grep", None)], false),
             (&[("Bash", Some("cargo test")), ("Task", None)], false),
             (&[], false),

@@ -6,4 +6,5 @@ mod claude_stub;
 mod core_loop;
 mod harness;
 mod real_claude;
+mod stopping;
 mod verify;

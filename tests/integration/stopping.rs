@@ -1,0 +1,175 @@
+//! Knowing when to stop: the circuit breaker, rate and usage limits, and
+//! `ralph status` explaining what happened.
+
+use std::time::{Duration, Instant};
+
+use crate::harness::*;
+
+#[test]
+fn an_agent_that_makes_no_progress_opens_the_circuit_and_status_says_why() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run *]\nprint looked around, changed nothing\n");
+    let r = p.run(&["10"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert_eq!(p.agent_runs().len(), 3, "{r:?}");
+    assert!(
+        r.stdout.contains("CLOSED → HALF_OPEN") && r.stdout.contains("HALF_OPEN → OPEN"),
+        "{r:?}"
+    );
+    assert!(r.stdout.contains("ralph reset-circuit"), "{r:?}");
+    let status = p.run(&["status"]);
+    assert_eq!(status.code, 0, "{status:?}");
+    assert!(status.stdout.contains("circuit: OPEN"), "{status:?}");
+    assert!(status.stdout.contains("iterations without progress: 3"), "{status:?}");
+    assert!(status.stdout.contains("→ US-001"), "the next story is marked: {status:?}");
+    // A second run inside the cooldown stops before calling the agent.
+    let again = p.run(&["10"]);
+    assert_eq!(again.code, 3, "{again:?}");
+    assert_eq!(p.agent_runs().len(), 3);
+    // Resetting lets it run again, and the reset is on record.
+    let reset = p.run(&["--reset-circuit"]);
+    assert_eq!(reset.code, 0, "{reset:?}");
+    let history = p.read(".ralph/circuit-history.jsonl");
+    assert!(history.contains("reset by hand"), "{history}");
+    p.script("[run *]\nimplement\n");
+    let after = p.run(&["10"]);
+    assert_eq!(after.code, 0, "{after:?}");
+}
+
+#[test]
+fn the_reset_circuit_subcommand_works_too() {
+    let p = Project::with_prd(THREE_STORIES);
+    let r = p.run(&["reset-circuit"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("→ CLOSED"), "{r:?}");
+}
+
+#[test]
+fn a_failing_agent_opens_the_breaker_instead_of_looping_forever() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run *]\nstderr fatal: something broke\nexit 1\n");
+    let r = p.run(&["50"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert_eq!(p.agent_runs().len(), 3, "{r:?}");
+    assert!(r.stdout.contains("failed 3 runs in a row"), "{r:?}");
+}
+
+#[test]
+fn a_damaged_circuit_file_is_rebuilt_closed_with_a_warning() {
+    for content in ["", "{}", "garbage", "{\"version\":1,\"state\":\"BOGUS\"}"] {
+        let p = Project::with_prd(THREE_STORIES);
+        p.write(".ralph/circuit.json", content);
+        p.script("[run *]\nimplement\n");
+        let r = p.run(&["5"]);
+        assert_eq!(r.code, 0, "{content:?}: {r:?}");
+        assert!(
+            r.stdout.contains("warning:") && r.stdout.contains("circuit"),
+            "{content:?}: {r:?}"
+        );
+    }
+}
+
+#[test]
+fn damaged_state_files_of_every_kind_never_stop_a_run() {
+    let p = Project::with_prd(THREE_STORIES);
+    for (file, content) in [
+        (".ralph/limits.json", "{not json"),
+        (".ralph/state.json", "\u{0}\u{1}binary"),
+        (".ralph/circuit-history.jsonl", "{bad\n"),
+        (".ralph/events.jsonl", "not json\n"),
+        (".ralph/runs.jsonl", "[[[\n"),
+    ] {
+        p.write(file, content);
+    }
+    p.script("[run *]\nimplement\n");
+    let r = p.run(&["5"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let status = p.run(&["status", "--json"]);
+    assert_eq!(status.code, 0, "{status:?}");
+    serde_json::from_str::<serde_json::Value>(&status.stdout).expect("status --json parses");
+}
+
+#[test]
+fn the_calls_per_hour_limit_stops_under_no_wait() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run *]\nimplement\n");
+    let r = p.run(&["5", "--calls-per-hour", "1", "--no-wait"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    assert_eq!(p.agent_runs().len(), 1);
+    assert!(r.stdout.contains("calls-per-hour limit"), "{r:?}");
+    let status = p.run(&["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&status.stdout).unwrap();
+    assert_eq!(v["calls_this_hour"], 1);
+}
+
+#[test]
+fn a_usage_limit_a_few_seconds_away_is_waited_out() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run 1]\nusage-limit 3\n[run *]\nimplement\nclaude-result done\n");
+    let started = Instant::now();
+    let r = p.ralph().args(["3"]).env("RALPH_AGENT_FORMAT", "claude").output().unwrap();
+    let r = to_run(r);
+    let waited = started.elapsed();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(waited >= Duration::from_secs(3), "did not wait: {waited:?}");
+    assert!(waited < Duration::from_secs(40), "waited too long: {waited:?}");
+    assert!(r.stdout.contains("usage limit"), "{r:?}");
+    // The limited run counted neither as an iteration nor as a failure.
+    assert!(r.stdout.contains("3/3 stories pass after 3 iterations"), "{r:?}");
+    assert!(!r.stdout.contains("HALF_OPEN"), "{r:?}");
+}
+
+#[test]
+fn a_usage_limit_beyond_max_wait_stops_with_the_rate_limit_code() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run *]\nusage-limit 7200\n");
+    let r = p
+        .ralph()
+        .args(["3", "--max-wait", "10m"])
+        .env("RALPH_AGENT_FORMAT", "claude")
+        .output()
+        .unwrap();
+    let r = to_run(r);
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(r.stdout.contains("usage limit") && r.stdout.contains("--max-wait"), "{r:?}");
+    let status = p.run(&["status"]);
+    assert!(status.stdout.contains("usage limit: calls resume at"), "{status:?}");
+    // A new run before the reset time waits (or here, stops) too.
+    let again = to_run(
+        p.ralph().args(["3", "--no-wait"]).env("RALPH_AGENT_FORMAT", "claude").output().unwrap(),
+    );
+    assert_eq!(again.code, 4, "{again:?}");
+    assert_eq!(p.agent_runs().len(), 1);
+}
+
+#[test]
+fn status_works_before_ralph_ever_ran_and_never_creates_state() {
+    let p = Project::with_prd(THREE_STORIES);
+    let r = p.run(&["status"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("stories: 0/3 pass"), "{r:?}");
+    assert!(r.stdout.contains("running: no"), "{r:?}");
+    assert!(!p.path(".ralph").exists(), "status created .ralph/");
+    let j = p.run(&["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&j.stdout).unwrap();
+    assert_eq!(v["total"], 3);
+    assert_eq!(v["stories"][0]["next"], true);
+    assert_eq!(v["circuit"]["state"], "CLOSED");
+}
+
+#[test]
+fn status_reads_a_running_loop_without_blocking_it() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run *]\nsleep 30\n");
+    let mut child = p.spawn(&["1"]);
+    assert!(eventually(Duration::from_secs(20), || p.agent_runs().len() == 1));
+    let r = p.run(&["status", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["running_pid"], child.id());
+    assert_eq!(v["current_run"]["iteration"], 1);
+    assert_eq!(v["current_run"]["phase"], "agent");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(child.wait().unwrap().code(), Some(143));
+}
