@@ -119,6 +119,16 @@ impl RunState {
                     return Ok((None, Some(warning)));
                 }
                 match serde_json::from_value::<RunState>(value) {
+                    // The run id names a folder under .ralph/logs: it must
+                    // stay one plain path segment whatever the file says.
+                    Ok(s) if !valid_run_id(&s.run_id) => Ok((
+                        None,
+                        Some(format!(
+                            "{} names an invalid run id {:?}; starting a new run",
+                            path.display(),
+                            s.run_id
+                        )),
+                    )),
                     Ok(s) => Ok((Some(s), None)),
                     Err(e) => Ok((
                         None,
@@ -143,6 +153,14 @@ impl RunState {
     }
 }
 
+/// Run ids are ralph's own timestamps (`20261202-101500`): letters,
+/// digits, `-` and `_` only.
+pub fn valid_run_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,6 +181,11 @@ mod tests {
         let back = back.unwrap();
         assert!(warn.is_none());
         assert_eq!((back.iteration, back.phase, back.claimed.len()), (2, Phase::Agent, 1));
+        let mut escaping = RunState::new("../../x".into(), Utc::now(), 1);
+        escaping.iteration = 1;
+        escaping.save(&store).unwrap();
+        let (s, warn) = RunState::load(&store).unwrap();
+        assert!(s.is_none() && warn.unwrap().contains("invalid run id"));
         for bad in ["", "{}", "{\"version\":1}", "garbage", "{\"version\":99}"] {
             std::fs::write(store.state(), bad).unwrap();
             let (s, warn) = RunState::load(&store).unwrap();

@@ -4,6 +4,7 @@
 
 mod claude_stub;
 mod core_loop;
+mod faults;
 mod harness;
 mod real_claude;
 mod stopping;
