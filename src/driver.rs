@@ -155,6 +155,8 @@ struct Run<'a> {
     /// Verdict of the most recent gate run (baseline included).
     last_gate_passed: Option<bool>,
     message: String,
+    /// Keeps secrets out of logs, events and prompts.
+    redactor: crate::redact::Redactor,
     /// The error texts the analyser classifies by (built in + config).
     patterns: crate::analyze::Patterns,
     /// Shown with the iteration's end when the agent itself did not fail
@@ -186,7 +188,35 @@ pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result
             ),
         });
     }
-    let prd = Prd::load(&paths.prd)?;
+    let (checkpoint, warning) =
+        RunState::load(&paths.store).map_err(|e| Error::io("read .ralph/state.json", e))?;
+    warn(reporter, warning);
+    let resume = checkpoint.filter(|s| s.phase != Phase::Ended && !opts.fresh);
+    let prd = match Prd::load(&paths.prd) {
+        Ok(prd) => prd,
+        // The last run died while its agent was at work: a prd.json broken
+        // now is most likely the agent's half-finished write. Restore the
+        // last good copy (keeping the broken one); otherwise it is the
+        // user's file, and ralph changes nothing.
+        Err(e)
+            if resume.as_ref().is_some_and(|s| matches!(s.phase, Phase::Agent | Phase::Gate)) =>
+        {
+            let good = Prd::load(&paths.store.last_prd()).map_err(|_| Error::Prd(e))?;
+            let kept = paths.store.path("prd.broken.json");
+            let _ = std::fs::copy(&paths.prd, &kept);
+            good.save(&paths.prd)
+                .map_err(|e| Error::io(format!("restore {}", paths.prd.display()), e))?;
+            reporter.emit(&Event::Notice {
+                level: Level::Warn,
+                message: format!(
+                    "prd.json was left broken by the interrupted run; restored the last good copy (the broken one is in {})",
+                    kept.display()
+                ),
+            });
+            good
+        }
+        Err(e) => return Err(e.into()),
+    };
     let repo = Repo::discover(&paths.project)?;
     let backend = backend(cfg)?;
     let is_root = unsafe_free_geteuid() == 0;
@@ -211,10 +241,6 @@ pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result
     }
     breaker.save(&paths.store).map_err(|e| Error::io("write .ralph/circuit.json", e))?;
 
-    let (checkpoint, warning) =
-        RunState::load(&paths.store).map_err(|e| Error::io("read .ralph/state.json", e))?;
-    warn(reporter, warning);
-    let resume = checkpoint.filter(|s| s.phase != Phase::Ended && !opts.fresh);
     let state = match &resume {
         Some(s) => s.clone(),
         None => RunState::new(
@@ -227,6 +253,7 @@ pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result
     std::fs::create_dir_all(&log_dir)
         .map_err(|e| Error::io(format!("create {}", log_dir.display()), e))?;
 
+    let redactor = crate::redact::Redactor::from_env();
     let gate = (!cfg.gate.command.is_empty() || prd.stories().iter().any(|s| s.verify.is_some()))
         .then(|| Gate {
             command: cfg.gate.command.clone(),
@@ -234,6 +261,7 @@ pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result
             grace: cfg.agent.grace,
             tail_bytes: cfg.gate.tail_bytes,
             fatal_signatures: cfg.gate.fatal_signatures.clone(),
+            redactor: Some(redactor.clone()),
         });
     let deadline = cfg
         .budget
@@ -259,6 +287,7 @@ pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result
         message: String::new(),
         iteration_note: None,
         patterns: patterns(cfg)?,
+        redactor,
         state,
     };
     run.setup_branch(&prd)?;
@@ -320,6 +349,27 @@ fn warn(reporter: &mut dyn Reporter, warning: Option<String>) {
 
 fn state_name(s: Option<crate::circuit::State>) -> String {
     s.map_or("unreadable".into(), |s| s.to_string())
+}
+
+/// Whether process group `pgid` is alive and one of its processes works in
+/// `dir`: a recorded pgid may have been reused by an unrelated program
+/// since the crash, and that one must not be touched.
+fn group_works_in(pgid: i32, dir: &Path) -> bool {
+    if !agent::supervise::group_alive(pgid) {
+        return false;
+    }
+    let Ok(procs) = std::fs::read_dir("/proc") else { return false };
+    procs.flatten().any(|e| {
+        let path = e.path();
+        let in_group = std::fs::read_to_string(path.join("stat"))
+            .ok()
+            .and_then(|stat| {
+                let rest = stat.get(stat.rfind(')')? + 2..)?.to_string();
+                rest.split_whitespace().nth(2)?.parse::<i32>().ok()
+            })
+            .is_some_and(|g| g == pgid);
+        in_group && std::fs::read_link(path.join("cwd")).is_ok_and(|cwd| cwd.starts_with(dir))
+    })
 }
 
 /// The configured agent.
@@ -441,6 +491,18 @@ impl Run<'_> {
     /// Picks up a run that crashed: the iteration it died in counts as
     /// failed, and the story goes back to what it was before that iteration.
     fn recover(&mut self, old: &RunState) -> Result<(), Error> {
+        self.state.agent_pgid = None;
+        if let Some(pgid) =
+            old.agent_pgid.filter(|&p| p > 1 && group_works_in(p, &self.paths.project))
+        {
+            agent::supervise::signal_group(pgid, libc::SIGTERM);
+            let until = Instant::now() + self.cfg.agent.grace;
+            while agent::supervise::group_alive(pgid) && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            agent::supervise::signal_group(pgid, libc::SIGKILL);
+            self.warn(format!("ended process group {pgid}, left running by the interrupted run"));
+        }
         self.notice(format!(
             "resuming run {} after iteration {} (it ended without finishing; --fresh starts over)",
             old.run_id, old.iteration
@@ -956,14 +1018,25 @@ impl Run<'_> {
         let mut on_output =
             |text: String| reporter.emit(&Event::AgentOutput { iteration: n, text });
         let started = Instant::now();
+        let mut snapshot = self.state.clone();
+        let store = self.paths.store.clone();
+        let mut on_spawn = |pid: u32| {
+            snapshot.agent_pgid = Some(pid as i32);
+            let _ = snapshot.save(&store);
+        };
         let result = agent::run(
             &invocation,
             &self.paths.project,
             &log_path,
             limits,
             analyzer,
-            if show { Some(&mut on_output) } else { None },
+            &self.redactor,
+            agent::Watch {
+                on_spawn: &mut on_spawn,
+                on_output: if show { Some(&mut on_output) } else { None },
+            },
         );
+        self.state.agent_pgid = None;
         let run = match result {
             Ok(r) => r,
             Err(e) => {

@@ -27,6 +27,8 @@ pub struct Gate {
     pub grace: Duration,
     pub tail_bytes: usize,
     pub fatal_signatures: Vec<String>,
+    /// Secrets never reach the gate's log or the next prompt.
+    pub redactor: Option<crate::redact::Redactor>,
 }
 
 /// A gate run that happened.
@@ -139,6 +141,7 @@ struct GateSink {
     splitter: LineSplitter,
     summaries: Summaries,
     log: Option<std::fs::File>,
+    redactor: Option<crate::redact::Redactor>,
 }
 
 impl Sink for GateSink {
@@ -146,7 +149,11 @@ impl Sink for GateSink {
         self.tail.push(chunk);
         if let Some(f) = self.log.as_mut() {
             use std::io::Write;
-            if f.write_all(chunk).is_err() {
+            let chunk = match &self.redactor {
+                Some(r) => r.bytes(chunk),
+                None => std::borrow::Cow::Borrowed(chunk),
+            };
+            if f.write_all(&chunk).is_err() {
                 self.log = None;
             }
         }
@@ -180,6 +187,7 @@ impl Gate {
             splitter: LineSplitter::default(),
             summaries: Summaries::default(),
             log,
+            redactor: self.redactor.clone(),
         };
         let log_file = log.and_then(|p| std::fs::File::create(p).ok());
         let err_log = log_file.as_ref().and_then(|f| f.try_clone().ok());
@@ -200,8 +208,12 @@ impl Gate {
                     command.join(" ")
                 ),
             })?;
-        let stdout_tail = out.tail.text();
-        let stderr_tail = err.tail.text();
+        let clean = |t: String| match &self.redactor {
+            Some(r) => r.text(&t).into_owned(),
+            None => t,
+        };
+        let stdout_tail = clean(out.tail.text());
+        let stderr_tail = clean(err.tail.text());
         if let Some(sig) = self.fatal_signature(&stdout_tail, &stderr_tail) {
             return Err(NotRun {
                 message: format!("the gate's output contains the fatal signature {sig:?}"),
@@ -347,6 +359,7 @@ mod tests {
             grace: Duration::from_millis(200),
             tail_bytes: 64,
             fatal_signatures: vec!["No space left".into()],
+            redactor: None,
         };
         let c = g.command.clone();
         (g, c)

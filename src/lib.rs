@@ -48,3 +48,4 @@ pub fn main_entry() -> u8 {
         }
     }
 }
+pub mod redact;

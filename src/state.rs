@@ -67,6 +67,10 @@ pub struct RunState {
     pub handoff: Option<serde_json::Value>,
     pub outcome: Option<String>,
     pub exit_code: Option<u8>,
+    /// The running agent's process group, so a run that resumes after a
+    /// crash can end what the dead run left running.
+    #[serde(default)]
+    pub agent_pgid: Option<i32>,
 }
 
 impl RunState {
@@ -91,6 +95,7 @@ impl RunState {
             handoff: None,
             outcome: None,
             exit_code: None,
+            agent_pgid: None,
         }
     }
 

@@ -118,21 +118,31 @@ pub struct Log {
     file: Option<File>,
     error: Option<io::Error>,
     bytes: u64,
+    redactor: Option<crate::redact::Redactor>,
 }
 
 pub type SharedLog = Arc<Mutex<Log>>;
 
 impl Log {
     pub fn new(file: Option<File>) -> SharedLog {
-        Arc::new(Mutex::new(Log { file, error: None, bytes: 0 }))
+        Log::redacted(file, None)
+    }
+
+    /// A log that replaces secrets before they reach the disk.
+    pub fn redacted(file: Option<File>, redactor: Option<crate::redact::Redactor>) -> SharedLog {
+        Arc::new(Mutex::new(Log { file, error: None, bytes: 0, redactor }))
     }
 
     pub fn write(&mut self, bytes: &[u8]) {
         if self.error.is_some() {
             return;
         }
+        let bytes = match &self.redactor {
+            Some(r) => r.bytes(bytes),
+            None => std::borrow::Cow::Borrowed(bytes),
+        };
         if let Some(f) = self.file.as_mut() {
-            match f.write_all(bytes) {
+            match f.write_all(&bytes) {
                 Ok(()) => self.bytes += bytes.len() as u64,
                 Err(e) => self.error = Some(e),
             }

@@ -43,13 +43,14 @@ struct Display {
     tx: mpsc::SyncSender<String>,
     format: crate::analyze::Format,
     hidden: u64,
+    redactor: crate::redact::Redactor,
 }
 
 impl Display {
     fn show(&mut self, line: &[u8]) {
         if let Some(text) = display::render(self.format, line)
             && !text.is_empty()
-            && self.tx.try_send(text).is_err()
+            && self.tx.try_send(self.redactor.text(&text).into_owned()).is_err()
         {
             self.hidden += 1;
         }
@@ -113,6 +114,13 @@ impl Sink for ErrSink {
     }
 }
 
+/// Who hears about a running agent: its pid when it starts, its readable
+/// output lines as they come (on the calling thread).
+pub struct Watch<'a> {
+    pub on_spawn: &'a mut dyn FnMut(u32),
+    pub on_output: Option<&'a mut dyn FnMut(String)>,
+}
+
 /// Runs one agent invocation: the log at `log_path`, output analysed with
 /// `analyzer`, readable lines passed to `on_output` (when given) on this thread.
 pub fn run(
@@ -121,16 +129,20 @@ pub fn run(
     log_path: &Path,
     limits: Limits,
     analyzer: Analyzer,
-    mut on_output: Option<&mut dyn FnMut(String)>,
+    redactor: &crate::redact::Redactor,
+    watch: Watch<'_>,
 ) -> Result<AgentRun, SpawnError> {
+    let Watch { on_spawn, mut on_output } = watch;
     let (file, open_error) = match File::create(log_path) {
         Ok(f) => (Some(f), None),
         Err(e) => (None, Some(e)),
     };
-    let log = Log::new(file);
+    let log = Log::redacted(file, Some(redactor.clone()));
     let format = analyzer.format();
     let (tx, rx) = mpsc::sync_channel(DISPLAY_QUEUE);
-    let display = |on: bool| on.then(|| Display { tx: tx.clone(), format, hidden: 0 });
+    let display = |on: bool| {
+        on.then(|| Display { tx: tx.clone(), format, hidden: 0, redactor: redactor.clone() })
+    };
     let show = on_output.is_some();
     let out = OutSink {
         log: log.clone(),
@@ -163,9 +175,9 @@ pub fn run(
             }
         }
     };
-    let (finished, out, err) = supervise::run(&spec, out, err, &mut drain)?;
+    let (finished, out, err) = supervise::run_watched(&spec, out, err, on_spawn, &mut drain)?;
     drain();
-    let stderr_tail = err.tail.text();
+    let stderr_tail = redactor.text(&err.tail.text()).into_owned();
     let end = ProcessEnd {
         exit_code: finished.exit_code,
         signal: finished.signal,
@@ -174,7 +186,11 @@ pub fn run(
     };
     let hidden_lines =
         out.display.as_ref().map_or(0, |d| d.hidden) + err.display.as_ref().map_or(0, |d| d.hidden);
-    let outcome = out.analyzer.finish(&end, Utc::now());
+    let mut outcome = out.analyzer.finish(&end, Utc::now());
+    // The final text feeds events, lessons and prompts.
+    if let std::borrow::Cow::Owned(clean) = redactor.text(&outcome.final_text) {
+        outcome.final_text = clean;
+    }
     let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
     Ok(AgentRun {
         finished,

@@ -110,6 +110,18 @@ pub fn run<O: Sink, E: Sink>(
     err: E,
     tick: &mut dyn FnMut(),
 ) -> Result<(Finished, O, E), SpawnError> {
+    run_watched(spec, out, err, &mut |_| {}, tick)
+}
+
+/// [`run`], telling `on_spawn` the child's pid (= its process group) as
+/// soon as it exists, so a checkpoint can name the group to end after a crash.
+pub fn run_watched<O: Sink, E: Sink>(
+    spec: &Spec<'_>,
+    out: O,
+    err: E,
+    on_spawn: &mut dyn FnMut(u32),
+    tick: &mut dyn FnMut(),
+) -> Result<(Finished, O, E), SpawnError> {
     let mut cmd = Command::new(spec.program);
     cmd.args(spec.args)
         .current_dir(spec.cwd)
@@ -117,6 +129,25 @@ pub fn run<O: Sink, E: Sink>(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    // If ralph is killed with SIGKILL it can stop nothing: the kernel ends
+    // the child for it. (Grandchildren do not inherit this; the next ralph
+    // ends the dead run's process group when it resumes.)
+    #[cfg(target_os = "linux")]
+    {
+        let parent = std::process::id() as libc::pid_t;
+        // SAFETY: prctl and getppid are async-signal-safe, and this closure
+        // touches no memory but its copied arguments.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+                if libc::getppid() != parent {
+                    // ralph died between fork and prctl.
+                    libc::_exit(137);
+                }
+                Ok(())
+            });
+        }
+    }
     for k in spec.env_remove {
         cmd.env_remove(k);
     }
@@ -127,6 +158,7 @@ pub fn run<O: Sink, E: Sink>(
     let mut child =
         cmd.spawn().map_err(|source| SpawnError { program: spec.program.to_string(), source })?;
     let pid = child.id();
+    on_spawn(pid);
     let pgid = pid as libc::pid_t;
 
     if let (Some(bytes), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
@@ -264,7 +296,7 @@ fn terminate(
     done.recv_timeout(Duration::from_secs(10)).ok().and_then(Result::ok)
 }
 
-fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
+pub fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
     // SAFETY: kill(2) with a negative pid signals that process group; it has
     // no memory effects and fails harmlessly (ESRCH) when the group is gone.
     unsafe {
@@ -279,7 +311,8 @@ fn signal_pid(pid: libc::pid_t, signal: libc::c_int) {
     }
 }
 
-fn group_alive(pgid: libc::pid_t) -> bool {
+/// Whether a process group still has members.
+pub fn group_alive(pgid: libc::pid_t) -> bool {
     // SAFETY: signal 0 only checks for existence.
     unsafe { libc::kill(-pgid, 0) == 0 }
 }
