@@ -188,6 +188,7 @@ fn run(g: &Global, args: &RunArgs) -> Result<u8, Error> {
         max_iterations: config.run.max_iterations.max(1),
         prompt_file: args.prompt.clone(),
         fresh: args.fresh,
+        explicit_max: args.max_iterations.is_some(),
         agent_output: style.agent_output || g.json,
         config,
     };

@@ -105,6 +105,7 @@ pub fn run(g: &Global, args: &DemoArgs) -> Result<u8, Error> {
         max_iterations: 8,
         prompt_file: None,
         fresh: true,
+        explicit_max: true,
         agent_output: style.agent_output || g.json,
     };
     if !g.json {

@@ -85,6 +85,9 @@ pub struct Options {
     pub prompt_file: Option<PathBuf>,
     /// `--fresh`: ignore a crashed run's checkpoint.
     pub fresh: bool,
+    /// The iteration limit was given on the command line (it then also
+    /// applies to a resumed run).
+    pub explicit_max: bool,
     /// Pass the agent's output on as events.
     pub agent_output: bool,
 }
@@ -157,6 +160,8 @@ struct Run<'a> {
     message: String,
     /// Keeps secrets out of logs, events and prompts.
     redactor: crate::redact::Redactor,
+    /// The last agent's exit code, for the iteration's end event.
+    last_exit: Option<i32>,
     /// The error texts the analyser classifies by (built in + config).
     patterns: crate::analyze::Patterns,
     /// Shown with the iteration's end when the agent itself did not fail
@@ -242,7 +247,15 @@ pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result
     breaker.save(&paths.store).map_err(|e| Error::io("write .ralph/circuit.json", e))?;
 
     let state = match &resume {
-        Some(s) => s.clone(),
+        Some(s) => {
+            let mut s = s.clone();
+            // A number given on the command line now replaces the
+            // interrupted run's limit; otherwise that limit stands.
+            if opts.explicit_max {
+                s.max_iterations = opts.max_iterations;
+            }
+            s
+        }
         None => RunState::new(
             Local::now().format("%Y%m%d-%H%M%S").to_string(),
             now,
@@ -287,6 +300,7 @@ pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result
         message: String::new(),
         iteration_note: None,
         patterns: patterns(cfg)?,
+        last_exit: None,
         redactor,
         state,
     };
@@ -975,8 +989,14 @@ impl Run<'_> {
         self.state.story = Some(story.id.clone());
         self.state.story_passed_before = story.passes;
         let (prompt, applied) = self.prompt(prd, story);
-        let prompt_path = self.log_dir.join(format!("iter-{n}.prompt.md"));
-        let log_path = self.log_dir.join(format!("iter-{n}.log"));
+        // A retry after a usage limit or an API error keeps its number;
+        // its files get a suffix so the earlier attempt's log survives.
+        let stem = (1..)
+            .map(|k| if k == 1 { format!("iter-{n}") } else { format!("iter-{n}.retry-{k}") })
+            .find(|stem| !self.log_dir.join(format!("{stem}.log")).exists())
+            .unwrap_or_else(|| format!("iter-{n}"));
+        let prompt_path = self.log_dir.join(format!("{stem}.prompt.md"));
+        let log_path = self.log_dir.join(format!("{stem}.log"));
         store::write_atomic(&prompt_path, prompt.as_bytes())
             .map_err(|e| Error::io(format!("write {}", prompt_path.display()), e))?;
         let mut invocation =
@@ -1049,6 +1069,7 @@ impl Run<'_> {
                 });
             }
         };
+        self.last_exit = run.finished.exit_code;
         if let Some(e) = run.log_error {
             return Err(Error::io(format!("write the agent log {}", log_path.display()), e));
         }
@@ -1527,7 +1548,7 @@ impl Run<'_> {
             story_id: story.id.clone(),
             result: result.into(),
             duration_ms,
-            exit_code: None,
+            exit_code: self.last_exit,
             commits: changes.commits.len(),
             files_changed: work_files,
             story_passes,
