@@ -1366,7 +1366,12 @@ impl Run<'_> {
         };
         self.state.feedback = (!feedback.is_empty()).then(|| feedback.join("\n\n"));
         let handoff_failed = handoff_problem.is_some();
-        self.iteration_note = handoff_problem.as_ref().map(|e| format!("handoff: {e}"));
+        // The denial explains a missing handoff better than the handoff does.
+        self.iteration_note = if outcome.permission_denials.is_empty() {
+            handoff_problem.as_ref().map(|e| format!("handoff: {e}"))
+        } else {
+            Some(format!("permission denied: {}", outcome.permission_denials.join(", ")))
+        };
         self.learn_from(
             story,
             &outcome,

@@ -149,6 +149,10 @@ pub struct Invocation {
     pub channel: PromptChannel,
 }
 
+/// claude's own retries of a failed API call when the user set none
+/// (`CLAUDE_CODE_MAX_RETRIES`): a few seconds of backoff instead of three minutes.
+const CLAUDE_RETRIES: u32 = 3;
+
 /// Variables a parent agent session sets that make a child CLI misbehave
 /// (Claude refuses to start "inside another Claude Code session").
 const SCRUBBED_ENV: &[&str] = &["CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT"];
@@ -316,13 +320,20 @@ impl Backend {
             }
             _ => {}
         }
+        let mut env_set = Vec::new();
+        if self.tool == Tool::Claude && std::env::var_os("CLAUDE_CODE_MAX_RETRIES").is_none() {
+            // claude retries API errors for about three minutes by default,
+            // a 401 included, before it gives up; ralph backs off and
+            // classifies itself, so a short inner retry is enough.
+            env_set.push(("CLAUDE_CODE_MAX_RETRIES".to_string(), CLAUDE_RETRIES.to_string()));
+        }
         Ok(Invocation {
             program: self.program().to_string(),
             args,
             stdin: (channel == PromptChannel::Stdin).then(|| prompt.as_bytes().to_vec()),
             prompt_file: (channel == PromptChannel::File).then(|| prompt_file.to_path_buf()),
             env_remove: SCRUBBED_ENV.iter().map(|s| s.to_string()).collect(),
-            env_set: Vec::new(),
+            env_set,
             format: self.format,
             channel,
         })

@@ -875,6 +875,11 @@ fn claude_loop_permission_denials_open_the_breaker_in_safe_mode() {
     assert_eq!(last["reason"], "permission denied in 2 iterations in a row", "{r:?}");
     assert_eq!(r.iterations().len(), 2, "{r:?}");
     assert!(r.iterations().iter().all(|(_, s, _, _)| s == "US-001"), "{r:?}");
+    // Each iteration's end names the denial, not the handoff it kept from writing.
+    for end in r.events("iteration_end") {
+        let error = end["error"].as_str().unwrap_or_default();
+        assert!(error.starts_with("permission denied: Bash(perl -e"), "{end}");
+    }
     // claude ran without the bypass flag and denied the command.
     for log in l.iteration_logs() {
         let events = log_events(&log);

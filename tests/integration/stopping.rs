@@ -114,6 +114,16 @@ fn a_usage_limit_a_few_seconds_away_is_waited_out() {
     assert!(waited >= Duration::from_secs(3), "did not wait: {waited:?}");
     assert!(waited < Duration::from_secs(40), "waited too long: {waited:?}");
     assert!(r.stdout.contains("usage limit"), "{r:?}");
+    // The limited attempt keeps its own log next to the retry's.
+    let run_dir = std::fs::read_dir(p.path(".ralph/logs"))
+        .unwrap()
+        .flatten()
+        .find(|e| e.path().is_dir())
+        .unwrap()
+        .path();
+    let first = std::fs::read_to_string(run_dir.join("iter-1.log")).unwrap();
+    assert!(first.contains("rate_limit_event"), "{first}");
+    assert!(run_dir.join("iter-1.retry-2.log").exists());
     // The limited run counted neither as an iteration nor as a failure.
     assert!(r.stdout.contains("3/3 stories pass after 3 iterations"), "{r:?}");
     assert!(!r.stdout.contains("HALF_OPEN"), "{r:?}");
