@@ -1432,7 +1432,7 @@ impl Run<'_> {
             // protocol slip, not a stuck loop.
             failed: agent_failed || (handoff_failed && !progress),
             transient: false,
-            asking_questions: false,
+            asking_questions: outcome.asking_questions,
             error_signature: gate_signature.or_else(|| outcome.error_signature.clone()),
             permission_denials: outcome.permission_denials.len(),
         };
