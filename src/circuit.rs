@@ -393,7 +393,7 @@ impl Breaker {
         let path = store.circuit();
         let problem = match store::read_json::<serde_json::Value>(&path)? {
             Loaded::Missing => return Ok((Breaker::new(now), None)),
-            Loaded::Ok(value) => match check_version(&value) {
+            Loaded::Ok(value) => match store::check_version(&value, VERSION) {
                 Err(problem) => problem,
                 Ok(()) => match serde_json::from_value::<Breaker>(value) {
                     Ok(breaker) => return Ok((breaker, None)),
@@ -502,16 +502,6 @@ fn reached(count: u32, threshold: u32) -> bool {
 
 fn delta(d: Duration) -> TimeDelta {
     TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX)
-}
-
-/// Checks the `version` field before the shape, so a file from a newer ralph
-/// is reported as such rather than as a confusing parse error.
-fn check_version(value: &serde_json::Value) -> Result<(), String> {
-    match value.get("version").and_then(serde_json::Value::as_u64) {
-        Some(v) if v == u64::from(VERSION) => Ok(()),
-        Some(v) => Err(format!("version {v}, this ralph reads version {VERSION}")),
-        None => Err("no version field".into()),
-    }
 }
 
 #[cfg(test)]

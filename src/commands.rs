@@ -148,12 +148,7 @@ pub fn layers(g: &Global, project: &std::path::Path, args: &RunArgs) -> Result<L
         layers.flag("run.max_iterations", toml::Value::Integer(i64::from(n)), "MAX_ITERATIONS");
     }
     if let Some(c) = g.color {
-        let name = match c {
-            crate::config::Color::Auto => "auto",
-            crate::config::Color::Always => "always",
-            crate::config::Color::Never => "never",
-        };
-        layers.flag("ui.color", s(name), "--color");
+        layers.flag("ui.color", s(c.name()), "--color");
     }
     Ok(layers)
 }

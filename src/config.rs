@@ -316,6 +316,16 @@ pub enum Color {
     Never,
 }
 
+impl Color {
+    pub fn name(self) -> &'static str {
+        match self {
+            Color::Auto => "auto",
+            Color::Always => "always",
+            Color::Never => "never",
+        }
+    }
+}
+
 /// A configuration error, naming where the bad value came from.
 #[derive(Debug)]
 pub struct ConfigError(pub String);

@@ -90,12 +90,7 @@ pub fn run(g: &Global, args: &DemoArgs) -> Result<u8, Error> {
     layers.flag("agent.idle_timeout", s("1m"), "ralph demo");
     layers.flag("limits.calls_per_hour", toml::Value::Integer(0), "ralph demo");
     if let Some(c) = g.color {
-        let name = match c {
-            crate::config::Color::Auto => "auto",
-            crate::config::Color::Always => "always",
-            crate::config::Color::Never => "never",
-        };
-        layers.flag("ui.color", s(name), "--color");
+        layers.flag("ui.color", s(c.name()), "--color");
     }
     let config = layers.resolve();
     let (mut reporter, style) = crate::commands::reporter(g, &config);

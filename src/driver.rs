@@ -1093,6 +1093,15 @@ impl Run<'_> {
                 || f.starts_with(".ralph/")
         };
         let work_files = changes.files.iter().filter(|f| !bookkeeping(f)).count();
+        let attempt = Attempt {
+            n,
+            story,
+            outcome: &outcome,
+            changes: &changes,
+            work_files,
+            log: &log_path,
+            started,
+        };
         self.checkpoint(Phase::Gate);
 
         // What the agent left in prd.json.
@@ -1121,26 +1130,20 @@ impl Run<'_> {
                 prd_now.set_passes(&story.id, false);
                 self.save_prd(&prd_now)?;
             }
-            self.end_iteration(
-                n, story, &outcome, &changes, work_files, false, "stopped", &log_path, started,
-            );
+            self.end_iteration(&attempt, false, "stopped");
             return Ok(self.interrupted());
         }
         // Failures that are not the agent's work at all.
         match &outcome.error {
             Some(AgentError::Billing { message }) => {
-                self.end_iteration(
-                    n, story, &outcome, &changes, work_files, false, "failed", &log_path, started,
-                );
+                self.end_iteration(&attempt, false, "failed");
                 self.message = format!(
                     "the agent's account is out of credits or quota: {message}\nhint: add credits or raise the quota, then run ralph again (it resumes)"
                 );
                 return Ok(Some(End::Environment));
             }
             Some(AgentError::Auth { message }) => {
-                self.end_iteration(
-                    n, story, &outcome, &changes, work_files, false, "failed", &log_path, started,
-                );
+                self.end_iteration(&attempt, false, "failed");
                 self.message = format!(
                     "the agent could not authenticate: {message}\nhint: log the agent CLI in again (or fix its API key), then run ralph again"
                 );
@@ -1154,17 +1157,7 @@ impl Run<'_> {
                 );
                 let _ = self.limits.save(&self.paths.store);
                 self.state.iteration -= 1;
-                self.end_iteration(
-                    n,
-                    story,
-                    &outcome,
-                    &changes,
-                    work_files,
-                    false,
-                    "transient",
-                    &log_path,
-                    started,
-                );
+                self.end_iteration(&attempt, false, "transient");
                 self.notice(format!(
                     "usage limit: {message} — calls resume at {}",
                     resume.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S")
@@ -1179,17 +1172,7 @@ impl Run<'_> {
                 let count = self.limits.transient_count();
                 let _ = self.limits.save(&self.paths.store);
                 self.state.iteration -= 1;
-                self.end_iteration(
-                    n,
-                    story,
-                    &outcome,
-                    &changes,
-                    work_files,
-                    false,
-                    "transient",
-                    &log_path,
-                    started,
-                );
+                self.end_iteration(&attempt, false, "transient");
                 if count > MAX_TRANSIENT_RETRIES {
                     self.message =
                         format!("the API kept failing ({count} times in a row): {message}");
@@ -1373,25 +1356,13 @@ impl Run<'_> {
             Some(format!("permission denied: {}", outcome.permission_denials.join(", ")))
         };
         self.learn_from(
-            story,
-            &outcome,
+            &attempt,
             gate_failure.as_ref(),
             handoff.as_ref(),
             handoff_problem.as_ref(),
-            &log_path,
             &applied,
         );
-        self.end_iteration(
-            n,
-            story,
-            &outcome,
-            &changes,
-            work_files,
-            story_passes,
-            result,
-            &log_path,
-            started,
-        );
+        self.end_iteration(&attempt, story_passes, result);
 
         // Blocked: the agent says it cannot go on without a person.
         if let Some(h) = handoff.as_ref().filter(|h| h.status == crate::handoff::Status::Blocked) {
@@ -1456,17 +1427,15 @@ impl Run<'_> {
     /// After a failed iteration: one event (merged into a rule card when it
     /// recurs) and one lesson for the story — the agent's own lesson when
     /// its handoff has one, else a deterministic excerpt of the failure.
-    #[allow(clippy::too_many_arguments)]
     fn learn_from(
         &mut self,
-        story: &crate::prd::Story,
-        outcome: &Outcome,
+        attempt: &Attempt<'_>,
         gate: Option<&Verdict>,
         handoff: Option<&crate::handoff::Handoff>,
         handoff_problem: Option<&crate::handoff::HandoffError>,
-        log: &Path,
         applied: &[String],
     ) {
+        let Attempt { story, outcome, log, .. } = *attempt;
         use crate::learn::events::Category;
         use crate::learn::lessons::{Source, excerpt};
         let evidence = log.display().to_string();
@@ -1534,19 +1503,8 @@ impl Run<'_> {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn end_iteration(
-        &mut self,
-        n: u32,
-        story: &crate::prd::Story,
-        outcome: &Outcome,
-        changes: &crate::git::Changes,
-        work_files: usize,
-        story_passes: bool,
-        result: &str,
-        log: &Path,
-        started: Instant,
-    ) {
+    fn end_iteration(&mut self, attempt: &Attempt<'_>, story_passes: bool, result: &str) {
+        let Attempt { n, story, outcome, changes, work_files, log, started } = *attempt;
         let duration_ms = started.elapsed().as_millis() as u64;
         self.reporter.emit(&Event::IterationEnd {
             iteration: n,
@@ -1711,6 +1669,18 @@ impl Run<'_> {
         });
         Ok(code)
     }
+}
+
+/// One agent run and what it changed: what an iteration's end reports.
+#[derive(Clone, Copy)]
+struct Attempt<'a> {
+    n: u32,
+    story: &'a crate::prd::Story,
+    outcome: &'a Outcome,
+    changes: &'a crate::git::Changes,
+    work_files: usize,
+    log: &'a Path,
+    started: Instant,
 }
 
 fn why_text(why: Why) -> &'static str {

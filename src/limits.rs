@@ -184,7 +184,7 @@ impl Limits {
         let path = store.limits();
         let problem = match store::read_json::<serde_json::Value>(&path)? {
             Loaded::Missing => return Ok((Limits::new(), None)),
-            Loaded::Ok(value) => match check_version(&value) {
+            Loaded::Ok(value) => match store::check_version(&value, VERSION) {
                 Err(problem) => problem,
                 Ok(()) => match serde_json::from_value::<Limits>(value) {
                     Ok(mut limits) => {
@@ -227,16 +227,6 @@ fn later(at: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
 
 fn until(now: DateTime<Utc>, at: DateTime<Utc>) -> Duration {
     (at - now).to_std().unwrap_or(Duration::ZERO)
-}
-
-/// Checks the `version` field before the shape, so a file from a newer ralph
-/// is reported as such rather than as a confusing parse error.
-fn check_version(value: &serde_json::Value) -> Result<(), String> {
-    match value.get("version").and_then(serde_json::Value::as_u64) {
-        Some(v) if v == u64::from(VERSION) => Ok(()),
-        Some(v) => Err(format!("version {v}, this ralph reads version {VERSION}")),
-        None => Err("no version field".into()),
-    }
 }
 
 #[cfg(test)]

@@ -114,14 +114,11 @@ impl RunState {
                 Some(format!("{} is damaged ({why}); starting a new run", path.display())),
             )),
             Loaded::Ok(value) => {
-                let version = value.get("version").and_then(serde_json::Value::as_u64);
-                if version != Some(u64::from(VERSION)) {
-                    let warning = format!(
-                        "{} has version {}, this ralph reads {VERSION}; starting a new run",
-                        path.display(),
-                        version.map_or("none".into(), |v| v.to_string())
-                    );
-                    return Ok((None, Some(warning)));
+                if let Err(why) = store::check_version(&value, VERSION) {
+                    return Ok((
+                        None,
+                        Some(format!("{}: {why}; starting a new run", path.display())),
+                    ));
                 }
                 match serde_json::from_value::<RunState>(value) {
                     // The run id names a folder under .ralph/logs: it must

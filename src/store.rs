@@ -185,6 +185,16 @@ pub fn read_json<T: DeserializeOwned>(path: &Path) -> io::Result<Loaded<T>> {
     }
 }
 
+/// Checks a state file's `version` field before its shape, so a file from
+/// a newer ralph is reported as such rather than as a confusing parse error.
+pub fn check_version(value: &serde_json::Value, version: u32) -> Result<(), String> {
+    match value.get("version").and_then(serde_json::Value::as_u64) {
+        Some(v) if v == u64::from(version) => Ok(()),
+        Some(v) => Err(format!("version {v}, this ralph reads version {version}")),
+        None => Err("no version field".into()),
+    }
+}
+
 /// Appends one line to a JSON-lines file. Lines are written with a single
 /// `write` so a crash can truncate at most the last line, which readers skip.
 pub fn append_jsonl<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
