@@ -418,8 +418,17 @@ impl Breaker {
     /// Writes `circuit.json` atomically, then appends the transitions made
     /// since the last save to the history. The state file comes first: it is
     /// what the next run acts on; the history is the record.
+    /// Writes `circuit.json` and appends pending transitions to the
+    /// history. A state change is written durably (fsync); a counter that
+    /// merely ticked is not: losing the tick to a power cut costs one
+    /// iteration of patience, and the fsync would cost every iteration.
     pub fn save(&mut self, store: &Store) -> io::Result<()> {
-        store::write_json(&store.circuit(), self)?;
+        let bytes = store::json_bytes(self)?;
+        if self.unsaved.is_empty() {
+            store::write_replace(&store.circuit(), &bytes)?;
+        } else {
+            store::write_atomic(&store.circuit(), &bytes)?;
+        }
         let path = store.circuit_history();
         for transition in &self.unsaved {
             store::append_jsonl(&path, transition)?;

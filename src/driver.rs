@@ -497,7 +497,9 @@ impl Run<'_> {
     }
 
     fn save_last_prd(&mut self, prd: &Prd) {
-        if let Err(e) = prd.save(&self.paths.store.last_prd()) {
+        // A copy for restores and archives; prd.json itself is the durable one.
+        if let Err(e) = store::write_replace(&self.paths.store.last_prd(), prd.to_json().as_bytes())
+        {
             self.warn(format!("cannot keep a copy of prd.json in .ralph/: {e}"));
         }
     }
@@ -590,10 +592,19 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// Writes the checkpoint. Entering and leaving an iteration is durable
+    /// (fsync): those are what a resume after a crash or power cut relies
+    /// on. The mid-iteration phase only informs `ralph status`.
     fn checkpoint(&mut self, phase: Phase) {
         self.state.phase = phase;
         self.state.elapsed_ms = self.state.elapsed_ms.max(self.elapsed_ms());
-        if let Err(e) = self.state.save(&self.paths.store) {
+        let result = if phase == Phase::Gate {
+            store::json_bytes(&self.state)
+                .and_then(|b| store::write_replace(&self.paths.store.state(), &b))
+        } else {
+            self.state.save(&self.paths.store)
+        };
+        if let Err(e) = result {
             self.warn(format!("cannot write .ralph/state.json: {e}"));
         }
     }
@@ -997,7 +1008,7 @@ impl Run<'_> {
             .unwrap_or_else(|| format!("iter-{n}"));
         let prompt_path = self.log_dir.join(format!("{stem}.prompt.md"));
         let log_path = self.log_dir.join(format!("{stem}.log"));
-        store::write_atomic(&prompt_path, prompt.as_bytes())
+        store::write_replace(&prompt_path, prompt.as_bytes())
             .map_err(|e| Error::io(format!("write {}", prompt_path.display()), e))?;
         let mut invocation =
             self.backend.invocation(&prompt, &prompt_path).map_err(Error::Usage)?;
@@ -1042,7 +1053,8 @@ impl Run<'_> {
         let store = self.paths.store.clone();
         let mut on_spawn = |pid: u32| {
             snapshot.agent_pgid = Some(pid as i32);
-            let _ = snapshot.save(&store);
+            let _ =
+                store::json_bytes(&snapshot).and_then(|b| store::write_replace(&store.state(), &b));
         };
         let result = agent::run(
             &invocation,
@@ -1187,8 +1199,10 @@ impl Run<'_> {
             }
             _ => {}
         }
-        self.limits.note_success();
-        let _ = self.limits.save(&self.paths.store);
+        if self.limits.transient_count() > 0 || self.limits.usage_resume_at().is_some() {
+            self.limits.note_success();
+            let _ = self.limits.save(&self.paths.store);
+        }
 
         // The handoff the agent left for the next iteration.
         let (handoff, handoff_problem) = match crate::handoff::read(&self.paths.store.handoff()) {

@@ -202,7 +202,9 @@ impl Limits {
 
     /// Writes `limits.json` atomically.
     pub fn save(&self, store: &Store) -> io::Result<()> {
-        store::write_json(&store.limits(), self)
+        // Not fsynced: it is written before every agent call, and a power
+        // cut that loses it costs at most a call that meets the limit again.
+        store::write_replace(&store.limits(), &store::json_bytes(self)?)
     }
 }
 

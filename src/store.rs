@@ -114,8 +114,25 @@ impl Store {
 }
 
 /// Writes `bytes` to `path` so that readers see the old or the new content,
-/// never a mixture: temp file in the same folder, fsync, rename, fsync dir.
+/// never a mixture: temp file in the same folder, fsync, rename.
+///
+/// The fsync before the rename is what keeps a power loss from leaving an
+/// empty file behind. The folder is not synced after the rename: losing the
+/// rename in a power cut leaves the previous version, which is consistent,
+/// and syncing the folder would double the cost of every checkpoint.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace(path, bytes, true)
+}
+
+/// Like [`write_atomic`] without the fsync: still never a half-written file
+/// after ralph itself dies (the rename is atomic), but a power cut may lose
+/// the write. For files that only record or inform (a prompt copy, the
+/// agent's process group, the calls-per-hour window).
+pub fn write_replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace(path, bytes, false)
+}
+
+fn replace(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().ok_or_else(|| {
         io::Error::new(io::ErrorKind::InvalidInput, format!("no file name in {}", path.display()))
@@ -127,14 +144,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let result = (|| {
         let mut file = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
         file.write_all(bytes)?;
-        file.sync_all()?;
-        drop(file);
-        fs::rename(&tmp, path)?;
-        // The rename itself must reach the disk for the write to survive a crash.
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
+        if durable {
+            file.sync_data()?;
         }
-        Ok(())
+        drop(file);
+        fs::rename(&tmp, path)
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
@@ -144,9 +158,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 
 /// Serialises `value` as pretty JSON (with a trailing newline) and writes it atomically.
 pub fn write_json<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
+    write_atomic(path, &json_bytes(value)?)
+}
+
+/// The bytes [`write_json`] writes.
+pub fn json_bytes<T: Serialize>(value: &T) -> io::Result<Vec<u8>> {
     let mut bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
     bytes.push(b'\n');
-    write_atomic(path, &bytes)
+    Ok(bytes)
 }
 
 /// What reading a JSON state file found.
