@@ -75,8 +75,8 @@ pub struct Global {
     /// More detail (agent output on the live display too)
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
-    /// Machine-readable output: a run prints one JSON object per event (see
-    /// docs/events.md); status, config show and agents print one JSON document
+    /// Machine-readable output: one JSON object per event of a run (see
+    /// docs/events.md), one JSON document for other commands
     #[arg(long, global = true)]
     pub json: bool,
     /// Ignore ~/.config/ralph/config.toml and .ralph/config.toml
