@@ -7,4 +7,5 @@ mod core_loop;
 mod harness;
 mod real_claude;
 mod stopping;
+mod ui;
 mod verify;
