@@ -25,6 +25,9 @@ pub struct Tty {
     passed: BTreeSet<String>,
     max_iterations: u32,
     iteration: u32,
+    /// Inside the agent's RALPH_STATUS block, whose lines are for ralph,
+    /// not for the spinner.
+    in_status_block: bool,
     cost_usd: f64,
     style: Style,
 }
@@ -40,6 +43,7 @@ impl Tty {
             passed: BTreeSet::new(),
             max_iterations: 0,
             iteration: 0,
+            in_status_block: false,
             cost_usd: 0.0,
             style,
         }
@@ -121,6 +125,7 @@ impl Reporter for Tty {
             }
             Event::IterationStart { iteration, story_id, .. } => {
                 self.iteration = *iteration;
+                self.in_status_block = false;
                 self.update_overall();
                 let style = self.template(
                     "{spinner:.cyan} {prefix:.bold} {elapsed_precise:.dim} {wide_msg}",
@@ -130,10 +135,9 @@ impl Reporter for Tty {
                 self.spinner(style, label, "starting the agent".into());
             }
             Event::AgentOutput { text, .. } => {
-                if let Some(bar) = &self.current
-                    && let Some(last) = text.lines().rev().find(|l| !l.trim().is_empty())
-                {
-                    bar.set_message(last.trim().replace('\t', " "));
+                let latest = latest_line(text, &mut self.in_status_block);
+                if let (Some(bar), Some(line)) = (&self.current, latest) {
+                    bar.set_message(line);
                 }
                 if self.style.agent_output
                     && self.style.verbose
@@ -191,6 +195,22 @@ impl Reporter for Tty {
     }
 }
 
+/// The line of agent output worth showing on the spinner: the last one
+/// that is neither blank nor part of a RALPH_STATUS block (which may span
+/// several outputs, hence the flag).
+fn latest_line(text: &str, in_status_block: &mut bool) -> Option<String> {
+    let mut latest = None;
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        match line {
+            "---RALPH_STATUS---" => *in_status_block = true,
+            "---END_RALPH_STATUS---" => *in_status_block = false,
+            _ if !*in_status_block => latest = Some(line),
+            _ => {}
+        }
+    }
+    latest.map(|l| l.replace('\t', " "))
+}
+
 impl Drop for Tty {
     /// A run that ends in a fatal error emits no `RunEnd`: clear the bars
     /// anyway, so the error printed next starts on a clean line.
@@ -198,6 +218,28 @@ impl Drop for Tty {
         self.clear_spinner();
         if let Some(bar) = self.overall.take() {
             bar.finish_and_clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::latest_line;
+
+    #[test]
+    fn the_spinner_shows_the_last_line_meant_for_people() {
+        let mut block = false;
+        let cases: &[(&str, Option<&str>, bool)] = &[
+            ("Reading the PRD.\nWriting\tcode\n\n", Some("Writing code"), false),
+            ("Committed\n---RALPH_STATUS---\nSTATUS: IN_PROGRESS", Some("Committed"), true),
+            ("EXIT_SIGNAL: false", None, true),
+            ("---END_RALPH_STATUS---", None, false),
+            ("   ", None, false),
+            ("next step", Some("next step"), false),
+        ];
+        for (text, want, in_block) in cases {
+            assert_eq!(latest_line(text, &mut block).as_deref(), *want, "{text:?}");
+            assert_eq!(block, *in_block, "{text:?}");
         }
     }
 }
