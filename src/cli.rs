@@ -11,13 +11,16 @@ use crate::config::Color;
 
 const EXAMPLES: &str = "\
 Examples:
-  ralph                      run up to 10 iterations over ./prd.json with claude
-  ralph 25 --tool codex      up to 25 iterations with the Codex CLI
-  ralph --agent-cmd \"my-agent --fast\"   any other agent (prompt on stdin)
-  ralph --gate \"cargo test\"  a story passes only when `cargo test` passes
-  ralph status               what is done, what is next, why it stopped
-  ralph demo                 watch the loop on a built-in scripted agent (no API key)
-  ralph init                 scaffold prd.json, .ralph/config.toml and the skills";
+  ralph init                   scaffold prd.json, .ralph/config.toml and the skills
+  ralph                        run up to 10 iterations over ./prd.json with claude
+  ralph 25 --tool codex        up to 25 iterations with the Codex CLI
+  ralph --gate \"cargo test\"    a story passes only when `cargo test` passes
+  ralph --agent-cmd \"my-agent --fast\"
+                               any other agent (the prompt goes to its stdin)
+  ralph status                 what is done, what is next, why it stopped
+  ralph monitor                the loop, its status and its live log side by side in tmux
+  ralph --json >> run.jsonl    for cron and scripts: one JSON event per line
+  ralph demo                   watch the loop on a built-in scripted agent (no API key)";
 
 fn exit_codes() -> String {
     let mut s = String::from("Exit codes:\n");
@@ -63,7 +66,7 @@ pub struct Global {
     /// Path of prd.json (default: ./prd.json, else ./scripts/ralph/prd.json)
     #[arg(long, global = true, value_name = "PATH", env = "RALPH_PRD_FILE")]
     pub prd: Option<PathBuf>,
-    /// When to use colour
+    /// When to use colour; auto: when stdout is a terminal and NO_COLOR is unset
     #[arg(long, global = true, value_enum, value_name = "WHEN")]
     pub color: Option<Color>,
     /// Only iteration results and the final report; no agent output
@@ -72,7 +75,8 @@ pub struct Global {
     /// More detail (agent output on the live display too)
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
-    /// One JSON object per event on stdout (schema in the README)
+    /// Machine-readable output: one JSON object per event of a run (see
+    /// docs/events.md), one JSON document for other commands
     #[arg(long, global = true)]
     pub json: bool,
     /// Ignore ~/.config/ralph/config.toml and .ralph/config.toml
@@ -153,7 +157,9 @@ fn duration(s: &str) -> Result<String, String> {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the loop (the default command)
-    #[command(after_help = "Example:\n  ralph run 20 --tool amp --gate \"npm test\"")]
+    #[command(
+        after_help = "Examples:\n  ralph run 20 --tool amp --gate \"npm test\"\n  ralph run --max-cost 5 --max-duration 2h --json >> ralph.jsonl"
+    )]
     Run(RunArgs),
     /// Show stories, the circuit breaker, limits and the running loop
     #[command(
@@ -172,7 +178,13 @@ pub enum Command {
     #[command(after_help = "Example:\n  ralph demo            (no API key needed)")]
     Demo(DemoArgs),
     /// Scaffold prd.json, .ralph/config.toml, the prompt and the agent skills
-    #[command(after_help = "Example:\n  ralph init --tool claude")]
+    #[command(
+        long_about = "Scaffold prd.json, .ralph/config.toml (every setting commented at its default), \
+.ralph/prompt.md (the iteration prompt, to customise), AGENTS.md and the prd and ralph skills \
+where the chosen agent finds them. A file that already exists is kept as it is, so running \
+init again is safe.",
+        after_help = "Examples:\n  ralph init                 skills in .claude/skills/\n  ralph init --tool codex    skills in .agents/skills/"
+    )]
     Init(InitArgs),
     /// Which agent CLIs are installed, their versions, and what is missing
     #[command(alias = "doctor", after_help = "Example:\n  ralph agents")]
@@ -180,15 +192,18 @@ pub enum Command {
     /// Review rule candidates learned from repeated failures; arm the good ones
     #[command(
         subcommand,
-        after_help = "Example:\n  ralph rules list\n  ralph rules arm 3f2a9c1b --statement \"Run cargo fmt before committing\""
+        after_help = "Examples:\n  ralph rules list\n  ralph rules arm 3f2a9c1b --statement \"Run cargo fmt before committing\""
     )]
     Rules(RulesCommand),
     /// Show the effective configuration and where each value came from
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  ralph config show\n  RALPH_AGENT_TIMEOUT=45m ralph config show --json | jq '.[] | select(.key == \"agent.timeout\")'"
+    )]
     Config(ConfigCommand),
     /// Start a tmux session: the loop, `ralph status --watch` and the live log
     #[command(
-        after_help = "Example:\n  ralph monitor 20      (detach with Ctrl-b d; the loop keeps running)"
+        after_help = "Example:\n  ralph monitor 20      (needs tmux; detach with Ctrl-b d and the loop keeps running)"
     )]
     Monitor(RunArgs),
     /// Print shell completions
@@ -196,6 +211,7 @@ pub enum Command {
         after_help = "Example:\n  ralph completions bash > ~/.local/share/bash-completion/completions/ralph"
     )]
     Completions {
+        /// The shell to complete for
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
@@ -265,26 +281,45 @@ pub enum RulesCommand {
     /// All rule cards, candidates first
     List,
     /// One card in full
-    Show { id: String },
+    Show {
+        /// The rule's id, as `ralph rules list` shows it (a unique prefix is enough)
+        id: String,
+    },
     /// Put a rule into every prompt of this project
     Arm {
+        /// The rule's id, as `ralph rules list` shows it (a unique prefix is enough)
         id: String,
         /// Your wording of the rule (default: the learned one)
         #[arg(long)]
         statement: Option<String>,
     },
     /// Never arm this rule
-    Reject { id: String },
+    Reject {
+        /// The rule's id, as `ralph rules list` shows it (a unique prefix is enough)
+        id: String,
+    },
     /// Take an armed rule out of the prompts
-    Demote { id: String },
+    Demote {
+        /// The rule's id, as `ralph rules list` shows it (a unique prefix is enough)
+        id: String,
+    },
     /// Put a rule away
-    Archive { id: String },
+    Archive {
+        /// The rule's id, as `ralph rules list` shows it (a unique prefix is enough)
+        id: String,
+    },
     /// Make a rejected, demoted or archived rule a candidate again
-    Revive { id: String },
+    Revive {
+        /// The rule's id, as `ralph rules list` shows it (a unique prefix is enough)
+        id: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
     /// Every setting with its value and where it came from
+    #[command(
+        after_help = "Sources, lowest first: default, ~/.config/ralph/config.toml, .ralph/config.toml, RALPH_* environment, flags.\n\nExample:\n  ralph config show"
+    )]
     Show,
 }

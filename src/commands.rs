@@ -203,7 +203,10 @@ fn config_show(g: &Global, args: &RunArgs) -> Result<u8, Error> {
         return Ok(0);
     }
     let rows = layers.show();
-    let width = rows.iter().map(|(k, v, _)| k.len() + v.len() + 3).max().unwrap_or(0);
+    // Aligned comments, except after a long value (a list of patterns, a
+    // long command), which would push every other row's source off screen.
+    let width =
+        rows.iter().map(|(k, v, _)| k.len() + v.len() + 3).filter(|w| *w <= 48).max().unwrap_or(0);
     let mut out = std::io::stdout().lock();
     for (key, value, source) in rows {
         let left = format!("{key} = {value}");

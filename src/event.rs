@@ -60,7 +60,7 @@ pub enum Event {
     IterationEnd {
         iteration: u32,
         story_id: String,
-        /// progress | no_progress | failed | transient | stopped
+        /// progress | no_progress | failed | gate_failed | transient | stopped
         result: String,
         duration_ms: u64,
         exit_code: Option<i32>,
@@ -131,5 +131,120 @@ pub struct Collect(pub Vec<Event>);
 impl Reporter for Collect {
     fn emit(&mut self, event: &Event) {
         self.0.push(event.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One of each event, with every optional field filled in.
+    fn samples() -> Vec<Event> {
+        let now = Utc::now();
+        vec![
+            Event::RunStart {
+                run_id: "20261202-101500".into(),
+                project: Some("p".into()),
+                branch: Some("b".into()),
+                prd: "prd.json".into(),
+                agent: "claude".into(),
+                max_iterations: 10,
+                stories: 3,
+                passing: 1,
+                resumed_from: Some(2),
+            },
+            Event::Notice { level: Level::Warn, message: "m".into() },
+            Event::IterationStart {
+                iteration: 1,
+                max_iterations: 10,
+                story_id: "US-001".into(),
+                story_title: "t".into(),
+            },
+            Event::AgentOutput { iteration: 1, text: "x".into() },
+            Event::IterationEnd {
+                iteration: 1,
+                story_id: "US-001".into(),
+                result: "progress".into(),
+                duration_ms: 1,
+                exit_code: Some(0),
+                commits: 1,
+                files_changed: 1,
+                story_passes: true,
+                claimed_complete: false,
+                cost_usd: Some(0.1),
+                tokens: Some(10),
+                error: Some("e".into()),
+                log: "l".into(),
+            },
+            Event::Gate {
+                iteration: 1,
+                story_id: "US-001".into(),
+                passed: false,
+                exit_code: Some(1),
+                duration_ms: 1,
+                summary: "s".into(),
+            },
+            Event::Circuit { from: "CLOSED".into(), to: "OPEN".into(), reason: "r".into() },
+            Event::Waiting { reason: "r".into(), until: now, seconds: 5 },
+            Event::WaitTick { remaining_s: 4 },
+            Event::RunEnd {
+                outcome: "max_iterations".into(),
+                exit_code: 1,
+                iterations: 10,
+                passing: 1,
+                stories: 3,
+                cost_usd: 0.5,
+                tokens: 100,
+                duration_ms: 1,
+                message: "m".into(),
+                report: vec![StoryReport {
+                    id: "US-001".into(),
+                    title: "t".into(),
+                    claimed: true,
+                    verified: Some(true),
+                    passes: true,
+                }],
+                best: Some(BestIteration {
+                    iteration: 3,
+                    commit: Some("abc1234".into()),
+                    score: "s".into(),
+                }),
+            },
+        ]
+    }
+
+    fn keys(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, v) in m {
+                    out.push(k.clone());
+                    keys(v, out);
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|v| keys(v, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn docs_events_md_describes_every_event_and_field() {
+        let doc = include_str!("../docs/events.md");
+        let mut missing = Vec::new();
+        for event in samples() {
+            let v = serde_json::to_value(&event).unwrap();
+            let name = v["event"].as_str().unwrap().to_string();
+            if !doc.contains(&format!("### `{name}`")) {
+                missing.push(format!("event {name}"));
+            }
+            let mut fields = Vec::new();
+            keys(&v, &mut fields);
+            for f in fields {
+                if !doc.contains(&format!("| `{f}` |")) {
+                    missing.push(format!("{name}.{f}"));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "not described in docs/events.md: {missing:?}");
+        assert_eq!(samples().len(), doc.matches("\n### `").count(), "an event without a sample");
     }
 }

@@ -14,10 +14,24 @@ pub const AGENTS_TEMPLATE: &str = include_str!("../templates/AGENTS.md");
 pub const SKILL_PRD: &str = include_str!("../skills/prd/SKILL.md");
 pub const SKILL_RALPH: &str = include_str!("../skills/ralph/SKILL.md");
 
+/// What `init` did, one line per file, with paths relative to the project.
+struct Done {
+    project: PathBuf,
+    lines: Vec<String>,
+}
+
+impl Done {
+    fn push(&mut self, verb: &str, path: &Path, note: &str) {
+        let shown = path.strip_prefix(&self.project).unwrap_or(path).display().to_string();
+        let note = if note.is_empty() { String::new() } else { format!(" ({note})") };
+        self.lines.push(format!("{verb:<8} {shown}{note}"));
+    }
+}
+
 /// Writes `content` to `path` unless something is already there.
-fn create(path: &Path, content: &str, done: &mut Vec<String>) -> Result<(), Error> {
+fn create(path: &Path, content: &str, done: &mut Done) -> Result<(), Error> {
     if path.exists() {
-        done.push(format!("kept     {} (already there)", path.display()));
+        done.push("kept", path, "already there");
         return Ok(());
     }
     if let Some(dir) = path.parent() {
@@ -26,7 +40,33 @@ fn create(path: &Path, content: &str, done: &mut Vec<String>) -> Result<(), Erro
     }
     crate::store::write_atomic(path, content.as_bytes())
         .map_err(|e| Error::io(format!("write {}", path.display()), e))?;
-    done.push(format!("created  {}", path.display()));
+    done.push("created", path, "");
+    Ok(())
+}
+
+/// Makes the project's `.gitignore` ignore `entry` (a file ralph keeps next
+/// to prd.json), appending a line only when none ignores it yet.
+fn ignore(project: &Path, entry: &str, done: &mut Done) -> Result<(), Error> {
+    let path = project.join(".gitignore");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(Error::io(format!("read {}", path.display()), e)),
+    };
+    let bare = entry.trim_start_matches('/');
+    if text.lines().map(str::trim).any(|l| l == entry || l == bare) {
+        done.push("kept", &path, &format!("already ignores {bare}"));
+        return Ok(());
+    }
+    let mut new = text.clone();
+    if !new.is_empty() && !new.ends_with('\n') {
+        new.push('\n');
+    }
+    new.push_str(&format!("# ralph's record of the last run's branch\n{entry}\n"));
+    crate::store::write_atomic(&path, new.as_bytes())
+        .map_err(|e| Error::io(format!("write {}", path.display()), e))?;
+    let verb = if text.is_empty() { "created" } else { "updated" };
+    done.push(verb, &path, &format!("ignores {bare}"));
     Ok(())
 }
 
@@ -37,15 +77,15 @@ pub fn run(project: &Path, args: &InitArgs) -> Result<u8, Error> {
     })?;
     let store = crate::store::Store::new(&project);
     store.ensure().map_err(|e| Error::io(format!("create {}", store.root().display()), e))?;
-    let mut done = vec![format!(
-        "ready    {} (its .gitignore keeps ralph's state and logs out of git)",
-        store.root().display()
-    )];
+    let mut done = Done { project: project.clone(), lines: Vec::new() };
+    done.push("ready", store.root(), "its .gitignore keeps ralph's state and logs out of git");
     let legacy = project.join("scripts/ralph/prd.json");
     if legacy.exists() {
-        done.push(format!("kept     {} (ralph.sh layout; ralph uses it)", legacy.display()));
+        done.push("kept", &legacy, "ralph.sh layout; ralph uses it");
+        ignore(&project, "/scripts/ralph/.last-branch", &mut done)?;
     } else {
         create(&project.join("prd.json"), PRD_EXAMPLE, &mut done)?;
+        ignore(&project, "/.last-branch", &mut done)?;
     }
     create(&store.config(), CONFIG_TEMPLATE, &mut done)?;
     let prompt = format!(
@@ -59,12 +99,12 @@ pub fn run(project: &Path, args: &InitArgs) -> Result<u8, Error> {
             create(&project.join(dir).join("prd/SKILL.md"), SKILL_PRD, &mut done)?;
             create(&project.join(dir).join("ralph/SKILL.md"), SKILL_RALPH, &mut done)?;
         }
-        None => done.push(format!(
+        None => done.lines.push(format!(
             "skipped  skills: {} has no skills folder; the prd and ralph skills are in ralph's repository under skills/",
             args.tool
         )),
     }
-    for line in &done {
+    for line in &done.lines {
         println!("{line}");
     }
     println!(

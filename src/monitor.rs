@@ -44,6 +44,20 @@ pub fn start(g: &Global, _args: &RunArgs) -> Result<u8, Error> {
         .map_err(|e| Error::Usage(format!("cannot use the project directory: {e}")))?;
     let exe = std::env::current_exe().map_err(|e| Error::io("find ralph's own executable", e))?;
     let exe = quote(&exe.display().to_string());
+    let project_text = project.display().to_string();
+    // The panes start where ralph was started, so relative paths in the
+    // loop's arguments (-C, --prd, --prompt) mean what they meant here.
+    let cwd = std::env::current_dir().map_err(|e| Error::io("read the current directory", e))?;
+    // A tmux server that is already running gives new panes its own
+    // environment, not ours: hand ralph's settings over explicitly.
+    let env: String = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| {
+            (k.starts_with("RALPH_") || k == "NO_COLOR")
+                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+        .map(|(k, v)| format!("{k}={} ", quote(&v)))
+        .collect();
     let name = format!(
         "ralph-{}-{}",
         project.file_name().and_then(|n| n.to_str()).unwrap_or("project").replace(['.', ':'], "-"),
@@ -53,13 +67,23 @@ pub fn start(g: &Global, _args: &RunArgs) -> Result<u8, Error> {
     run_cmd.extend(loop_args().iter().map(|a| quote(a)));
     // The loop pane keeps its final report on screen until a key is pressed.
     let loop_pane = format!(
-        "{}; echo; echo '[ralph finished: press Enter to close]'; read _",
+        "{env}{}; echo; echo '[ralph finished: press Enter to close]'; read _",
         run_cmd.join(" ")
     );
-    let status_pane = format!("{exe} status --watch");
+    let mut status_cmd =
+        vec![exe.clone(), "status".into(), "--watch".into(), "-C".into(), quote(&project_text)];
+    if let Some(prd) = &g.prd {
+        status_cmd.extend(["--prd".into(), quote(&cwd.join(prd).display().to_string())]);
+    }
+    let status_pane = format!("{env}{}", status_cmd.join(" "));
     let log = project.join(".ralph/logs/current.log");
-    let log_pane = format!("tail -n 200 -F {}", quote(&log.display().to_string()));
-    let dir = project.display().to_string();
+    // tail's notes on the file appearing and being replaced (a new
+    // iteration) are noise here; the header says what the pane shows.
+    let log_pane = format!(
+        "echo 'live log of the current iteration (.ralph/logs/current.log)'; tail -n 200 -F {} 2>/dev/null",
+        quote(&log.display().to_string())
+    );
+    let dir = cwd.display().to_string();
     let tmux_run = |args: &[&str]| -> Result<(), Error> {
         let status =
             Command::new(&tmux).args(args).status().map_err(|e| Error::io("run tmux", e))?;

@@ -183,7 +183,9 @@ pub fn render(s: &Status) -> String {
             ));
         }
     }
-    o.push_str(&format!("\ncircuit: {} — {}\n", s.circuit.state, s.circuit.reason));
+    // "new" is the reason of a breaker that has never changed state.
+    let reason = if s.circuit.reason == "new" { "never tripped" } else { &s.circuit.reason };
+    o.push_str(&format!("\ncircuit: {} — {reason}\n", s.circuit.state));
     if s.circuit.iterations_without_progress > 0 {
         o.push_str(&format!(
             "  iterations without progress: {}\n",
@@ -193,9 +195,12 @@ pub fn render(s: &Status) -> String {
     for a in &s.circuit.advice {
         o.push_str(&format!("  - {a}\n"));
     }
-    let limit =
-        if s.calls_per_hour == 0 { "no limit".to_string() } else { s.calls_per_hour.to_string() };
-    o.push_str(&format!("calls in the last hour: {} ({limit})\n", s.calls_this_hour));
+    let limit = if s.calls_per_hour == 0 {
+        "no limit".to_string()
+    } else {
+        format!("of {} allowed", s.calls_per_hour)
+    };
+    o.push_str(&format!("agent calls in the last hour: {} ({limit})\n", s.calls_this_hour));
     if let Some(t) = s.usage_limit_until {
         o.push_str(&format!(
             "usage limit: calls resume at {}\n",
@@ -206,12 +211,20 @@ pub fn render(s: &Status) -> String {
         Some(pid) => o.push_str(&format!("running: yes (pid {pid})\n")),
         None => o.push_str("running: no\n"),
     }
-    if let Some(r) = &s.current_run {
+    let last_id = s.last_run.as_ref().and_then(|l| l.get("run_id")).and_then(|v| v.as_str());
+    // An ended run is the last run: its summary line below says it all.
+    let current = s
+        .current_run
+        .as_ref()
+        .filter(|r| !(r.phase == Phase::Ended && last_id == Some(r.run_id.as_str())));
+    if let Some(r) = current {
         let state = match (&r.outcome, r.phase) {
             (Some(out), Phase::Ended) => format!("ended: {out}"),
             (_, Phase::Ended) => "ended".into(),
             _ if s.running_pid.is_none() => "stopped mid-run: `ralph` resumes it".into(),
-            (_, phase) => format!("{phase:?}").to_lowercase(),
+            (_, Phase::Agent) => "the agent is working".into(),
+            (_, Phase::Gate) => "checking the agent's work".into(),
+            (_, Phase::Idle) => "between iterations".into(),
         };
         o.push_str(&format!(
             "run {}: iteration {}/{}{} · ${:.2} · {state}\n",
@@ -226,13 +239,16 @@ pub fn render(s: &Status) -> String {
         let g = |k: &str| {
             last.get(k).map(|v| v.to_string().trim_matches('"').to_string()).unwrap_or_default()
         };
+        let iterations = last.get("iterations").and_then(|v| v.as_u64()).unwrap_or(0);
+        let cost = last.get("cost_usd").and_then(|v| v.as_f64()).unwrap_or(0.0);
         o.push_str(&format!(
-            "last run: {} · {} after {} iterations · {}/{} stories · exit {}\n",
+            "last run: {} · {} after {iterations} iteration{} · {}/{} stories pass{} · exit {}\n",
             g("run_id"),
-            g("outcome"),
-            g("iterations"),
+            g("outcome").replace('_', " "),
+            crate::ui::plural(iterations as usize),
             g("passing"),
             g("stories"),
+            if cost > 0.0 { format!(" · ${cost:.2}") } else { String::new() },
             g("exit_code")
         ));
     }

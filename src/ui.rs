@@ -69,8 +69,26 @@ impl<W: Write> Plain<W> {
     }
 }
 
+/// Colours each line on its own, so a multi-line text printed line by line
+/// (above a progress bar, or with a timestamp per line) never leaves a colour on.
 fn paint(on: bool, code: &str, text: &str) -> String {
-    if on { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_string() }
+    if !on {
+        return text.to_string();
+    }
+    text.split('\n').map(|l| format!("\x1b[{code}m{l}\x1b[0m")).collect::<Vec<_>>().join("\n")
+}
+
+/// How an iteration's result reads in a sentence: "iteration 3 made progress".
+pub fn result_phrase(result: &str) -> String {
+    match result {
+        "progress" => "made progress".into(),
+        "no_progress" => "made no progress".into(),
+        "failed" => "failed".into(),
+        "gate_failed" => "failed the gate".into(),
+        "transient" => "hit an API limit (not counted)".into(),
+        "stopped" => "was stopped".into(),
+        other => other.replace('_', " "),
+    }
 }
 
 /// The human text of an event, or `None` for events a person need not see.
@@ -92,9 +110,10 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
                 .map(|i| format!(" · resuming after iteration {i}"))
                 .unwrap_or_default();
             format!(
-                "ralph run {run_id} · {} on {} · agent {agent} · {passing}/{stories} stories pass · up to {max_iterations} iterations{resumed}",
+                "ralph run {run_id} · {} on {} · agent {agent} · {passing}/{stories} stories pass · up to {max_iterations} iteration{}{resumed}",
                 project.as_deref().unwrap_or("project"),
                 branch.as_deref().unwrap_or("the current branch"),
+                plural(*max_iterations as usize),
             )
         }
         Event::Notice { level: Level::Warn, message } => {
@@ -138,7 +157,7 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
         } => {
             let mut s = format!(
                 "iteration {iteration} {} in {} · {commits} commit{} · {files_changed} file{} changed",
-                result.replace('_', " "),
+                result_phrase(result),
                 duration(*duration_ms),
                 plural(*commits),
                 plural(*files_changed)
@@ -174,7 +193,7 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
         }
         Event::Waiting { reason, until, seconds } => format!(
             "waiting {} until {} ({reason})",
-            duration(seconds * 1000),
+            countdown(*seconds),
             until.with_timezone(&Local).format("%H:%M:%S")
         ),
         Event::WaitTick { .. } => return None,
@@ -298,6 +317,15 @@ pub fn duration(ms: u64) -> String {
     }
 }
 
+/// Whole seconds, for waits and countdowns: "45s", "3m 05s", "1h 02m".
+pub fn countdown(seconds: u64) -> String {
+    match seconds {
+        0..=59 => format!("{seconds}s"),
+        60..=3599 => format!("{}m {:02}s", seconds / 60, seconds % 60),
+        _ => format!("{}h {:02}m", seconds / 3600, (seconds / 60) % 60),
+    }
+}
+
 pub fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
@@ -335,6 +363,38 @@ mod tests {
         assert_eq!(duration(12_300), "12.3s");
         assert_eq!(duration(185_000), "3m 05s");
         assert_eq!(duration(3_720_000), "1h 02m");
+        assert_eq!(countdown(6), "6s");
+        assert_eq!(countdown(185), "3m 05s");
+        assert_eq!(countdown(3720), "1h 02m");
+    }
+
+    #[test]
+    fn colour_is_closed_on_every_line() {
+        let style = Style { color: true, agent_output: true, quiet: false, verbose: false };
+        let end = Event::RunEnd {
+            outcome: "complete".into(),
+            exit_code: 0,
+            iterations: 1,
+            passing: 1,
+            stories: 1,
+            cost_usd: 0.0,
+            tokens: 0,
+            duration_ms: 10,
+            message: "every story passes".into(),
+            report: vec![crate::event::StoryReport {
+                id: "US-001".into(),
+                title: "First".into(),
+                claimed: true,
+                verified: None,
+                passes: true,
+            }],
+            best: None,
+        };
+        let text = describe(&end, style).unwrap();
+        assert_eq!(text.lines().count(), 3, "{text}");
+        for line in text.lines() {
+            assert!(line.starts_with("\x1b[32m") && line.ends_with("\x1b[0m"), "{line:?}");
+        }
     }
 
     #[test]

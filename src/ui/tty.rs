@@ -1,35 +1,58 @@
 //! The live display on a terminal: an overall bar (stories passing / total)
 //! and a spinner line for the running iteration with its story, elapsed
-//! time and the agent's latest line. Log lines go above the bars through
-//! `ProgressBar::println`, so the two never tear each other.
+//! time and the agent's latest line, or a countdown while a limit is waited
+//! out. Log lines go above the bars through `MultiProgress::println`, so the
+//! two never tear each other.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::{Style, describe};
+use super::{Style, countdown, describe};
 use crate::event::{Event, Reporter};
 
 pub struct Tty {
     multi: MultiProgress,
-    overall: ProgressBar,
+    /// Drawn from the run's start: before it the story count is unknown,
+    /// and an empty bar would read "0/0 stories pass".
+    overall: Option<ProgressBar>,
     current: Option<ProgressBar>,
+    /// What the current countdown waits for.
+    waiting_for: String,
+    passing_at_start: usize,
+    /// Stories that came to pass during this run.
+    passed: BTreeSet<String>,
+    max_iterations: u32,
+    iteration: u32,
+    /// Inside the agent's RALPH_STATUS block, whose lines are for ralph,
+    /// not for the spinner.
+    in_status_block: bool,
+    cost_usd: f64,
     style: Style,
 }
 
 impl Tty {
     pub fn new(style: Style) -> Tty {
-        let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stdout_with_hz(4));
-        let overall = multi.add(ProgressBar::new(0));
-        overall.set_style(
-            ProgressStyle::with_template(
-                "{prefix:.bold} [{bar:30.green/dim}] {pos}/{len} stories pass  {msg}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
-        overall.set_prefix("ralph");
-        Tty { multi, overall, current: None, style }
+        Tty {
+            multi: MultiProgress::with_draw_target(ProgressDrawTarget::stdout_with_hz(4)),
+            overall: None,
+            current: None,
+            waiting_for: String::new(),
+            passing_at_start: 0,
+            passed: BTreeSet::new(),
+            max_iterations: 0,
+            iteration: 0,
+            in_status_block: false,
+            cost_usd: 0.0,
+            style,
+        }
+    }
+
+    /// A template, with its colour markup dropped when colour is off.
+    fn template(&self, coloured: &str, plain: &str) -> ProgressStyle {
+        let t = if self.style.color { coloured } else { plain };
+        ProgressStyle::with_template(t).unwrap_or_else(|_| ProgressStyle::default_bar())
     }
 
     fn println(&self, text: &str) {
@@ -38,18 +61,57 @@ impl Tty {
         }
     }
 
-    fn spinner(&mut self, label: String) -> &ProgressBar {
+    fn start_overall(&mut self, stories: usize, passing: usize) {
+        // Configured before it joins the display, so its first frame is complete.
+        let bar = ProgressBar::with_draw_target(Some(stories as u64), ProgressDrawTarget::hidden());
+        bar.set_style(
+            self.template(
+                "{prefix:.bold} [{bar:30.green/dim}] {pos}/{len} stories pass · {msg} · {elapsed_precise:.dim}",
+                "{prefix} [{bar:30}] {pos}/{len} stories pass · {msg} · {elapsed_precise}",
+            )
+            .progress_chars("=> "),
+        );
+        bar.set_prefix("ralph");
+        bar.set_position(passing as u64);
+        self.overall = Some(bar);
+        self.update_overall();
+        if let Some(bar) = &self.overall {
+            let bar = self.multi.insert(0, bar.clone());
+            // Keeps the run's clock moving while nothing else changes.
+            bar.enable_steady_tick(Duration::from_secs(1));
+        }
+    }
+
+    fn update_overall(&self) {
+        let Some(bar) = &self.overall else { return };
+        let mut msg = if self.iteration == 0 {
+            format!("up to {} iterations", self.max_iterations)
+        } else {
+            format!("iteration {}/{}", self.iteration, self.max_iterations)
+        };
+        if self.cost_usd > 0.0 {
+            msg.push_str(&format!(" · ${:.2}", self.cost_usd));
+        }
+        bar.set_message(msg);
+        let passing = (self.passing_at_start + self.passed.len()) as u64;
+        bar.set_position(passing.min(bar.length().unwrap_or(passing)));
+    }
+
+    fn spinner(&mut self, style: ProgressStyle, label: String, msg: String) {
+        self.clear_spinner();
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
+        bar.set_style(style);
+        bar.set_prefix(label);
+        bar.set_message(msg);
+        let bar = self.multi.add(bar);
+        bar.enable_steady_tick(Duration::from_millis(120));
+        self.current = Some(bar);
+    }
+
+    fn clear_spinner(&mut self) {
         if let Some(old) = self.current.take() {
             old.finish_and_clear();
         }
-        let bar = self.multi.add(ProgressBar::new_spinner());
-        bar.set_style(
-            ProgressStyle::with_template("{spinner:.cyan} {prefix} [{elapsed}] {wide_msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-        );
-        bar.set_prefix(label);
-        bar.enable_steady_tick(Duration::from_millis(120));
-        self.current.insert(bar)
     }
 }
 
@@ -57,20 +119,25 @@ impl Reporter for Tty {
     fn emit(&mut self, event: &Event) {
         match event {
             Event::RunStart { stories, passing, max_iterations, .. } => {
-                self.overall.set_length(*stories as u64);
-                self.overall.set_position(*passing as u64);
-                self.overall.set_message(format!("0/{max_iterations} iterations"));
+                self.passing_at_start = *passing;
+                self.max_iterations = *max_iterations;
+                self.start_overall(*stories, *passing);
             }
-            Event::IterationStart { iteration, max_iterations, story_id, .. } => {
-                self.overall.set_message(format!("{iteration}/{max_iterations} iterations"));
-                let bar = self.spinner(format!("iteration {iteration} · {story_id}"));
-                bar.set_message("starting the agent");
+            Event::IterationStart { iteration, story_id, .. } => {
+                self.iteration = *iteration;
+                self.in_status_block = false;
+                self.update_overall();
+                let style = self.template(
+                    "{spinner:.cyan} {prefix:.bold} {elapsed_precise:.dim} {wide_msg}",
+                    "{spinner} {prefix} {elapsed_precise} {wide_msg}",
+                );
+                let label = format!("iteration {iteration} · {story_id}");
+                self.spinner(style, label, "starting the agent".into());
             }
             Event::AgentOutput { text, .. } => {
-                if let Some(bar) = &self.current
-                    && let Some(last) = text.lines().rev().find(|l| !l.trim().is_empty())
-                {
-                    bar.set_message(last.to_string());
+                let latest = latest_line(text, &mut self.in_status_block);
+                if let (Some(bar), Some(line)) = (&self.current, latest) {
+                    bar.set_message(line);
                 }
                 if self.style.agent_output
                     && self.style.verbose
@@ -80,29 +147,47 @@ impl Reporter for Tty {
                 }
                 return;
             }
-            Event::Waiting { seconds, .. } => {
-                let bar = self.spinner("waiting".into());
-                bar.set_length(*seconds);
+            Event::IterationEnd { story_id, story_passes, cost_usd, .. } => {
+                self.clear_spinner();
+                if *story_passes {
+                    self.passed.insert(story_id.clone());
+                }
+                self.cost_usd += cost_usd.unwrap_or(0.0);
+                self.update_overall();
+            }
+            Event::Waiting { reason, seconds, .. } => {
+                self.waiting_for = reason.clone();
+                let style = self.template(
+                    "{spinner:.yellow} {prefix:.bold} {wide_msg}",
+                    "{spinner} {prefix} {wide_msg}",
+                );
+                let msg = format!("{} left · {reason}", countdown(*seconds));
+                self.spinner(style, "waiting".into(), msg);
             }
             Event::WaitTick { remaining_s } => {
-                if let Some(bar) = &self.current {
-                    bar.set_message(format!("{} left", super::duration(remaining_s * 1000)));
+                // A tick rounds down; the wait ends within the next second.
+                if let Some(bar) = &self.current
+                    && !self.waiting_for.is_empty()
+                {
+                    bar.set_message(format!(
+                        "{} left · {}",
+                        countdown(remaining_s + 1),
+                        self.waiting_for
+                    ));
                 }
                 return;
             }
-            Event::IterationEnd { .. } | Event::RunEnd { .. } => {
-                if let Some(bar) = self.current.take() {
+            Event::RunEnd { passing, .. } => {
+                self.clear_spinner();
+                if let Some(bar) = self.overall.take() {
+                    bar.set_position(*passing as u64);
                     bar.finish_and_clear();
                 }
             }
             _ => {}
         }
-        if let Event::IterationEnd { .. } | Event::Gate { .. } = event {
-            // Stories passing is re-read by the driver; the end event carries the total.
-        }
-        if let Event::RunEnd { passing, .. } = event {
-            self.overall.set_position(*passing as u64);
-            self.overall.finish_and_clear();
+        if matches!(event, Event::IterationStart { .. } | Event::IterationEnd { .. }) {
+            self.waiting_for.clear();
         }
         if let Some(text) = describe(event, self.style) {
             self.println(&text);
@@ -110,9 +195,51 @@ impl Reporter for Tty {
     }
 }
 
-impl Tty {
-    /// Updates the overall bar's count of passing stories.
-    pub fn set_passing(&self, passing: usize) {
-        self.overall.set_position(passing as u64);
+/// The line of agent output worth showing on the spinner: the last one
+/// that is neither blank nor part of a RALPH_STATUS block (which may span
+/// several outputs, hence the flag).
+fn latest_line(text: &str, in_status_block: &mut bool) -> Option<String> {
+    let mut latest = None;
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        match line {
+            "---RALPH_STATUS---" => *in_status_block = true,
+            "---END_RALPH_STATUS---" => *in_status_block = false,
+            _ if !*in_status_block => latest = Some(line),
+            _ => {}
+        }
+    }
+    latest.map(|l| l.replace('\t', " "))
+}
+
+impl Drop for Tty {
+    /// A run that ends in a fatal error emits no `RunEnd`: clear the bars
+    /// anyway, so the error printed next starts on a clean line.
+    fn drop(&mut self) {
+        self.clear_spinner();
+        if let Some(bar) = self.overall.take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::latest_line;
+
+    #[test]
+    fn the_spinner_shows_the_last_line_meant_for_people() {
+        let mut block = false;
+        let cases: &[(&str, Option<&str>, bool)] = &[
+            ("Reading the PRD.\nWriting\tcode\n\n", Some("Writing code"), false),
+            ("Committed\n---RALPH_STATUS---\nSTATUS: IN_PROGRESS", Some("Committed"), true),
+            ("EXIT_SIGNAL: false", None, true),
+            ("---END_RALPH_STATUS---", None, false),
+            ("   ", None, false),
+            ("next step", Some("next step"), false),
+        ];
+        for (text, want, in_block) in cases {
+            assert_eq!(latest_line(text, &mut block).as_deref(), *want, "{text:?}");
+            assert_eq!(block, *in_block, "{text:?}");
+        }
     }
 }

@@ -9,4 +9,5 @@ mod faults;
 mod harness;
 mod real_claude;
 mod stopping;
+mod ui;
 mod verify;
