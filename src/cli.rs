@@ -46,7 +46,10 @@ that makes no progress, rate and usage limits are waited out, and a crash loses 
 ralph again and it resumes.",
     after_help = EXAMPLES,
     after_long_help = format!("{EXAMPLES}\n\n{}", exit_codes()),
-    args_conflicts_with_subcommands = true,
+    // Global options may come before a subcommand (`ralph -C dir status`);
+    // run options given with another subcommand are refused in dispatch.
+    subcommand_precedence_over_arg = true,
+    override_usage = "ralph [OPTIONS] [MAX_ITERATIONS]\n       ralph [OPTIONS] <COMMAND>",
     subcommand_value_name = "COMMAND"
 )]
 pub struct Cli {
@@ -84,7 +87,7 @@ pub struct Global {
     pub no_config: bool,
 }
 
-#[derive(Debug, Args, Clone, Default)]
+#[derive(Debug, Args, Clone, Default, PartialEq)]
 #[command(next_help_heading = "Run options")]
 pub struct RunArgs {
     /// Most iterations to run [default: 10, or run.max_iterations]

@@ -13,6 +13,15 @@ use crate::ui::{self, Mode, Style};
 /// Runs what the command line asks for.
 pub fn dispatch(cli: Cli) -> Result<u8, Error> {
     let g = &cli.global;
+    if let Some(command) = &cli.command
+        && cli.run != RunArgs::default()
+    {
+        let name =
+            format!("{command:?}").split([' ', '(', '{']).next().unwrap_or("").to_lowercase();
+        return Err(Error::Usage(format!(
+            "run options (an iteration count, --tool, --gate, …) go with `ralph run`, not before `{name}`"
+        )));
+    }
     match cli.command {
         None => {
             if cli.run.reset_circuit {

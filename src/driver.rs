@@ -478,6 +478,11 @@ impl Run<'_> {
         if let Some(branch) = prd.branch_name() {
             store::write_atomic(&p.last_branch, format!("{branch}\n").as_bytes())
                 .map_err(|e| Error::io(format!("write {}", p.last_branch.display()), e))?;
+            // ralph's bookkeeping file, not the project's: keep it out of
+            // the agent's `git add -A` without touching a tracked .gitignore.
+            if let Some(rel) = self.repo.relative(&p.last_branch) {
+                self.repo.exclude_locally(&rel);
+            }
         }
         if crate::archive::ensure_progress(&p.progress, Local::now())
             .map_err(|e| Error::io(format!("create {}", p.progress.display()), e))?
@@ -1519,6 +1524,7 @@ impl Run<'_> {
 
     fn end_iteration(&mut self, attempt: &Attempt<'_>, story_passes: bool, result: &str) {
         let Attempt { n, story, outcome, changes, work_files, log, started } = *attempt;
+        let error = outcome.error.as_ref().map(error_text).or_else(|| self.iteration_note.take());
         let duration_ms = started.elapsed().as_millis() as u64;
         self.reporter.emit(&Event::IterationEnd {
             iteration: n,
@@ -1532,7 +1538,7 @@ impl Run<'_> {
             claimed_complete: outcome.claimed_complete,
             cost_usd: outcome.cost_usd,
             tokens: outcome.tokens.map(|t| t.total()),
-            error: outcome.error.as_ref().map(error_text).or_else(|| self.iteration_note.take()),
+            error: error.clone(),
             log: log.display().to_string(),
         });
         let env = vec![
@@ -1544,6 +1550,11 @@ impl Run<'_> {
             ("RALPH_STORY_PASSES".to_string(), story_passes.to_string()),
             ("RALPH_COST_USD".to_string(), format!("{:.4}", outcome.cost_usd.unwrap_or(0.0))),
             ("RALPH_LOG".to_string(), log.display().to_string()),
+            (
+                "RALPH_AGENT_EXIT_CODE".to_string(),
+                self.last_exit.map(|c| c.to_string()).unwrap_or_default(),
+            ),
+            ("RALPH_ERROR".to_string(), error.unwrap_or_default()),
         ];
         let hook = self.cfg.hooks.on_iteration_end.clone();
         self.hook("on_iteration_end", &hook, env);
@@ -1661,6 +1672,8 @@ impl Run<'_> {
             ("RALPH_ITERATION".to_string(), self.state.iteration.to_string()),
             ("RALPH_PASSING".to_string(), prd.passing().to_string()),
             ("RALPH_TOTAL".to_string(), prd.stories().len().to_string()),
+            ("RALPH_STORY_ID".to_string(), self.state.story.clone().unwrap_or_default()),
+            ("RALPH_COST_USD".to_string(), format!("{:.4}", self.state.cost_usd)),
         ];
         let hook = if end == End::Complete {
             self.cfg.hooks.on_complete.clone()

@@ -292,6 +292,21 @@ impl Repo {
             .map_err(|e| err("commit", e))
     }
 
+    /// Adds `path` (relative to the work tree) to `.git/info/exclude`, the
+    /// repository's own ignore list that is never committed. Best effort.
+    pub fn exclude_locally(&self, path: &Path) {
+        let Some(rel) = path.to_str() else { return };
+        let line = format!("/{rel}");
+        let file = self.repo.path().join("info/exclude");
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        if text.lines().any(|l| l.trim() == line) {
+            return;
+        }
+        let _ = std::fs::create_dir_all(self.repo.path().join("info"));
+        let sep = if text.is_empty() || text.ends_with('\n') { "" } else { "\n" };
+        let _ = std::fs::write(&file, format!("{text}{sep}# ralph's bookkeeping\n{line}\n"));
+    }
+
     /// A path relative to the work tree, if `path` is inside it.
     pub fn relative(&self, path: &Path) -> Option<PathBuf> {
         let workdir = self.workdir().canonicalize().ok()?;

@@ -21,6 +21,8 @@ use crate::store;
 
 #[derive(Debug, Serialize)]
 pub struct Status {
+    /// Bumped when a field changes meaning or disappears.
+    pub version: u32,
     pub project_dir: String,
     pub prd: String,
     pub project: Option<String>,
@@ -116,6 +118,7 @@ pub fn gather(
         .and_then(|(v, _)| v.into_iter().last());
     let branch = crate::git::Repo::discover(&paths.project).ok().and_then(|r| r.current_branch());
     Status {
+        version: 1,
         project_dir: paths.project.display().to_string(),
         prd: paths.prd.display().to_string(),
         project: prd.as_ref().and_then(|p| p.project().map(str::to_string)),

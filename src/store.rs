@@ -245,10 +245,18 @@ pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> io::Result<(Vec<T>, usize
     Ok((values, bad))
 }
 
-/// The directory lock, held for the whole run. Dropping it releases the lock.
+/// The directory lock, held for the whole run. Dropping it empties the
+/// file (so the next run does not mistake a clean exit for a crash) and
+/// releases the lock.
 #[derive(Debug)]
 pub struct Lock {
-    _file: File,
+    file: File,
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        let _ = self.file.set_len(0);
+    }
 }
 
 /// Why the lock could not be taken.
@@ -295,7 +303,7 @@ pub fn lock(path: &Path) -> Result<(Lock, PreviousHolder), LockError> {
     file.seek(io::SeekFrom::Start(0)).map_err(LockError::Io)?;
     writeln!(file, "{}", std::process::id()).map_err(LockError::Io)?;
     let _ = file.sync_data();
-    Ok((Lock { _file: file }, holder))
+    Ok((Lock { file }, holder))
 }
 
 /// Who holds the lock right now, without taking it (for `ralph status`).

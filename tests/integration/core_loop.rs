@@ -27,6 +27,9 @@ fn three_stories_complete_in_three_iterations_with_three_commits() {
     assert!(p.prompt(1).contains("story US-001") && p.prompt(2).contains("story US-002"));
     // The agent ran on the PRD's branch, which ralph created.
     assert_eq!(p.git(&["branch", "--show-current"]).trim(), "ralph/demo");
+    // ralph's bookkeeping stayed out of the agent's `git add -A`.
+    assert_eq!(p.git(&["ls-files", ".last-branch", ".ralph"]), ".ralph/.gitignore\n");
+    assert!(p.path(".last-branch").exists());
 }
 
 #[test]

@@ -226,7 +226,10 @@ pub fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     f()
 }
 
-/// Waits for `child` and returns its output and peak RSS in KiB (from wait4).
+/// Waits for `child` and returns its output and its peak resident memory
+/// in KiB. The peak is ralph's own `VmHWM`, sampled from /proc while it
+/// runs: wait4's `ru_maxrss` would also count the forked copy of this
+/// (large) test binary before the exec.
 pub fn wait_with_rusage(mut child: Child) -> (Run, i64) {
     use std::io::Read;
     let mut stdout = child.stdout.take().unwrap();
@@ -241,18 +244,25 @@ pub fn wait_with_rusage(mut child: Child) -> (Run, i64) {
         let _ = stderr.read_to_end(&mut s);
         s
     });
-    let mut status = 0;
-    // SAFETY: a zeroed rusage is a valid out-parameter.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waiting for our own child by pid; std's Child is not waited on afterwards.
-    let rc = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert_eq!(rc, child.id() as i32);
-    let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 };
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak_kib = 0i64;
+    let status = loop {
+        if let Ok(text) = std::fs::read_to_string(&status_file) {
+            let hwm = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.split_whitespace().next()?.parse::<i64>().ok());
+            peak_kib = peak_kib.max(hwm.unwrap_or(0));
+        }
+        match child.try_wait().expect("wait for ralph") {
+            Some(status) => break status,
+            None => std::thread::sleep(Duration::from_millis(5)),
+        }
+    };
     let run = Run {
-        code,
+        code: status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out_t.join().unwrap()).into_owned(),
         stderr: String::from_utf8_lossy(&err_t.join().unwrap()).into_owned(),
     };
-    std::mem::forget(child);
-    (run, usage.ru_maxrss)
+    (run, peak_kib)
 }

@@ -168,6 +168,31 @@ fn status_works_before_ralph_ever_ran_and_never_creates_state() {
 }
 
 #[test]
+fn global_options_may_precede_a_subcommand_but_run_options_may_not() {
+    let p = Project::with_prd(THREE_STORIES);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let r = to_run(
+        p.ralph()
+            .current_dir(elsewhere.path())
+            .args(["-C"])
+            .arg(p.dir())
+            .args(["--json", "status"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["total"], 3);
+    for args in
+        [&["5", "status"][..], &["--tool", "amp", "status"], &["--gate", "true", "rules", "list"]]
+    {
+        let r = p.run(args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        assert!(r.stderr.contains("go with `ralph run`"), "{args:?}: {r:?}");
+    }
+}
+
+#[test]
 fn status_reads_a_running_loop_without_blocking_it() {
     let p = Project::with_prd(THREE_STORIES);
     p.script("[run *]\nsleep 30\n");
