@@ -65,18 +65,27 @@ impl Tail {
 }
 
 /// Splits a byte stream into lines, passing at most [`MAX_LINE`] bytes of
-/// each line on (with a flag when it was cut).
+/// each line on (with a flag when it was cut), without the `\r` of a CRLF.
 #[derive(Debug, Default)]
 pub struct LineSplitter {
     line: Vec<u8>,
     cut: bool,
+    keep_cr: bool,
 }
 
 impl LineSplitter {
+    /// A splitter that passes lines on with their `\r`, for a consumer that
+    /// reads line endings itself: the analyser drops exactly one `\r`, as
+    /// `ralph analyze` does on a saved log, and must not see a line that
+    /// lost one already.
+    pub fn keeping_cr() -> LineSplitter {
+        LineSplitter { keep_cr: true, ..LineSplitter::default() }
+    }
+
     pub fn push(&mut self, mut chunk: &[u8], on_line: &mut dyn FnMut(&[u8], bool)) {
-        while let Some(nl) = chunk.iter().position(|&b| b == b'\n') {
+        while let Some(nl) = memchr::memchr(b'\n', chunk) {
             self.append(&chunk[..nl]);
-            let line = strip_cr(&self.line);
+            let line = if self.keep_cr { &self.line } else { strip_cr(&self.line) };
             on_line(line, self.cut);
             self.line.clear();
             self.cut = false;
@@ -88,7 +97,8 @@ impl LineSplitter {
     /// The last line, if the stream did not end with a newline.
     pub fn finish(&mut self, on_line: &mut dyn FnMut(&[u8], bool)) {
         if !self.line.is_empty() || self.cut {
-            on_line(strip_cr(&self.line), self.cut);
+            let line = if self.keep_cr { &self.line } else { strip_cr(&self.line) };
+            on_line(line, self.cut);
             self.line.clear();
             self.cut = false;
         }
@@ -235,6 +245,16 @@ mod tests {
         s.push(b"\nnext\n", &mut |l, cut| got.push((l.len(), cut)));
         assert_eq!(got, [(MAX_LINE, true), (4, false)]);
         assert!(s.line.capacity() <= MAX_LINE + chunk.len());
+    }
+
+    #[test]
+    fn keeping_cr_passes_line_endings_on_whole() {
+        let mut s = LineSplitter::keeping_cr();
+        let mut lines = Vec::new();
+        let mut on = |l: &[u8], _: bool| lines.push(l.to_vec());
+        s.push(b"a\r\r\nb\r", &mut on);
+        s.finish(&mut on);
+        assert_eq!(lines, [b"a\r\r".to_vec(), b"b\r".to_vec()]);
     }
 
     #[test]

@@ -147,7 +147,7 @@ pub fn run(
     let out = OutSink {
         log: log.clone(),
         lines: LogLines::default(),
-        splitter: LineSplitter::default(),
+        splitter: LineSplitter::keeping_cr(),
         analyzer,
         display: display(show),
     };
