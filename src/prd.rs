@@ -216,42 +216,51 @@ fn read_stories(root: &Map<String, Value>) -> Result<Vec<Story>, Vec<String>> {
     }
     let mut problems = Vec::new();
     let mut stories = Vec::with_capacity(list.len());
-    let mut seen = std::collections::HashMap::new();
+    let mut seen = std::collections::HashMap::with_capacity(list.len());
     for (index, item) in list.iter().enumerate() {
         let Value::Object(obj) = item else {
             problems.push(format!("story #{} must be an object, found {}", index + 1, kind(item)));
             continue;
         };
-        let label = match obj.get("id") {
+        // Only a problem needs the label: building it for every story is
+        // most of the validation's cost on a large PRD.
+        let label = || match obj.get("id") {
             Some(Value::String(id)) if !id.trim().is_empty() => {
                 format!("story #{} ({id})", index + 1)
             }
             _ => format!("story #{}", index + 1),
         };
         let id = match obj.get("id") {
-            Some(Value::String(id)) if !id.trim().is_empty() => id.clone(),
+            Some(Value::String(id)) if !id.trim().is_empty() => id,
             Some(Value::String(_)) => {
-                problems.push(format!("{label}: \"id\" is empty"));
+                problems.push(format!("{}: \"id\" is empty", label()));
                 continue;
             }
             None => {
-                problems.push(format!("{label}: missing \"id\""));
+                problems.push(format!("{}: missing \"id\"", label()));
                 continue;
             }
             Some(other) => {
-                problems.push(format!("{label}: \"id\" must be a string, found {}", kind(other)));
+                problems.push(format!(
+                    "{}: \"id\" must be a string, found {}",
+                    label(),
+                    kind(other)
+                ));
                 continue;
             }
         };
-        if let Some(first) = seen.insert(id.clone(), index) {
-            problems.push(format!("{label}: duplicate id {id} (also story #{})", first + 1));
+        if let Some(first) = seen.insert(id.as_str(), index) {
+            problems.push(format!("{}: duplicate id {id} (also story #{})", label(), first + 1));
         }
         let mut text = |key: &str| match obj.get(key) {
             None | Some(Value::Null) => String::new(),
             Some(Value::String(s)) => s.clone(),
             Some(other) => {
-                problems
-                    .push(format!("{label}: \"{key}\" must be a string, found {}", kind(other)));
+                problems.push(format!(
+                    "{}: \"{key}\" must be a string, found {}",
+                    label(),
+                    kind(other)
+                ));
                 String::new()
             }
         };
@@ -263,7 +272,8 @@ fn read_stories(root: &Map<String, Value>) -> Result<Vec<Story>, Vec<String>> {
             None | Some(Value::Null) => false,
             Some(Value::Bool(b)) => *b,
             Some(other) => {
-                problems.push(format!("{label}: \"passes\" must be true or false, found {other}"));
+                problems
+                    .push(format!("{}: \"passes\" must be true or false, found {other}", label()));
                 false
             }
         };
@@ -271,7 +281,7 @@ fn read_stories(root: &Map<String, Value>) -> Result<Vec<Story>, Vec<String>> {
             None | Some(Value::Null) => None,
             Some(Value::Number(n)) => n.as_f64(),
             Some(other) => {
-                problems.push(format!("{label}: \"priority\" must be a number, found {other}"));
+                problems.push(format!("{}: \"priority\" must be a number, found {other}", label()));
                 None
             }
         };
@@ -286,7 +296,8 @@ fn read_stories(root: &Map<String, Value>) -> Result<Vec<Story>, Vec<String>> {
                 .collect(),
             Some(other) => {
                 problems.push(format!(
-                    "{label}: \"acceptanceCriteria\" must be an array of strings, found {}",
+                    "{}: \"acceptanceCriteria\" must be an array of strings, found {}",
+                    label(),
                     kind(other)
                 ));
                 Vec::new()
@@ -294,7 +305,7 @@ fn read_stories(root: &Map<String, Value>) -> Result<Vec<Story>, Vec<String>> {
         };
         stories.push(Story {
             index,
-            id,
+            id: id.clone(),
             title,
             description,
             acceptance_criteria,
