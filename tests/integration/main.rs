@@ -6,6 +6,7 @@ mod claude_loop;
 mod claude_stub;
 mod core_loop;
 mod faults;
+mod fuzz_replay;
 mod harness;
 mod real_claude;
 mod stopping;
