@@ -1,0 +1,161 @@
+//! The loop's own cost per iteration: the release ralph runs 100 iterations
+//! of a no-op agent (`true`: it exits at once and finishes nothing) in a
+//! fresh git project, and the cost of spawning that same program directly
+//! 100 times is subtracted. What is left is ralph's work: prd.json reads,
+//! git status, state files, the prompt, the log, supervising the child.
+//!
+//! Then the processes ralph creates per iteration, counted with strace:
+//! every fork, vfork and clone without CLONE_THREAD (threads are not
+//! processes), in a run of 20 iterations minus a run of 10, so setup
+//! costs cancel out.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use common::{NO_BRAKES, Project, heading, measure, prd_json, program, report, runs, spread};
+
+const ITERATIONS: u32 = 100;
+
+fn main() {
+    heading("ralph loop: per-iteration cost with a no-op agent");
+    let agent = program("true");
+    let runs = runs(5);
+
+    // Warm the page cache and the binary.
+    run_loop(&agent, 3);
+
+    let mut per_spawn = Vec::new();
+    let mut per_iteration = Vec::new();
+    for _ in 0..runs {
+        per_spawn.push(spawn_directly(&agent, ITERATIONS) * 1000.0 / f64::from(ITERATIONS));
+        per_iteration.push(run_loop(&agent, ITERATIONS) * 1000.0 / f64::from(ITERATIONS));
+    }
+    let mut overhead: Vec<f64> = per_iteration.iter().zip(&per_spawn).map(|(r, s)| r - s).collect();
+    let (spawn, lo, hi) = spread(&mut per_spawn);
+    report(
+        "spawn_ms",
+        &format!("spawn `{}` directly, per spawn", agent.display()),
+        spawn,
+        "ms",
+        &format!("[{lo:.2} – {hi:.2}] over {runs} runs of {ITERATIONS}"),
+    );
+    let (iter, lo, hi) = spread(&mut per_iteration);
+    report(
+        "iteration_ms",
+        &format!("ralph {ITERATIONS} iterations, per iteration"),
+        iter,
+        "ms",
+        &format!("[{lo:.2} – {hi:.2}]"),
+    );
+    let (own, lo, hi) = spread(&mut overhead);
+    report(
+        "overhead_ms",
+        "ralph's own work per iteration (the difference)",
+        own,
+        "ms",
+        &format!("[{lo:.2} – {hi:.2}]"),
+    );
+
+    match (count_spawns(&agent, 10), count_spawns(&agent, 20)) {
+        (Some(ten), Some(twenty)) => {
+            let processes = (twenty.processes - ten.processes) as f64 / 10.0;
+            let threads = (twenty.threads - ten.threads) as f64 / 10.0;
+            report(
+                "processes_per_iteration",
+                "processes created per iteration",
+                processes,
+                "",
+                &format!("(strace; plus {threads:.0} threads, not counted)"),
+            );
+        }
+        _ => {
+            println!("  processes per iteration: strace is not installed (apt-get install strace)")
+        }
+    }
+}
+
+/// Seconds for `ralph N` with the no-op agent in a fresh project.
+fn run_loop(agent: &std::path::Path, n: u32) -> f64 {
+    let project = Project::new(&prd_json(1), NO_BRAKES);
+    let mut cmd = project.ralph();
+    cmd.arg(n.to_string())
+        .arg("--agent-cmd")
+        .arg(agent)
+        .arg("--quiet")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let m = measure(&mut cmd);
+    // Exit 1: the iteration limit, with the story still unfinished.
+    assert_eq!(m.exit_code, Some(1), "ralph did not run all {n} iterations");
+    let iterations = std::fs::read_dir(project.dir().join(".ralph/logs"))
+        .expect("the run's logs")
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| std::fs::read_dir(e.path()).map_or(0, |d| d.count()))
+        .sum::<usize>();
+    // One log and one prompt file per iteration.
+    assert_eq!(iterations, 2 * n as usize, "ralph ran fewer iterations than asked");
+    m.wall.as_secs_f64()
+}
+
+/// Seconds to spawn `agent` `n` times, as ralph does: its output piped and
+/// read to the end, then reaped.
+fn spawn_directly(agent: &std::path::Path, n: u32) -> f64 {
+    let start = Instant::now();
+    for _ in 0..n {
+        let out = Command::new(agent)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .expect("spawn the no-op agent");
+        assert!(out.status.success());
+    }
+    start.elapsed().as_secs_f64()
+}
+
+struct Spawns {
+    processes: usize,
+    threads: usize,
+}
+
+/// Processes and threads created by ralph during `n` iterations, from an
+/// strace of every fork, vfork and clone (None without strace).
+fn count_spawns(agent: &std::path::Path, n: u32) -> Option<Spawns> {
+    let strace = which::which("strace").ok()?;
+    let project = Project::new(&prd_json(1), NO_BRAKES);
+    let trace = project.tmp.path().join("trace");
+    let status = project
+        .command(strace)
+        .args(["-f", "-qq", "-e", "trace=fork,vfork,clone,clone3", "-e", "signal=none", "-o"])
+        .arg(&trace)
+        .arg(common::ralph_bin())
+        .arg(n.to_string())
+        .arg("--agent-cmd")
+        .arg(agent)
+        .arg("--quiet")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .ok()?;
+    if status.code() != Some(1) {
+        return None;
+    }
+    let text = std::fs::read_to_string(&trace).ok()?;
+    let mut spawns = Spawns { processes: 0, threads: 0 };
+    // `pid clone3({flags=…}, …) = child` or `… <unfinished ...>`; the
+    // `<... clone3 resumed>` half of a split line carries no flags.
+    for line in text.lines().filter(|l| !l.contains("resumed>")) {
+        let call = line.split_whitespace().nth(1).unwrap_or("");
+        let call = call.split('(').next().unwrap_or("");
+        match call {
+            "fork" | "vfork" => spawns.processes += 1,
+            "clone" | "clone3" if line.contains("CLONE_THREAD") => spawns.threads += 1,
+            "clone" | "clone3" => spawns.processes += 1,
+            _ => {}
+        }
+    }
+    Some(spawns)
+}
