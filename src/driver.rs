@@ -160,6 +160,10 @@ struct Run<'a> {
     message: String,
     /// Keeps secrets out of logs, events and prompts.
     redactor: crate::redact::Redactor,
+    /// The end-of-iteration snapshot, when nothing touched the work tree
+    /// since (no gate, no hook, no prd.json write): the next iteration's
+    /// starting point without a second scan of the tree.
+    reusable_snapshot: Option<crate::git::Snapshot>,
     /// The last agent's exit code, for the iteration's end event.
     last_exit: Option<i32>,
     /// The error texts the analyser classifies by (built in + config).
@@ -301,6 +305,7 @@ pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result
         iteration_note: None,
         patterns: patterns(cfg)?,
         last_exit: None,
+        reusable_snapshot: None,
         redactor,
         state,
     };
@@ -578,6 +583,7 @@ impl Run<'_> {
     }
 
     fn restore_prd(&mut self, why: &str) {
+        self.reusable_snapshot = None;
         let good = self.good_prd.clone();
         match good.save(&self.paths.prd) {
             Ok(()) => {
@@ -590,6 +596,7 @@ impl Run<'_> {
     }
 
     fn save_prd(&mut self, prd: &Prd) -> Result<(), Error> {
+        self.reusable_snapshot = None;
         prd.save(&self.paths.prd)
             .map_err(|e| Error::io(format!("write {}", self.paths.prd.display()), e))?;
         self.good_prd = prd.clone();
@@ -805,6 +812,8 @@ impl Run<'_> {
 
     /// Sleeps, waking for signals and the run's deadline; emits a countdown.
     fn sleep(&mut self, d: Duration) -> Option<End> {
+        // A person may have edited the tree meanwhile: scan it afresh.
+        self.reusable_snapshot = None;
         let until = Instant::now() + d;
         let mut last_tick = Instant::now();
         loop {
@@ -1013,7 +1022,7 @@ impl Run<'_> {
             .unwrap_or_else(|| format!("iter-{n}"));
         let prompt_path = self.log_dir.join(format!("{stem}.prompt.md"));
         let log_path = self.log_dir.join(format!("{stem}.log"));
-        store::write_replace(&prompt_path, prompt.as_bytes())
+        std::fs::write(&prompt_path, prompt.as_bytes())
             .map_err(|e| Error::io(format!("write {}", prompt_path.display()), e))?;
         let mut invocation =
             self.backend.invocation(&prompt, &prompt_path).map_err(Error::Usage)?;
@@ -1035,12 +1044,21 @@ impl Run<'_> {
             story_id: story.id.clone(),
             story_title: story.title.clone(),
         });
-        let before = self.repo.snapshot()?;
-        self.limits.record_call(Utc::now());
-        if let Err(e) = self.limits.save(&self.paths.store) {
-            return Err(Error::io("write .ralph/limits.json", e));
+        let before = match self.reusable_snapshot.take() {
+            Some(s) => s,
+            None => self.repo.snapshot()?,
+        };
+        if self.cfg.limits.calls_per_hour > 0 {
+            self.limits.record_call(Utc::now());
+            if let Err(e) = self.limits.save(&self.paths.store) {
+                return Err(Error::io("write .ralph/limits.json", e));
+            }
         }
-        self.checkpoint(Phase::Agent);
+        // The checkpoint for this phase is written the moment the agent
+        // exists (below, with its process group): before that there is
+        // nothing a crash could leave half-done.
+        self.state.phase = Phase::Agent;
+        self.state.elapsed_ms = self.state.elapsed_ms.max(self.elapsed_ms());
 
         let limits = agent::supervise::Limits {
             timeout: self.cfg.agent.timeout,
@@ -1102,6 +1120,9 @@ impl Run<'_> {
         self.state.tokens += outcome.tokens.map_or(0, |t| t.total());
         let after = self.repo.snapshot()?;
         let changes = self.repo.changes(&before, &after);
+        if self.gate.is_none() && self.cfg.hooks.on_iteration_end.is_empty() {
+            self.reusable_snapshot = Some(after.clone());
+        }
         let bookkeeping = |f: &str| {
             let p = self.repo.workdir().join(f);
             p == self.paths.prd
@@ -1119,7 +1140,9 @@ impl Run<'_> {
             log: &log_path,
             started,
         };
-        self.checkpoint(Phase::Gate);
+        if self.gate.is_some() {
+            self.checkpoint(Phase::Gate);
+        }
 
         // What the agent left in prd.json.
         let prd_damaged;
