@@ -844,8 +844,22 @@ impl Run<'_> {
             permission_denials: c.permission_denials,
             failures: c.failures,
         };
+        let before = (
+            self.breaker.state(),
+            self.breaker.counters(),
+            self.breaker.last_error().map(str::to_string),
+        );
         let t = self.breaker.record(signals, &thresholds, Utc::now());
-        if let Err(e) = self.breaker.save(&self.paths.store) {
+        let after = (
+            self.breaker.state(),
+            self.breaker.counters(),
+            self.breaker.last_error().map(str::to_string),
+        );
+        // An iteration that changed nothing the breaker decides by (the
+        // usual case: progress, counters at zero) is not worth a write.
+        if (t.is_some() || before != after)
+            && let Err(e) = self.breaker.save(&self.paths.store)
+        {
             self.warn(format!("cannot write .ralph/circuit.json: {e}"));
         }
         if let Some(t) = t {

@@ -45,9 +45,41 @@ pub enum BranchAction {
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     pub head: Option<Oid>,
-    /// Every path that differs from HEAD (untracked included) → the blob id
-    /// of its content in the work tree (`None`: deleted).
-    dirty: BTreeMap<String, Option<Oid>>,
+    /// Every path that differs from HEAD (untracked included) → what is in
+    /// the work tree there.
+    dirty: BTreeMap<String, Content>,
+}
+
+/// What a path holds, as far as telling "changed" from "unchanged" needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Content {
+    /// Committed content (from a tree).
+    Blob(Oid),
+    /// A file in the work tree, known by its size, modification time and
+    /// inode: reading (and hashing) every untracked file each iteration
+    /// would make a big untracked dataset cost a read per iteration. A file
+    /// rewritten with the same bytes counts as changed, which errs the
+    /// right way for a progress signal.
+    File {
+        size: u64,
+        mtime_ns: i128,
+        ino: u64,
+    },
+    Missing,
+}
+
+impl Content {
+    fn of(path: &Path) -> Content {
+        use std::os::unix::fs::MetadataExt;
+        match std::fs::symlink_metadata(path) {
+            Ok(m) => Content::File {
+                size: m.size(),
+                mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+                ino: m.ino(),
+            },
+            Err(_) => Content::Missing,
+        }
+    }
 }
 
 impl Snapshot {
@@ -211,13 +243,7 @@ impl Repo {
         let mut dirty = BTreeMap::new();
         for entry in statuses.iter() {
             let Ok(path) = entry.path() else { continue };
-            let full = workdir.join(path);
-            let oid = if full.is_file() {
-                Oid::hash_file(git2::ObjectType::Blob, &full).ok()
-            } else {
-                None
-            };
-            dirty.insert(path.to_string(), oid);
+            dirty.insert(path.to_string(), Content::of(&workdir.join(path)));
         }
         Ok(Snapshot { head: self.head(), dirty })
     }
@@ -255,7 +281,9 @@ impl Repo {
             }
         }
         let blob_in = |tree: &Option<git2::Tree>, path: &str| {
-            tree.as_ref().and_then(|t| t.get_path(Path::new(path)).ok()).map(|e| e.id())
+            tree.as_ref()
+                .and_then(|t| t.get_path(Path::new(path)).ok())
+                .map_or(Content::Missing, |e| Content::Blob(e.id()))
         };
         let files = candidates
             .into_iter()

@@ -162,12 +162,17 @@ pub fn run_watched<O: Sink, E: Sink>(
     let pgid = pid as libc::pid_t;
 
     if let (Some(bytes), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
-        // On its own thread: a large prompt must not deadlock against an
-        // agent that writes before it reads. An agent that exits without
-        // reading gives EPIPE, which is not our problem.
-        thread::spawn(move || {
+        // A prompt that fits in the pipe's buffer cannot block: write it
+        // here. A larger one gets its own thread, so it cannot deadlock
+        // against an agent that writes before it reads. An agent that
+        // exits without reading gives EPIPE, which is not our problem.
+        if bytes.len() <= pipe_capacity(&stdin) {
             let _ = stdin.write_all(&bytes);
-        });
+        } else {
+            thread::spawn(move || {
+                let _ = stdin.write_all(&bytes);
+            });
+        }
     }
     let activity = Arc::new(AtomicU64::new(0));
     let (pumps_tx, pumps_rx) = mpsc::channel::<()>();
@@ -237,6 +242,24 @@ pub fn run_watched<O: Sink, E: Sink>(
         leftovers,
     };
     Ok((finished, out, err))
+}
+
+/// How many bytes `pipe` takes before a writer blocks. Usually 64 KiB, but
+/// Linux shrinks new pipes to one page for a user over their pipe quota,
+/// so it is asked, not assumed; 0 (write on a thread) when unknown.
+fn pipe_capacity(pipe: &std::process::ChildStdin) -> usize {
+    use std::os::fd::AsRawFd;
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: F_GETPIPE_SZ only reads the size of a pipe we own.
+        let size = unsafe { libc::fcntl(pipe.as_raw_fd(), libc::F_GETPIPE_SZ) };
+        usize::try_from(size).unwrap_or(0)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = pipe.as_raw_fd();
+        0
+    }
 }
 
 fn take<S>(sink: &Mutex<Option<S>>) -> Option<S> {
