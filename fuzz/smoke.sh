@@ -11,7 +11,8 @@ cd "$(dirname "$0")"
 seconds="${FUZZ_SECONDS:-5}"
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
-    cargo install --locked cargo-fuzz
+    # Pinned: a newer cargo-fuzz may need a newer toolchain than CI has.
+    cargo install --locked cargo-fuzz --version 0.13.2
 fi
 export RUSTC_BOOTSTRAP=1
 

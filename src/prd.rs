@@ -125,10 +125,7 @@ impl Prd {
     /// The story to work on: the lowest numeric `priority` among stories that
     /// do not pass; stories without a priority come last; ties keep file order.
     pub fn next_story(&self) -> Option<&Story> {
-        self.stories.iter().filter(|s| !s.passes).min_by(|a, b| {
-            let key = |s: &Story| s.priority.unwrap_or(f64::INFINITY);
-            key(a).total_cmp(&key(b)).then(a.index.cmp(&b.index))
-        })
+        next_of(&self.stories)
     }
 
     pub fn all_pass(&self) -> bool {
@@ -193,6 +190,94 @@ impl Prd {
             last = Some(now.index);
         }
         None
+    }
+}
+
+/// The selection rule, shared by [`Prd`] and [`View`].
+fn next_of(stories: &[Story]) -> Option<&Story> {
+    stories.iter().filter(|s| !s.passes).min_by(|a, b| {
+        let key = |s: &Story| s.priority.unwrap_or(f64::INFINITY);
+        key(a).total_cmp(&key(b)).then(a.index.cmp(&b.index))
+    })
+}
+
+/// A read-only look at a PRD: its stories, without the JSON tree that
+/// read-modify-write needs. For `ralph status`, which only reads: on a
+/// 10,000-story file building the tree costs three times the parse. A
+/// file the fast path does not take as it is goes through [`Prd::parse`],
+/// so errors read the same either way.
+#[derive(Debug, Clone)]
+pub struct View {
+    pub project: Option<String>,
+    pub branch_name: Option<String>,
+    pub stories: Vec<Story>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FastPrd {
+    project: Option<String>,
+    branch_name: Option<String>,
+    user_stories: Vec<FastStory>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FastStory {
+    id: String,
+    title: Option<String>,
+    description: Option<String>,
+    acceptance_criteria: Option<Vec<String>>,
+    priority: Option<f64>,
+    passes: Option<bool>,
+    notes: Option<String>,
+    verify: Option<String>,
+}
+
+impl View {
+    pub fn load(path: &Path) -> Result<View, PrdError> {
+        let bytes = std::fs::read(path)
+            .map_err(|source| PrdError::Read { path: path.to_path_buf(), source })?;
+        if let Some(view) = View::fast(&bytes) {
+            return Ok(view);
+        }
+        let prd = Prd::parse(&bytes, path)?;
+        Ok(View {
+            project: prd.project().map(str::to_string),
+            branch_name: prd.branch_name().map(str::to_string),
+            stories: prd.stories,
+        })
+    }
+
+    fn fast(bytes: &[u8]) -> Option<View> {
+        let raw: FastPrd = serde_json::from_slice(bytes).ok()?;
+        if raw.user_stories.is_empty() {
+            return None;
+        }
+        let mut seen = std::collections::HashSet::with_capacity(raw.user_stories.len());
+        let mut stories = Vec::with_capacity(raw.user_stories.len());
+        for (index, s) in raw.user_stories.into_iter().enumerate() {
+            if s.id.trim().is_empty() || !seen.insert(s.id.clone()) {
+                return None;
+            }
+            stories.push(Story {
+                index,
+                id: s.id,
+                title: s.title.unwrap_or_default(),
+                description: s.description.unwrap_or_default(),
+                acceptance_criteria: s.acceptance_criteria.unwrap_or_default(),
+                priority: s.priority,
+                passes: s.passes.unwrap_or(false),
+                notes: s.notes.unwrap_or_default(),
+                verify: s.verify.filter(|v| !v.trim().is_empty()),
+            });
+        }
+        let branch_name = raw.branch_name.map(|b| b.trim().to_string()).filter(|b| !b.is_empty());
+        Some(View { project: raw.project, branch_name, stories })
+    }
+
+    pub fn next_story(&self) -> Option<&Story> {
+        next_of(&self.stories)
     }
 }
 
@@ -424,6 +509,42 @@ mod tests {
         // Key order is kept too.
         let keys: Vec<_> = out.as_object().unwrap().keys().cloned().collect();
         assert_eq!(keys, ["project", "zeta", "userStories", "alpha"]);
+    }
+
+    #[test]
+    fn the_fast_view_agrees_with_the_full_parse() {
+        let cases = [
+            r#"{"project":"P","branchName":" ralph/x ","userStories":[{"id":"A","priority":3},{"id":"B","title":null},{"id":"C","priority":1,"passes":true,"extra":{"k":[1]}}]}"#,
+            r#"{"userStories":[{"id":"A","acceptanceCriteria":["a",1]}]}"#,
+            r#"{"userStories":[{"id":"A","verify":"  "}]}"#,
+        ];
+        for text in cases {
+            let full = parse(text).unwrap();
+            let dir = tempfile::tempdir().unwrap();
+            let p = dir.path().join("prd.json");
+            std::fs::write(&p, text).unwrap();
+            let view = View::load(&p).unwrap();
+            assert_eq!(view.stories, full.stories(), "{text}");
+            assert_eq!(view.branch_name.as_deref(), full.branch_name(), "{text}");
+            assert_eq!(
+                view.next_story().map(|s| &s.id),
+                full.next_story().map(|s| &s.id),
+                "{text}"
+            );
+        }
+        // What the fast path refuses, the full parse explains.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("prd.json");
+        for bad in [
+            r#"{"userStories":[{"id":"A"},{"id":"A"}]}"#,
+            r#"{"userStories":[{"id":"A","passes":"yes"}]}"#,
+        ] {
+            std::fs::write(&p, bad).unwrap();
+            assert_eq!(
+                View::load(&p).unwrap_err().to_string(),
+                Prd::load(&p).unwrap_err().to_string()
+            );
+        }
     }
 
     #[test]

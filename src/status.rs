@@ -2,6 +2,7 @@
 //! views of a project's state (status never takes the lock, so it works
 //! while a loop runs, and in a directory ralph has never run in).
 
+use std::fmt::Write as _;
 use std::io::{BufRead, Write};
 use std::path::Path;
 
@@ -15,7 +16,7 @@ use crate::commands::{layers, project_dir};
 use crate::driver::Paths;
 use crate::error::Error;
 use crate::limits::Limits;
-use crate::prd::Prd;
+use crate::prd::View;
 use crate::state::{Phase, RunState};
 use crate::store;
 
@@ -85,7 +86,7 @@ pub fn gather(
 ) -> Status {
     let mut warnings = Vec::new();
     let store = &paths.store;
-    let (prd, prd_error) = match Prd::load(&paths.prd) {
+    let (prd, prd_error) = match View::load(&paths.prd) {
         Ok(p) => (Some(p), None),
         Err(e) => (None, Some(e.to_string())),
     };
@@ -93,7 +94,7 @@ pub fn gather(
     let stories: Vec<StoryLine> = prd
         .as_ref()
         .map(|p| {
-            p.stories()
+            p.stories
                 .iter()
                 .map(|s| StoryLine {
                     id: s.id.clone(),
@@ -121,8 +122,8 @@ pub fn gather(
         version: 1,
         project_dir: paths.project.display().to_string(),
         prd: paths.prd.display().to_string(),
-        project: prd.as_ref().and_then(|p| p.project().map(str::to_string)),
-        prd_branch: prd.as_ref().and_then(|p| p.branch_name().map(str::to_string)),
+        project: prd.as_ref().and_then(|p| p.project.clone()),
+        prd_branch: prd.as_ref().and_then(|p| p.branch_name.clone()),
         branch,
         prd_error,
         passing: stories.iter().filter(|s| s.passes).count(),
@@ -177,13 +178,17 @@ pub fn render(s: &Status) -> String {
             } else {
                 " "
             };
-            let prio = st.priority.map(|p| format!("p{p}")).unwrap_or_else(|| "p-".into());
-            o.push_str(&format!(
-                "  {mark} {:<10} {prio:<4} {}{}\n",
+            let prio = match st.priority {
+                Some(p) => format!("p{p}"),
+                None => "p-".into(),
+            };
+            let _ = writeln!(
+                o,
+                "  {mark} {:<10} {prio:<4} {}{}",
                 st.id,
                 st.title,
                 if st.next { "  (next)" } else { "" }
-            ));
+            );
         }
     }
     // "new" is the reason of a breaker that has never changed state.
