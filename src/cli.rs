@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 
 use crate::agent::Tool;
 use crate::config::Color;
@@ -248,18 +248,7 @@ pub struct AnalyzeArgs {
     pub file: PathBuf,
     /// How the agent formatted it (default: guessed from the content)
     #[arg(long, value_enum)]
-    pub format: Option<FormatArg>,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum FormatArg {
-    Text,
-    Claude,
-    Amp,
-    Codex,
-    Gemini,
-    Opencode,
-    Cursor,
+    pub format: Option<crate::analyze::Format>,
 }
 
 #[derive(Debug, Args)]

@@ -724,18 +724,7 @@ impl Run<'_> {
                 let _ = prd;
                 None
             }
-            Err(e) => {
-                self.record_failure(
-                    "",
-                    crate::learn::events::Category::GateNotRun,
-                    &e.message,
-                    &e.message,
-                    None,
-                    &[],
-                );
-                self.message = format!("{}\nhint: {}", e.message, e.hint);
-                Some(End::Environment)
-            }
+            Err(e) => Some(self.gate_not_run("", &e)),
         }
     }
 
@@ -953,6 +942,15 @@ impl Run<'_> {
             ],
         );
         (text, applied)
+    }
+
+    /// A gate that cannot run: not the agent's fault, so it is recorded but
+    /// never learned from, and the run stops.
+    fn gate_not_run(&mut self, story: &str, e: &crate::gate::NotRun) -> End {
+        let category = crate::learn::events::Category::GateNotRun;
+        self.record_failure(story, category, &e.message, &e.message, None, &[]);
+        self.message = format!("{}\nhint: {}", e.message, e.hint);
+        End::Environment
     }
 
     /// Appends a failure to events.jsonl and merges it into its rule card.
@@ -1280,19 +1278,7 @@ impl Run<'_> {
             let log = self.log_dir.join(format!("gate-{n}.log"));
             let v: Verdict = match gate.run(&cmd, &self.paths.project, Some(&log)) {
                 Ok(v) => v,
-                Err(e) => {
-                    // Not the agent's fault: recorded, never learned from.
-                    self.record_failure(
-                        &story.id,
-                        crate::learn::events::Category::GateNotRun,
-                        &e.message,
-                        &e.message,
-                        None,
-                        &[],
-                    );
-                    self.message = format!("{}\nhint: {}", e.message, e.hint);
-                    return Ok(Some(End::Environment));
-                }
+                Err(e) => return Ok(Some(self.gate_not_run(&story.id, &e))),
             };
             self.reporter.emit(&Event::Gate {
                 iteration: n,

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::analyze::Format;
 use crate::circuit::Breaker;
-use crate::cli::{AnalyzeArgs, FormatArg, Global, StatusArgs};
+use crate::cli::{AnalyzeArgs, Global, StatusArgs};
 use crate::commands::{layers, project_dir};
 use crate::driver::Paths;
 use crate::error::Error;
@@ -356,15 +356,7 @@ pub fn analyze(g: &Global, args: &AnalyzeArgs) -> Result<u8, Error> {
         .map_err(|e| Error::Usage(format!("cannot open {}: {e}", args.file.display())))?;
     let mut reader = std::io::BufReader::with_capacity(256 * 1024, file);
     let format = match args.format {
-        Some(f) => match f {
-            FormatArg::Text => Format::Text,
-            FormatArg::Claude => Format::Claude,
-            FormatArg::Amp => Format::Amp,
-            FormatArg::Codex => Format::Codex,
-            FormatArg::Gemini => Format::Gemini,
-            FormatArg::Opencode => Format::Opencode,
-            FormatArg::Cursor => Format::Cursor,
-        },
+        Some(f) => f,
         None => {
             let head = reader
                 .fill_buf()

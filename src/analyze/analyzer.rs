@@ -30,7 +30,7 @@ use super::{PROMISE_COMPLETE, claude, codex, gemini, opencode, reset, signature,
 
 /// How the agent CLI formats its stdout. Config spells it in kebab case
 /// (`format = "claude"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Format {
     /// Plain text (aider, custom commands, claude without a JSON mode).
