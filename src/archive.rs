@@ -65,12 +65,14 @@ pub struct Archived {
     pub missing_prd: Option<String>,
 }
 
-/// Archives the previous run: `previous_prd` (the old PRD's text, if ralph
-/// has it) and the progress log, then starts a fresh progress log.
+/// Archives the previous run — `previous_prd` (the old PRD's text, if
+/// ralph has it) and `previous_progress` (the old progress log, read before
+/// any branch switch) — then starts a fresh progress log at `progress`.
 pub fn archive_previous(
     prd_dir: &Path,
     last_branch: &str,
     previous_prd: Option<&[u8]>,
+    previous_progress: Option<&[u8]>,
     progress: &Path,
     now: DateTime<Local>,
 ) -> io::Result<Archived> {
@@ -86,9 +88,9 @@ pub fn archive_previous(
         }
         None => Some("no copy of the previous prd.json was kept (first run of this ralph?)".into()),
     };
-    if progress.exists() {
+    if let Some(bytes) = previous_progress {
         let p = dir.join("progress.txt");
-        fs::copy(progress, &p)?;
+        crate::store::write_atomic(&p, bytes)?;
         files.push(p);
     }
     crate::store::write_atomic(progress, header(now).as_bytes())?;
@@ -125,8 +127,16 @@ mod tests {
         let progress = dir.path().join("progress.txt");
         fs::write(&progress, "# Ralph Progress Log\nold learnings\n").unwrap();
         let now = Local::now();
-        let a = archive_previous(dir.path(), "ralph/old", Some(b"{\"old\":true}"), &progress, now)
-            .unwrap();
+        let old = fs::read(&progress).unwrap();
+        let a = archive_previous(
+            dir.path(),
+            "ralph/old",
+            Some(b"{\"old\":true}"),
+            Some(&old),
+            &progress,
+            now,
+        )
+        .unwrap();
         assert!(a.dir.starts_with(dir.path().join("archive")));
         assert!(a.dir.file_name().unwrap().to_str().unwrap().ends_with("-old"));
         assert_eq!(fs::read_to_string(a.dir.join("prd.json")).unwrap(), "{\"old\":true}");
@@ -134,7 +144,7 @@ mod tests {
         let fresh = fs::read_to_string(&progress).unwrap();
         assert!(fresh.starts_with("# Ralph Progress Log\nStarted: ") && fresh.ends_with("---\n"));
         // A second archive of the same branch on the same day gets its own folder.
-        let b = archive_previous(dir.path(), "ralph/old", None, &progress, now).unwrap();
+        let b = archive_previous(dir.path(), "ralph/old", None, None, &progress, now).unwrap();
         assert_ne!(a.dir, b.dir);
         assert!(b.missing_prd.is_some());
     }

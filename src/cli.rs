@@ -109,7 +109,7 @@ pub struct RunArgs {
     /// Verification gate: a story passes only when this command passes
     #[arg(long, value_name = "COMMAND")]
     pub gate: Option<String>,
-    /// Wall-clock limit per iteration [default: 30m]
+    /// Wall-clock limit per iteration; 0 = none [default: 30m]
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub timeout: Option<String>,
     /// Stop the agent after this long without output; 0 = never [default: 10m]

@@ -131,7 +131,12 @@ pub const KEYS: &[Key] = &[
         "[]",
         "Claude tools allowed in safe mode; empty: ralph's default list (edits, git, common build tools)."
     ),
-    key!("agent.timeout", Duration, "\"30m\"", "Wall-clock limit of one iteration's agent run."),
+    key!(
+        "agent.timeout",
+        Duration,
+        "\"30m\"",
+        "Wall-clock limit of one iteration's agent run (\"0\": none)."
+    ),
     key!(
         "agent.idle_timeout",
         Duration,
@@ -169,7 +174,7 @@ pub const KEYS: &[Key] = &[
         "[]",
         "Verification gate, e.g. [\"cargo\", \"test\"]: a story passes only when this passes. Empty: no gate (the agent's word is taken)."
     ),
-    key!("gate.timeout", Duration, "\"10m\"", "Wall-clock limit of one gate run."),
+    key!("gate.timeout", Duration, "\"10m\"", "Wall-clock limit of one gate run (\"0\": none)."),
     key!(
         "gate.tail_bytes",
         Int,

@@ -102,6 +102,7 @@ enum End {
     Blocked,
     Budget,
     Environment,
+    GateDisagrees,
     Interrupted(i32),
 }
 
@@ -115,6 +116,7 @@ impl End {
             End::Blocked => exit::BLOCKED,
             End::Budget => exit::BUDGET,
             End::Environment => exit::ENVIRONMENT,
+            End::GateDisagrees => exit::GATE_DISAGREES,
             End::Interrupted(sig) => crate::signals::exit_code(sig),
         }
     }
@@ -128,6 +130,7 @@ impl End {
             End::Blocked => "blocked",
             End::Budget => "budget",
             End::Environment => "environment",
+            End::GateDisagrees => "gate_disagrees",
             End::Interrupted(_) => "interrupted",
         }
     }
@@ -160,6 +163,8 @@ struct Run<'a> {
     message: String,
     /// Keeps secrets out of logs, events and prompts.
     redactor: crate::redact::Redactor,
+    /// Run time spent by earlier processes of this run (from the checkpoint).
+    elapsed_before: u64,
     /// The end-of-iteration snapshot, when nothing touched the work tree
     /// since (no gate, no hook, no prd.json write): the next iteration's
     /// starting point without a second scan of the tree.
@@ -200,7 +205,8 @@ pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result
     let (checkpoint, warning) =
         RunState::load(&paths.store).map_err(|e| Error::io("read .ralph/state.json", e))?;
     warn(reporter, warning);
-    let resume = checkpoint.filter(|s| s.phase != Phase::Ended && !opts.fresh);
+    let unfinished = checkpoint.filter(|s| s.phase != Phase::Ended);
+    let resume = unfinished.clone().filter(|_| !opts.fresh);
     let prd = match Prd::load(&paths.prd) {
         Ok(prd) => prd,
         // The last run died while its agent was at work: a prd.json broken
@@ -296,6 +302,7 @@ pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result
         limits,
         good_prd: prd.clone(),
         started: Instant::now(),
+        elapsed_before: state.elapsed_ms,
         deadline,
         log_dir,
         template,
@@ -311,8 +318,11 @@ pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result
     };
     run.setup_branch(&prd)?;
     run.save_last_prd(&prd);
+    if let Some(old) = &unfinished {
+        run.clean_up_after(old)?;
+    }
     if let Some(old) = &resume {
-        run.recover(old)?;
+        run.resume(old);
     }
     let prd = run.reload_prd().unwrap_or(prd);
     if resume.is_none() {
@@ -391,6 +401,73 @@ fn group_works_in(pgid: i32, dir: &Path) -> bool {
     })
 }
 
+/// Every gate program — `gate.command` and the unfinished stories'
+/// `verify` — must exist before the first agent is paid for: a gate that
+/// cannot start is an environment error, not something an agent can fix.
+fn check_gate_programs(gate: &[String], prd: &Prd) -> Result<(), crate::gate::NotRun> {
+    let mut commands: Vec<(Vec<String>, String)> = Vec::new();
+    if !gate.is_empty() {
+        commands.push((gate.to_vec(), "gate.command".into()));
+    }
+    for s in prd.stories().iter().filter(|s| !s.passes) {
+        if let Some(words) = s.verify.as_deref().and_then(|v| agent::words::split(v).ok()) {
+            commands.push((words, format!("the \"verify\" of {}", s.id)));
+        }
+    }
+    for (words, what) in commands {
+        let Some(program) = words.first() else { continue };
+        let found = if program.contains('/') {
+            std::fs::metadata(program).is_ok_and(|m| m.is_file())
+        } else {
+            which::which(program).is_ok()
+        };
+        if !found {
+            return Err(crate::gate::NotRun {
+                message: format!("the gate cannot run: `{program}` ({what}) not found"),
+                hint: "install it or fix the command; ralph stops before any agent runs".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Ends every process (other than this one) whose environment says it
+/// belongs to run `run_id`: what a dead run's agents started in sessions of
+/// their own. Returns how many there were.
+fn end_processes_of_run(run_id: &str, grace: Duration) -> usize {
+    let marker = format!("RALPH_RUN_ID={run_id}");
+    let me = std::process::id();
+    let find = || -> Vec<libc::pid_t> {
+        let Ok(procs) = std::fs::read_dir("/proc") else { return Vec::new() };
+        procs
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|&pid| pid != me)
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == marker.as_bytes()))
+            })
+            .filter_map(|pid| libc::pid_t::try_from(pid).ok())
+            .collect()
+    };
+    let pids = find();
+    let signal = |pids: &[libc::pid_t], sig| {
+        for &pid in pids {
+            // SAFETY: kill(2) on a pid we just found; fails harmlessly if it is gone.
+            unsafe {
+                libc::kill(pid, sig);
+            }
+        }
+    };
+    signal(&pids, libc::SIGTERM);
+    let until = Instant::now() + grace;
+    while Instant::now() < until && !find().is_empty() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal(&find(), libc::SIGKILL);
+    pids.len()
+}
+
 /// The configured agent.
 pub fn backend(cfg: &Config) -> Result<Backend, Error> {
     let a = &cfg.agent;
@@ -455,19 +532,39 @@ impl Run<'_> {
             .ok()
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty());
-        if let (Some(current), Some(last)) = (prd.branch_name(), last.as_deref())
-            && current != last
-        {
-            let previous = std::fs::read(p.store.last_prd()).ok().filter(|bytes| {
+        let changed = match (prd.branch_name(), last.as_deref()) {
+            (Some(current), Some(last)) if current != last => Some(last.to_string()),
+            _ => None,
+        };
+        // What the previous run leaves behind is read first: switching
+        // branches may replace progress.txt with the other branch's copy.
+        let previous = changed.as_ref().map(|last| {
+            let prd = std::fs::read(p.store.last_prd()).ok().filter(|bytes| {
                 Prd::parse(bytes, &p.store.last_prd())
                     .ok()
                     .and_then(|old| old.branch_name().map(str::to_string))
-                    == Some(last.to_string())
+                    .as_deref()
+                    == Some(last.as_str())
             });
+            (prd, std::fs::read(&p.progress).ok())
+        });
+        // The branch comes before any change of ralph's own: it may refuse
+        // (uncommitted changes), and then nothing must have been touched.
+        if let Some(branch) = prd.branch_name() {
+            match self.repo.ensure_branch(branch)? {
+                BranchAction::AlreadyOn => {}
+                BranchAction::SwitchedTo => self.notice(format!("switched to branch {branch}")),
+                BranchAction::Created { from } => {
+                    self.notice(format!("created branch {branch} from {from}"))
+                }
+            }
+        }
+        if let (Some(last), Some((old_prd, old_progress))) = (&changed, &previous) {
             let archived = crate::archive::archive_previous(
                 &p.prd_dir,
                 last,
-                previous.as_deref(),
+                old_prd.as_deref(),
+                old_progress.as_deref(),
                 &p.progress,
                 Local::now(),
             )
@@ -494,15 +591,6 @@ impl Run<'_> {
         {
             self.notice(format!("created {}", p.progress.display()));
         }
-        if let Some(branch) = prd.branch_name() {
-            match self.repo.ensure_branch(branch)? {
-                BranchAction::AlreadyOn => {}
-                BranchAction::SwitchedTo => self.notice(format!("switched to branch {branch}")),
-                BranchAction::Created { from } => {
-                    self.notice(format!("created branch {branch} from {from}"))
-                }
-            }
-        }
         Ok(())
     }
 
@@ -516,7 +604,11 @@ impl Run<'_> {
 
     /// Picks up a run that crashed: the iteration it died in counts as
     /// failed, and the story goes back to what it was before that iteration.
-    fn recover(&mut self, old: &RunState) -> Result<(), Error> {
+    /// After a crash (or a run that was interrupted mid-iteration): ends
+    /// what the dead run left running and undoes the claim of the story it
+    /// was working on, unless that was verified. Runs for `--fresh` too:
+    /// starting over must not inherit an unverified "passes".
+    fn clean_up_after(&mut self, old: &RunState) -> Result<(), Error> {
         self.state.agent_pgid = None;
         if let Some(pgid) =
             old.agent_pgid.filter(|&p| p > 1 && group_works_in(p, &self.paths.project))
@@ -529,10 +621,15 @@ impl Run<'_> {
             agent::supervise::signal_group(pgid, libc::SIGKILL);
             self.warn(format!("ended process group {pgid}, left running by the interrupted run"));
         }
-        self.notice(format!(
-            "resuming run {} after iteration {} (it ended without finishing; --fresh starts over)",
-            old.run_id, old.iteration
-        ));
+        // Processes that left the group (a new session) still carry the
+        // dead run's id in their environment.
+        let strays = end_processes_of_run(&old.run_id, self.cfg.agent.grace);
+        if strays > 0 {
+            self.warn(format!(
+                "ended {strays} process{} of the interrupted run that had left its process group",
+                if strays == 1 { "" } else { "es" }
+            ));
+        }
         if matches!(old.phase, Phase::Agent | Phase::Gate)
             && let Some(id) = old.story.clone()
         {
@@ -546,16 +643,29 @@ impl Run<'_> {
                     old.iteration
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// Continues a run that did not end: the iteration it died in counts as
+    /// a failed one, and the next prompt says so.
+    fn resume(&mut self, old: &RunState) {
+        self.notice(format!(
+            "resuming run {} after iteration {} (it ended without finishing; --fresh starts over)",
+            old.run_id, old.iteration
+        ));
+        if matches!(old.phase, Phase::Agent | Phase::Gate)
+            && let Some(id) = old.story.clone()
+        {
             let signals =
                 Signals { iteration: u64::from(old.iteration), failed: true, ..Signals::default() };
             self.record_breaker(&signals);
             self.state.feedback = Some(format!(
                 "The previous iteration ({}) on {id} was cut off (ralph stopped or crashed) before it \
-                     finished. Check the work tree and git log for partial work before going on.",
+                 finished. Check the work tree and git log for partial work before going on.",
                 old.iteration
             ));
         }
-        Ok(())
     }
 
     /// Reads prd.json; a damaged file is restored from the last good copy.
@@ -609,7 +719,7 @@ impl Run<'_> {
     /// on. The mid-iteration phase only informs `ralph status`.
     fn checkpoint(&mut self, phase: Phase) {
         self.state.phase = phase;
-        self.state.elapsed_ms = self.state.elapsed_ms.max(self.elapsed_ms());
+        self.state.elapsed_ms = self.elapsed_ms();
         let result = if phase == Phase::Gate {
             store::json_bytes(&self.state)
                 .and_then(|b| store::write_replace(&self.paths.store.state(), &b))
@@ -621,8 +731,10 @@ impl Run<'_> {
         }
     }
 
+    /// Run time so far: what earlier processes of this run spent, plus
+    /// this process's time.
     fn elapsed_ms(&self) -> u64 {
-        self.state.elapsed_ms + self.started.elapsed().as_millis() as u64
+        self.elapsed_before + self.started.elapsed().as_millis() as u64
     }
 
     fn interrupted(&self) -> Option<End> {
@@ -641,7 +753,10 @@ impl Run<'_> {
         let Some(prd) = self.reload_prd() else {
             return End::Environment;
         };
-        if let Some(end) = self.baseline(&prd) {
+        if let Err(e) = check_gate_programs(&self.cfg.gate.command, &prd) {
+            return self.gate_not_run("", &e);
+        }
+        if let Some(end) = self.baseline() {
             return end;
         }
         loop {
@@ -654,11 +769,11 @@ impl Run<'_> {
             };
             if prd.all_pass() {
                 if self.last_gate_passed == Some(false) {
-                    self.message =
-                        "every story is marked passing, but the gate fails: fix the gate or \
-                                    set a story back to \"passes\": false"
-                            .into();
-                    return End::MaxIterations;
+                    self.message = "every story is marked passing, but the gate fails: fix what \
+                                    the gate reports, or set the story it concerns back to \
+                                    \"passes\": false"
+                        .into();
+                    return End::GateDisagrees;
                 }
                 self.message = "every story passes".into();
                 return End::Complete;
@@ -703,7 +818,7 @@ impl Run<'_> {
 
     /// Runs the gate once before the first iteration: it must be able to
     /// run at all, and its verdict is the baseline.
-    fn baseline(&mut self, prd: &Prd) -> Option<End> {
+    fn baseline(&mut self) -> Option<End> {
         let gate = self.gate.clone()?;
         if !self.cfg.gate.baseline || gate.command.is_empty() {
             return None;
@@ -721,7 +836,6 @@ impl Run<'_> {
                         format!(" ({})", v.summary())
                     }
                 ));
-                let _ = prd;
                 None
             }
             Err(e) => Some(self.gate_not_run("", &e)),
@@ -944,6 +1058,63 @@ impl Run<'_> {
         (text, applied)
     }
 
+    /// Reads what the agent left in prd.json. A damaged file is restored
+    /// (`damaged`); changes the agent may not make — another story's
+    /// `passes`, any story's `verify`, a new story marked passing — are
+    /// set back and named (`tampered`): one story per iteration, and only
+    /// ralph's gate decides.
+    fn agent_prd(
+        &mut self,
+        before: &Prd,
+        story: &crate::prd::Story,
+    ) -> Result<(Prd, bool, Vec<String>), Error> {
+        let Some(mut now) = self.reload_prd() else {
+            return Ok((self.good_prd.clone(), true, Vec::new()));
+        };
+        let mut tampered = Vec::new();
+        for s in now.stories().to_vec() {
+            match before.story(&s.id) {
+                Some(b) => {
+                    if s.id != story.id && s.passes != b.passes {
+                        if s.passes {
+                            self.state.note_claimed(&s.id);
+                        }
+                        now.set_passes(&s.id, b.passes);
+                        tampered.push(format!("{}'s \"passes\"", s.id));
+                    }
+                    if s.verify != b.verify {
+                        now.set_verify(&s.id, b.verify.as_deref());
+                        tampered.push(format!("{}'s \"verify\"", s.id));
+                    }
+                }
+                None if s.passes => {
+                    now.set_passes(&s.id, false);
+                    tampered.push(format!("the new story {}'s \"passes\"", s.id));
+                }
+                None => {}
+            }
+        }
+        if !tampered.is_empty() {
+            self.save_prd(&now)?;
+            self.warn(format!("the agent changed {} in prd.json: set back", tampered.join(", ")));
+        }
+        Ok((now, false, tampered))
+    }
+
+    /// Sets the story back to what it was before the iteration when the
+    /// agent marked it and nothing verified it.
+    fn undo_claim(&mut self, prd: &mut Prd, story: &crate::prd::Story) -> Result<(), Error> {
+        if prd.story(&story.id).is_some_and(|s| s.passes) && !story.passes {
+            prd.set_passes(&story.id, false);
+            self.save_prd(prd)?;
+            self.warn(format!(
+                "{} was marked passing but never verified: set back to unfinished",
+                story.id
+            ));
+        }
+        Ok(())
+    }
+
     /// A gate that cannot run: not the agent's fault, so it is recorded but
     /// never learned from, and the run stops.
     fn gate_not_run(&mut self, story: &str, e: &crate::gate::NotRun) -> End {
@@ -1039,6 +1210,7 @@ impl Run<'_> {
         let mut invocation =
             self.backend.invocation(&prompt, &prompt_path).map_err(Error::Usage)?;
         invocation.env_set.extend([
+            ("RALPH_RUN_ID".to_string(), self.state.run_id.clone()),
             ("RALPH_ITERATION".to_string(), n.to_string()),
             ("RALPH_STORY_ID".to_string(), story.id.clone()),
             ("RALPH_PRD".to_string(), self.paths.prd.display().to_string()),
@@ -1070,13 +1242,14 @@ impl Run<'_> {
         // exists (below, with its process group): before that there is
         // nothing a crash could leave half-done.
         self.state.phase = Phase::Agent;
-        self.state.elapsed_ms = self.state.elapsed_ms.max(self.elapsed_ms());
+        self.state.elapsed_ms = self.elapsed_ms();
 
         let limits = agent::supervise::Limits {
-            timeout: self.cfg.agent.timeout,
+            timeout: Some(self.cfg.agent.timeout).filter(|t| !t.is_zero()),
             idle: self.cfg.agent.idle_timeout,
             grace: self.cfg.agent.grace,
             deadline: self.deadline,
+            interruptible: true,
         };
         let analyzer = Analyzer::with_patterns(invocation.format, self.patterns.clone());
         let show = self.opts.agent_output;
@@ -1130,7 +1303,20 @@ impl Run<'_> {
         let outcome = run.outcome;
         self.state.cost_usd += outcome.cost_usd.unwrap_or(0.0);
         self.state.tokens += outcome.tokens.map_or(0, |t| t.total());
-        let after = self.repo.snapshot()?;
+        // What the agent left in prd.json, read before anything below can
+        // fail, so that every early exit can undo a claim nobody verified.
+        let (mut prd_now, prd_damaged, tampered) = self.agent_prd(prd, story)?;
+        let claimed = prd_now.story(&story.id).is_some_and(|s| s.passes) && !story.passes;
+        if claimed {
+            self.state.note_claimed(&story.id);
+        }
+        let after = match self.repo.snapshot() {
+            Ok(a) => a,
+            Err(e) => {
+                self.undo_claim(&mut prd_now, story)?;
+                return Err(e.into());
+            }
+        };
         let changes = self.repo.changes(&before, &after);
         if self.gate.is_none() && self.cfg.hooks.on_iteration_end.is_empty() {
             self.reusable_snapshot = Some(after.clone());
@@ -1155,35 +1341,22 @@ impl Run<'_> {
         if self.gate.is_some() {
             self.checkpoint(Phase::Gate);
         }
-
-        // What the agent left in prd.json.
-        let prd_damaged;
-        let mut prd_now = match self.reload_prd() {
-            Some(p) => {
-                prd_damaged = false;
-                p
-            }
-            None => {
-                prd_damaged = true;
-                self.good_prd.clone()
-            }
-        };
-        let claimed = prd_now.story(&story.id).is_some_and(|s| s.passes) && !story.passes;
-        if claimed {
-            self.state.note_claimed(&story.id);
-        }
         let stopped_by = match &outcome.error {
             Some(AgentError::Stopped { reason }) => Some(*reason),
             _ => None,
         };
         if let Some(StopReason::Interrupted) = stopped_by {
             // The iteration was cut off: it never counts as passed.
-            if claimed {
-                prd_now.set_passes(&story.id, false);
-                self.save_prd(&prd_now)?;
-            }
+            self.undo_claim(&mut prd_now, story)?;
             self.end_iteration(&attempt, false, "stopped");
             return Ok(self.interrupted());
+        }
+        // Failures that are not the agent's work at all: nothing of this
+        // iteration is judged, so its claim (if any) is undone.
+        if outcome.error.as_ref().is_some_and(|e| {
+            e.is_transient() || matches!(e, AgentError::Auth { .. } | AgentError::Billing { .. })
+        }) {
+            self.undo_claim(&mut prd_now, story)?;
         }
         // Failures that are not the agent's work at all.
         match &outcome.error {
@@ -1230,6 +1403,21 @@ impl Run<'_> {
                         format!("the API kept failing ({count} times in a row): {message}");
                     return Ok(Some(End::RateLimited));
                 }
+                let max_wait =
+                    if self.cfg.limits.wait { self.cfg.limits.max_wait } else { Duration::ZERO };
+                if backoff > max_wait {
+                    self.message = format!(
+                        "a transient API error ({message}) needs a {} back-off — {}",
+                        humantime::format_duration(backoff),
+                        if self.cfg.limits.wait {
+                            "longer than --max-wait; run ralph again later"
+                        } else {
+                            "not waiting (--no-wait); run ralph again later"
+                        }
+                    );
+                    self.checkpoint(Phase::Idle);
+                    return Ok(Some(End::RateLimited));
+                }
                 self.checkpoint(Phase::Idle);
                 let at = Utc::now() + chrono::TimeDelta::from_std(backoff).unwrap_or_default();
                 return Ok(self.wait_until(
@@ -1255,11 +1443,19 @@ impl Run<'_> {
         }
 
         // The verdict.
-        let agent_failed = outcome.error.is_some() || prd_damaged;
+        let agent_failed = outcome.error.is_some() || prd_damaged || !tampered.is_empty();
         let gate_cmd = self.gate_command(story);
         let mut verified = None;
         let mut gate_signature = None;
         let mut feedback = Vec::new();
+        if !tampered.is_empty() {
+            feedback.push(format!(
+                "You changed {} in prd.json; ralph set it back. Only the \"passes\" field of your \
+                 own story ({}) is yours to change, and only ralph's gate makes it stick.",
+                tampered.join(", "),
+                story.id
+            ));
+        }
         if prd_damaged {
             feedback.push(
                 "prd.json was left invalid or with stories deleted or renumbered; ralph restored \
@@ -1278,8 +1474,17 @@ impl Run<'_> {
             let log = self.log_dir.join(format!("gate-{n}.log"));
             let v: Verdict = match gate.run(&cmd, &self.paths.project, Some(&log)) {
                 Ok(v) => v,
-                Err(e) => return Ok(Some(self.gate_not_run(&story.id, &e))),
+                Err(e) => {
+                    self.undo_claim(&mut prd_now, story)?;
+                    return Ok(Some(self.gate_not_run(&story.id, &e)));
+                }
             };
+            if v.interrupted {
+                // Ctrl-C / SIGTERM stopped the gate: no verdict, no lesson.
+                self.undo_claim(&mut prd_now, story)?;
+                self.end_iteration(&attempt, false, "stopped");
+                return Ok(self.interrupted());
+            }
             self.reporter.emit(&Event::Gate {
                 iteration: n,
                 story_id: story.id.clone(),
@@ -1296,7 +1501,9 @@ impl Run<'_> {
                     .status_block
                     .as_ref()
                     .is_some_and(|b| b.status == Some(crate::analyze::Status::Complete));
-            let did_work = !changes.commits.is_empty() || work_files > 0;
+            // Commits that touch only ralph's bookkeeping (or nothing, with
+            // --allow-empty) are not work on the story.
+            let did_work = work_files > 0;
             if v.passed && (story_specific || agent_says_done || did_work) {
                 verified = Some(true);
             } else {
@@ -1379,7 +1586,7 @@ impl Run<'_> {
             ));
         }
         let tasks = outcome.status_block.as_ref().and_then(|b| b.tasks_completed).unwrap_or(0);
-        let progress = !changes.commits.is_empty() || work_files > 0 || newly_passing || tasks > 0;
+        let progress = work_files > 0 || newly_passing || tasks > 0;
         let result = if agent_failed || handoff_problem.is_some() {
             "failed"
         } else if verified == Some(false) {
@@ -1600,10 +1807,11 @@ impl Run<'_> {
             env_set: &env,
             stdin: None,
             limits: agent::supervise::Limits {
-                timeout: Duration::from_secs(60),
+                timeout: Some(Duration::from_secs(60)),
                 idle: None,
                 grace: Duration::from_secs(2),
                 deadline: None,
+                interruptible: false,
             },
         };
         let tail = || agent::supervise::TailSink(agent::capture::Tail::new(2048));
@@ -1764,8 +1972,5 @@ pub fn error_text(e: &AgentError) -> String {
 
 /// The story object as it appears in prd.json (unknown fields included).
 fn story_value(prd: &Prd, story: &crate::prd::Story) -> serde_json::Value {
-    serde_json::from_str::<serde_json::Value>(&prd.to_json())
-        .ok()
-        .and_then(|v| v.get("userStories").and_then(|s| s.get(story.index)).cloned())
-        .unwrap_or_else(|| serde_json::to_value(story).unwrap_or_default())
+    prd.story_json(story.index).unwrap_or_else(|| serde_json::to_value(story).unwrap_or_default())
 }

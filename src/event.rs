@@ -96,7 +96,7 @@ pub enum Event {
         remaining_s: u64,
     },
     RunEnd {
-        /// complete | max_iterations | circuit_open | rate_limited | blocked | budget | environment | interrupted
+        /// complete | max_iterations | circuit_open | rate_limited | blocked | budget | environment | gate_disagrees | interrupted
         outcome: String,
         exit_code: u8,
         iterations: u32,

@@ -22,6 +22,11 @@ pub const BUDGET: u8 = 6;
 pub const ENVIRONMENT: u8 = 7;
 /// Another ralph holds this directory's lock.
 pub const LOCKED: u8 = 8;
+/// Every story is marked passing but the gate fails: there is no story
+/// left to work on, and the project is not done. A person must look.
+pub const GATE_DISAGREES: u8 = 9;
+/// Stopped by SIGHUP (the terminal went away): 128 + 1.
+pub const HANGUP: u8 = 129;
 /// Stopped by SIGINT (Ctrl-C): 128 + 2, as shells report it.
 pub const INTERRUPTED: u8 = 130;
 /// Stopped by SIGTERM: 128 + 15.
@@ -38,6 +43,8 @@ pub const TABLE: &[(u8, &str)] = &[
     (BUDGET, "budget spent (--max-duration, --max-cost, --max-tokens)"),
     (ENVIRONMENT, "environment error: agent or gate cannot run, auth failure, disk"),
     (LOCKED, "another ralph holds this directory"),
+    (GATE_DISAGREES, "every story is marked passing but the gate fails"),
+    (HANGUP, "interrupted by SIGHUP"),
     (INTERRUPTED, "interrupted by SIGINT"),
     (TERMINATED, "terminated by SIGTERM"),
 ];

@@ -37,6 +37,8 @@ pub struct Verdict {
     pub passed: bool,
     pub exit_code: Option<i32>,
     pub timed_out: bool,
+    /// Stopped by Ctrl-C / SIGTERM to ralph: no verdict at all.
+    pub interrupted: bool,
     pub duration: Duration,
     pub stdout_tail: String,
     pub stderr_tail: String,
@@ -198,7 +200,13 @@ impl Gate {
             env_remove: &[],
             env_set: &[],
             stdin: None,
-            limits: Limits { timeout: self.timeout, idle: None, grace: self.grace, deadline: None },
+            limits: Limits {
+                timeout: Some(self.timeout).filter(|t| !t.is_zero()),
+                idle: None,
+                grace: self.grace,
+                deadline: None,
+                interruptible: true,
+            },
         };
         let (finished, out, err) = supervise::run(&spec, sink(log_file), sink(err_log), &mut || {})
             .map_err(|e| NotRun {
@@ -220,7 +228,8 @@ impl Gate {
                 hint: "the environment is broken (see gate.fatal_signatures): fix it and run ralph again".into(),
             });
         }
-        let timed_out = finished.stopped.is_some();
+        let interrupted = finished.stopped == Some(crate::analyze::StopReason::Interrupted);
+        let timed_out = finished.stopped.is_some() && !interrupted;
         let failed = match (out.summaries.failed, err.summaries.failed) {
             (None, None) => None,
             (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
@@ -233,6 +242,7 @@ impl Gate {
             passed: finished.success(),
             exit_code: finished.exit_code,
             timed_out,
+            interrupted,
             duration: finished.duration,
             score: Score { exit_code: finished.exit_code, failed, passed_tests },
             stdout_tail,

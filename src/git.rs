@@ -301,23 +301,57 @@ impl Repo {
     /// Commits exactly `paths` (relative to the work tree) with `message`,
     /// leaving every other change alone.
     pub fn commit_paths(&self, paths: &[&Path], message: &str) -> Result<Oid, GitError> {
-        let mut index = self.repo.index().map_err(|e| err("open the git index", e))?;
-        for path in paths {
-            index.add_path(path).map_err(|e| err(format!("stage {}", path.display()), e))?;
+        // The commit's tree is HEAD's tree plus exactly these files, built
+        // in an in-memory index: whatever the agent left staged in the real
+        // index stays staged and out of ralph's commit.
+        let parent = self.head().and_then(|h| self.repo.find_commit(h).ok());
+        let mut tree_index = git2::Index::new().map_err(|e| err("make an index", e))?;
+        if let Some(p) = &parent {
+            let tree = p.tree().map_err(|e| err("read HEAD's tree", e))?;
+            tree_index.read_tree(&tree).map_err(|e| err("read HEAD's tree", e))?;
         }
-        index.write().map_err(|e| err("write the git index", e))?;
-        let tree_id = index.write_tree().map_err(|e| err("write tree", e))?;
+        let workdir = self.workdir();
+        let mut real_index = self.repo.index().map_err(|e| err("open the git index", e))?;
+        for path in paths {
+            let bytes = std::fs::read(workdir.join(path)).map_err(|e| GitError {
+                message: format!("cannot read {}: {e}", path.display()),
+                hint: None,
+            })?;
+            let blob =
+                self.repo.blob(&bytes).map_err(|e| err(format!("store {}", path.display()), e))?;
+            let entry = git2::IndexEntry {
+                ctime: git2::IndexTime::new(0, 0),
+                mtime: git2::IndexTime::new(0, 0),
+                dev: 0,
+                ino: 0,
+                mode: 0o100644,
+                uid: 0,
+                gid: 0,
+                file_size: bytes.len() as u32,
+                id: blob,
+                flags: 0,
+                flags_extended: 0,
+                path: path.to_string_lossy().as_bytes().to_vec(),
+            };
+            tree_index.add(&entry).map_err(|e| err(format!("stage {}", path.display()), e))?;
+            // Keep the real index in step for these paths only, so the file
+            // does not show up as changed after ralph's commit.
+            real_index.add_path(path).map_err(|e| err(format!("stage {}", path.display()), e))?;
+        }
+        let tree_id = tree_index.write_tree_to(&self.repo).map_err(|e| err("write tree", e))?;
         let tree = self.repo.find_tree(tree_id).map_err(|e| err("read tree", e))?;
         let sig = self
             .repo
             .signature()
             .or_else(|_| git2::Signature::now("ralph", "ralph@localhost"))
             .map_err(|e| err("make a commit signature", e))?;
-        let parent = self.head().and_then(|h| self.repo.find_commit(h).ok());
         let parents: Vec<&git2::Commit> = parent.iter().collect();
-        self.repo
+        let id = self
+            .repo
             .commit(Some("HEAD"), &sig, &sig, message, &tree, &parents)
-            .map_err(|e| err("commit", e))
+            .map_err(|e| err("commit", e))?;
+        real_index.write().map_err(|e| err("write the git index", e))?;
+        Ok(id)
     }
 
     /// Adds `path` (relative to the work tree) to `.git/info/exclude`, the
@@ -361,6 +395,28 @@ mod tests {
         fs::write(dir.path().join("a.txt"), "a").unwrap();
         repo.commit_paths(&[Path::new("a.txt")], "init").unwrap();
         (dir, repo)
+    }
+
+    #[test]
+    fn ralphs_commits_take_only_their_own_paths() {
+        let (dir, repo) = repo_with_commit();
+        fs::write(dir.path().join("staged.txt"), "the agent's").unwrap();
+        let mut index = repo.repo.index().unwrap();
+        index.add_path(Path::new("staged.txt")).unwrap();
+        index.write().unwrap();
+        fs::write(dir.path().join("a.txt"), "ralph's").unwrap();
+        let id = repo.commit_paths(&[Path::new("a.txt")], "chore: x").unwrap();
+        let tree = repo.repo.find_commit(id).unwrap().tree().unwrap();
+        assert!(tree.get_path(Path::new("a.txt")).is_ok());
+        assert!(
+            tree.get_path(Path::new("staged.txt")).is_err(),
+            "the agent's staged file was committed"
+        );
+        // Still staged, and a.txt is clean.
+        let statuses = repo.repo.statuses(None).unwrap();
+        let st = |p: &str| statuses.iter().find(|e| e.path().ok() == Some(p)).map(|e| e.status());
+        assert_eq!(st("staged.txt"), Some(git2::Status::INDEX_NEW));
+        assert_eq!(st("a.txt"), None);
     }
 
     #[test]

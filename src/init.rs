@@ -184,10 +184,11 @@ fn version(program: &Path) -> Option<String> {
         env_set: &[],
         stdin: None,
         limits: crate::agent::supervise::Limits {
-            timeout: Duration::from_secs(10),
+            timeout: Some(Duration::from_secs(10)),
             idle: None,
             grace: Duration::from_secs(1),
             deadline: None,
+            interruptible: true,
         },
     };
     let tail = || crate::agent::supervise::TailSink(crate::agent::capture::Tail::new(1024));

@@ -158,6 +158,33 @@ impl Prd {
         true
     }
 
+    /// The story at `index` exactly as the file holds it, unknown fields included.
+    pub fn story_json(&self, index: usize) -> Option<Value> {
+        self.root.get("userStories")?.as_array()?.get(index).cloned()
+    }
+
+    /// Sets (or removes) a story's `verify` command, touching nothing else.
+    pub fn set_verify(&mut self, id: &str, verify: Option<&str>) {
+        let Some(story) = self.stories.iter_mut().find(|s| s.id == id) else { return };
+        story.verify = verify.map(str::to_string).filter(|v| !v.trim().is_empty());
+        let index = story.index;
+        if let Some(Value::Object(obj)) = self
+            .root
+            .get_mut("userStories")
+            .and_then(|v| v.as_array_mut())
+            .and_then(|a| a.get_mut(index))
+        {
+            match verify {
+                Some(v) => {
+                    obj.insert("verify".into(), Value::String(v.to_string()));
+                }
+                None => {
+                    obj.shift_remove("verify");
+                }
+            }
+        }
+    }
+
     /// The file's text as ralph writes it: two-space indented, key order kept.
     pub fn to_json(&self) -> String {
         let mut text = serde_json::to_string_pretty(&self.root).unwrap_or_default();
@@ -260,6 +287,9 @@ impl View {
             if s.id.trim().is_empty() || !seen.insert(s.id.clone()) {
                 return None;
             }
+            if s.verify.as_deref().is_some_and(|v| crate::agent::words::split(v).is_err()) {
+                return None;
+            }
             stories.push(Story {
                 index,
                 id: s.id,
@@ -353,6 +383,11 @@ fn read_stories(root: &Map<String, Value>) -> Result<Vec<Story>, Vec<String>> {
         let description = text("description");
         let notes = text("notes");
         let verify = Some(text("verify")).filter(|s| !s.trim().is_empty());
+        // A `verify` ralph cannot split would silently mean "no gate" for
+        // the story: the agent's word would be taken. Refuse it up front.
+        if let Some(Err(e)) = verify.as_deref().map(crate::agent::words::split) {
+            problems.push(format!("{}: \"verify\" is not a command ralph can run: {e}", label()));
+        }
         let passes = match obj.get("passes") {
             None | Some(Value::Null) => false,
             Some(Value::Bool(b)) => *b,
@@ -484,6 +519,10 @@ mod tests {
                 "story #1 (A): \"priority\" must be a number",
             ),
             (r#"{"userStories":[{"id":7}]}"#, "\"id\" must be a string, found a number"),
+            (
+                r#"{"userStories":[{"id":"A","verify":"test -f 'x"}]}"#,
+                "story #1 (A): \"verify\" is not a command ralph can run",
+            ),
         ];
         for (text, want) in cases {
             let msg = parse(text).unwrap_err().to_string();

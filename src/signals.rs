@@ -55,6 +55,7 @@ pub fn count() -> u32 {
 pub fn exit_code(signal: i32) -> u8 {
     match signal {
         libc::SIGINT => crate::exit::INTERRUPTED,
+        libc::SIGHUP => crate::exit::HANGUP,
         _ => crate::exit::TERMINATED,
     }
 }

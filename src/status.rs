@@ -306,6 +306,11 @@ pub fn command(g: &Global, args: &StatusArgs) -> Result<u8, Error> {
 /// `ralph reset-circuit` / `ralph --reset-circuit`.
 pub fn reset_circuit(project: &Path) -> Result<u8, Error> {
     let store = store::Store::new(project);
+    // A running loop holds its own copy of the breaker and would overwrite
+    // the reset at its next save.
+    if let Some(pid) = store::lock_holder(&store.lock_path()) {
+        return Err(Error::Locked { pid: Some(pid), lock: store.lock_path() });
+    }
     store.ensure().map_err(|e| Error::io(format!("create {}", store.root().display()), e))?;
     let now = Utc::now();
     let (mut breaker, warning) =

@@ -22,7 +22,8 @@
 //! `echo-prompt`, `status STATUS EXIT_SIGNAL`, `promise`, `sleep SECS`,
 //! `ignore-sigterm`, `spawn setsid|group SECS`, `close-stdout`,
 //! `skip-stdin`, `corrupt-prd invalid|delete|flip`, `cat FILE`,
-//! `usage-limit SECS`, `claude-result TEXT`, `exit CODE`.
+//! `usage-limit SECS`, `claude-result TEXT`, `claude-error STATUS TEXT`,
+//! `set-all-passing`, `set-verify COMMAND`, `stage PATH`, `exit CODE`.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -352,6 +353,33 @@ fn run(cmd: &str, rest: &str, task: &Task, prompt: &str, dir: &Path) -> Result<(
             );
             let _ = out.flush();
             std::process::exit(1);
+        }
+        "claude-error" => {
+            // An API error result, as claude prints it: `claude-error 429 text`.
+            let (status, text) = rest.split_once(' ').unwrap_or((rest, "API Error"));
+            let status: u16 = status.parse().map_err(|_| "claude-error STATUS TEXT")?;
+            let result = serde_json::json!({"type": "result", "subtype": "success", "is_error": true,
+                "api_error_status": status, "num_turns": 1, "result": text, "session_id": "s-1"});
+            println!("{result}");
+            let _ = out.flush();
+            std::process::exit(1);
+        }
+        "set-all-passing" => edit_prd(task.prd()?, |v| {
+            for s in v["userStories"].as_array_mut().into_iter().flatten() {
+                s["passes"] = serde_json::Value::Bool(true);
+            }
+        })?,
+        "set-verify" => edit_prd(task.prd()?, |v| {
+            for s in v["userStories"].as_array_mut().into_iter().flatten() {
+                s["verify"] = serde_json::Value::String(rest.to_string());
+            }
+        })?,
+        "stage" => {
+            let e = |e: git2::Error| e.to_string();
+            let repo = git2::Repository::discover(".").map_err(e)?;
+            let mut index = repo.index().map_err(e)?;
+            index.add_path(Path::new(rest.trim())).map_err(e)?;
+            index.write().map_err(e)?;
         }
         "claude-result" => {
             let result = serde_json::json!({"type": "result", "subtype": "success", "is_error": false,

@@ -41,14 +41,18 @@ pub trait Sink: Send + 'static {
 /// Time limits for one child.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// Wall clock for this child.
-    pub timeout: Duration,
+    /// Wall clock for this child. `None`: no limit.
+    pub timeout: Option<Duration>,
     /// No output for this long → stop. `None`: no idle limit.
     pub idle: Option<Duration>,
     /// Between SIGTERM and SIGKILL.
     pub grace: Duration,
     /// The run's overall deadline (`--max-duration`).
     pub deadline: Option<Instant>,
+    /// Stop the child when ralph has a signal pending. Hooks set this to
+    /// false: the `on_halt` hook of an interrupted run must get to tell
+    /// someone, so only a signal that arrives while it runs stops it.
+    pub interruptible: bool,
 }
 
 /// What to run.
@@ -191,6 +195,7 @@ pub fn run_watched<O: Sink, E: Sink>(
     });
 
     let limits = spec.limits;
+    let signals_at_start = crate::signals::count();
     let mut stopped = None;
     let status = loop {
         match done_rx.recv_timeout(TICK) {
@@ -200,11 +205,16 @@ pub fn run_watched<O: Sink, E: Sink>(
         }
         tick();
         let now = Instant::now();
-        let reason = if crate::signals::pending().is_some() {
+        let signalled = if limits.interruptible {
+            crate::signals::pending().is_some()
+        } else {
+            crate::signals::count() > signals_at_start
+        };
+        let reason = if signalled {
             Some(StopReason::Interrupted)
         } else if limits.deadline.is_some_and(|d| now >= d) {
             Some(StopReason::Budget)
-        } else if now.duration_since(start) >= limits.timeout {
+        } else if limits.timeout.is_some_and(|t| now.duration_since(start) >= t) {
             Some(StopReason::Timeout)
         } else if let Some(idle) = limits.idle {
             let last = Duration::from_millis(activity.load(Ordering::Relaxed));
@@ -493,10 +503,11 @@ mod tests {
 
     fn limits(timeout_ms: u64) -> Limits {
         Limits {
-            timeout: Duration::from_millis(timeout_ms),
+            timeout: Some(Duration::from_millis(timeout_ms)),
             idle: None,
             grace: Duration::from_millis(300),
             deadline: None,
+            interruptible: true,
         }
     }
 

@@ -378,3 +378,33 @@ fn the_demo_runs_the_whole_loop() {
         serde_json::from_str(&std::fs::read_to_string(into.join("prd.json")).unwrap()).unwrap();
     assert!(prd["userStories"].as_array().unwrap().iter().all(|s| s["passes"] == true));
 }
+
+#[test]
+fn switching_to_an_existing_branch_with_a_tracked_progress_log_works() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run *]\nimplement\n");
+    assert_eq!(p.run(&["1"]).code, 1);
+    // The agent commits progress.txt; a later feature lives on a branch that exists already.
+    p.git(&["checkout", "-q", "-b", "ralph/next"]);
+    p.git(&["checkout", "-q", "ralph/demo"]);
+    let next = THREE_STORIES.replace("ralph/demo", "ralph/next");
+    p.write("prd.json", &next);
+    p.git(&["commit", "-qam", "next prd"]);
+    let r = p.run(&["1"]);
+    assert!(r.stdout.contains("switched to branch ralph/next"), "{r:?}");
+    assert!(r.stdout.contains("archived the previous run (ralph/demo)"), "{r:?}");
+    assert_eq!(p.git(&["branch", "--show-current"]).trim(), "ralph/next");
+    assert_eq!(p.read(".last-branch"), "ralph/next\n");
+}
+
+#[test]
+fn ralphs_own_commits_leave_what_the_agent_staged_alone() {
+    let p = Project::with_prd(THREE_STORIES);
+    // The agent stages a file without committing, and does the story's work.
+    p.script("[run *]\nwrite src/us-001.txt done\nwrite feature.c int main;\nstage feature.c\ncommit feat: {id} - {title}\nwrite wip.c wip\nstage wip.c\n");
+    let r = p.run(&["1", "--gate", "test -f src/us-001.txt"]);
+    assert!(p.passes("US-001"), "{r:?}");
+    let files = p.git(&["show", "--name-only", "--format=", "HEAD"]);
+    assert_eq!(files.trim(), "prd.json", "ralph's commit took more than prd.json: {files}");
+    assert!(p.git(&["diff", "--cached", "--name-only"]).contains("wip.c"));
+}

@@ -304,3 +304,73 @@ fn secrets_never_reach_the_log_the_output_or_the_next_prompt() {
         assert!(!text.contains(key), "{f} leaks");
     }
 }
+
+#[test]
+fn the_halt_hook_runs_when_ralph_is_terminated() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run *]\nsleep 60\n");
+    let marker = p.tmp.path().join("halted");
+    p.write(
+        ".ralph/config.toml",
+        &format!(
+            "[hooks]\non_halt = [\"sh\", \"-c\", \"sleep 0.3; echo $RALPH_OUTCOME > {}\"]\n",
+            marker.display()
+        ),
+    );
+    let child = p.spawn(&["3"]);
+    assert!(eventually(Duration::from_secs(20), || p.agent_runs().len() == 1));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let (r, _) = wait_with_rusage(child);
+    assert_eq!(r.code, 143, "{r:?}");
+    assert_eq!(std::fs::read_to_string(&marker).unwrap_or_default().trim(), "interrupted", "{r:?}");
+}
+
+#[test]
+fn sighup_has_its_own_exit_code() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run *]\nsleep 60\n");
+    let child = p.spawn(&["3"]);
+    assert!(eventually(Duration::from_secs(20), || p.agent_runs().len() == 1));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    let (r, _) = wait_with_rusage(child);
+    assert_eq!(r.code, 129, "{r:?}");
+}
+
+#[test]
+fn sigterm_during_the_gate_is_no_verdict() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run *]\nimplement\n");
+    p.write(".ralph/config.toml", "[gate]\nbaseline = false\n");
+    let child = p.spawn(&["3", "--gate", "sleep 60"]);
+    assert!(eventually(Duration::from_secs(20), || p.agent_runs().len() == 1));
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let (r, _) = wait_with_rusage(child);
+    assert_eq!(r.code, 143, "{r:?}");
+    assert!(!r.stdout.contains("gate failed"), "{r:?}");
+    assert!(!p.log().iter().any(|c| c.contains("does not pass")), "{:?}", p.log());
+    assert!(!p.passes("US-001"), "an unverified claim survived");
+    assert!(
+        !p.path(".ralph/lessons").exists()
+            || std::fs::read_dir(p.path(".ralph/lessons")).unwrap().count() == 0
+    );
+}
+
+#[test]
+fn processes_that_left_the_group_are_ended_when_a_killed_run_resumes() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run 1]\nspawn setsid 300\nsleep 60\n[run *]\nimplement\n");
+    let mut child = p.spawn(&["5"]);
+    assert!(eventually(Duration::from_secs(20), || p.spawned_pids().len() == 1));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    let stray = p.spawned_pids()[0];
+    assert!(alive(stray), "the setsid child should outlive a SIGKILLed ralph");
+    let r = p.run(&["5"]);
+    assert!(r.stdout.contains("left its process group"), "{r:?}");
+    assert!(eventually(Duration::from_secs(5), || !alive(stray)), "{stray} survived the resume");
+}

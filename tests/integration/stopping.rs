@@ -208,3 +208,24 @@ fn status_reads_a_running_loop_without_blocking_it() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     assert_eq!(child.wait().unwrap().code(), Some(143));
 }
+
+#[test]
+fn reset_circuit_refuses_while_a_loop_runs() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run *]\nsleep 30\n");
+    let mut child = p.spawn(&["1"]);
+    assert!(eventually(Duration::from_secs(20), || p.agent_runs().len() == 1));
+    let r = p.run(&["reset-circuit"]);
+    assert_eq!(r.code, 8, "{r:?}");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = child.wait();
+}
+
+#[test]
+fn a_zero_timeout_means_no_timeout() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run *]\nsleep 0.5\nimplement\n");
+    let r = p.run(&["1", "--timeout", "0"]);
+    assert!(p.passes("US-001"), "{r:?}");
+}

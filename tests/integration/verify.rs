@@ -19,7 +19,8 @@ fn a_lying_agent_never_completes_the_run() {
     let handoff = r#"{"status":"complete","summary":"done","evidence":["trust me"],"nextSteps":[],"blocker":""}"#;
     p.script(&format!("[run *]\nmark-pass\ncommit feat: {{id}} - {{title}}\nhandoff {handoff}\npromise\nstatus COMPLETE true\n"));
     let r = p.run(&["3", "--gate", "test -f done.txt", "--auto-reset"]);
-    assert_eq!(r.code, 1, "{r:?}");
+    // Commits that touch only prd.json are no progress: the breaker stops it.
+    assert_eq!(r.code, 3, "{r:?}");
     assert!(!p.passes("US-001"));
     assert!(r.stdout.contains("US-001 was claimed but the gate failed"), "{r:?}");
     assert!(r.stdout.contains("claimed: yes, not verified"), "{r:?}");
@@ -257,4 +258,100 @@ fn fresh_starts_over_instead_of_resuming() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(!r.stdout.contains("resuming"), "{r:?}");
     assert!(r.stdout.contains("iteration 1/5"), "{r:?}");
+}
+
+const TWO_STORIES: &str = r#"{"project":"P","branchName":"ralph/two","userStories":[
+  {"id":"US-001","title":"One","priority":1,"passes":false},
+  {"id":"US-002","title":"Two","priority":2,"passes":false}]}"#;
+
+#[test]
+fn an_agent_cannot_mark_other_stories_or_rewrite_verify() {
+    let p = Project::with_prd(TWO_STORIES);
+    p.script("[run 1]\nset-all-passing\n[run 2]\nset-verify true\n[run *]\nprint nothing\n");
+    let r = p.run(&["3", "--gate", "test -f never", "--auto-reset"]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(!p.passes("US-001") && !p.passes("US-002"), "{r:?}");
+    assert!(
+        r.stdout.contains("the agent changed US-002's \"passes\" in prd.json: set back"),
+        "{r:?}"
+    );
+    assert!(r.stdout.contains("\"verify\" in prd.json: set back"), "{r:?}");
+    assert!(p.prd()["userStories"][0].get("verify").is_none(), "verify survived");
+    assert!(p.prompt(2).contains("Only the \"passes\" field of your"), "{}", p.prompt(2));
+}
+
+#[test]
+fn an_empty_commit_is_not_work() {
+    let p = Project::with_prd(TWO_STORIES);
+    p.script("[run *]\nprogress notes only\ncommit feat: {id} - {title}\n");
+    let r = p.run(&["2", "--gate", "true", "--auto-reset"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(!p.passes("US-001"), "a bookkeeping-only commit finished a story: {r:?}");
+}
+
+#[test]
+fn a_claim_is_undone_when_the_iteration_ends_before_any_verdict() {
+    let p = Project::with_prd(TWO_STORIES);
+    p.script(
+        "[run *]\nmark-pass\nclaude-error 429 API Error: Request rejected (429) · slow down\n",
+    );
+    let r = to_run(
+        p.ralph()
+            .args(["3", "--gate", "test -f never", "--no-wait"])
+            .env("RALPH_AGENT_FORMAT", "claude")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(r.stdout.contains("--no-wait"), "{r:?}");
+    assert!(!p.passes("US-001"), "{r:?}");
+    assert_eq!(p.agent_runs().len(), 1);
+}
+
+#[test]
+fn a_missing_verify_program_stops_before_any_agent() {
+    let p = Project::with_prd(
+        r#"{"userStories":[{"id":"US-001","title":"x","passes":false,"verify":"no-such-checker --all"}]}"#,
+    );
+    p.script("[run *]\nimplement\n");
+    let r = p.run(&["2"]);
+    assert_eq!(r.code, 7, "{r:?}");
+    assert!(r.stdout.contains("`no-such-checker` (the \"verify\" of US-001) not found"), "{r:?}");
+    assert!(p.agent_runs().is_empty());
+}
+
+#[test]
+fn every_story_marked_but_the_gate_failing_has_its_own_exit_code() {
+    let p = Project::with_prd(&TWO_STORIES.replace("\"passes\":false", "\"passes\":true"));
+    p.script("[run *]\nimplement\n");
+    let r = p.run(&["2", "--gate", "false"]);
+    assert_eq!(r.code, 9, "{r:?}");
+    assert!(r.stdout.contains("every story is marked passing, but the gate fails"), "{r:?}");
+    assert!(p.agent_runs().is_empty());
+}
+
+#[test]
+fn fresh_after_a_crash_still_undoes_the_dead_iterations_claim() {
+    let p = Project::with_prd(TWO_STORIES);
+    p.script("[run 1]\nmark-pass\nsleep 60\n[run *]\nprint hi\n");
+    let mut child = p.spawn(&["5", "--gate", "test -f never"]);
+    assert!(eventually(Duration::from_secs(20), || p.passes("US-001")));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    let r = p.run(&["1", "--fresh", "--gate", "test -f never"]);
+    assert!(r.stdout.contains("US-001 is marked unfinished again"), "{r:?}");
+    assert!(!p.passes("US-001"));
+}
+
+#[test]
+fn the_run_clock_is_not_counted_twice_across_checkpoints() {
+    let p = Project::with_prd(TWO_STORIES);
+    p.script("[run *]\nsleep 0.3\n");
+    let started = Instant::now();
+    p.run(&["4", "--auto-reset"]);
+    let wall = started.elapsed().as_millis() as u64;
+    let state: serde_json::Value = serde_json::from_str(&p.read(".ralph/state.json")).unwrap();
+    let recorded = state["elapsed_ms"].as_u64().unwrap();
+    assert!(recorded <= wall + 50, "recorded {recorded} ms of a {wall} ms run");
 }
