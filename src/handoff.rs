@@ -352,16 +352,7 @@ fn list(map: &Map<String, Value>, key: &str, broken: &mut Vec<String>) -> Vec<St
     }
 }
 
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
+use crate::prd::kind;
 
 /// At most `max` chars of `s`, with `…` when cut.
 fn clip(s: &str, max: usize) -> String {

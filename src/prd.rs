@@ -438,7 +438,8 @@ fn read_stories(root: &Map<String, Value>) -> Result<Vec<Story>, Vec<String>> {
     if problems.is_empty() { Ok(stories) } else { Err(problems) }
 }
 
-fn kind(v: &Value) -> &'static str {
+/// "a string", "an array", …: a JSON value's type, for error messages.
+pub(crate) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
