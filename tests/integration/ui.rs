@@ -677,7 +677,12 @@ impl Drop for Session<'_> {
 #[test]
 fn monitor_runs_the_loop_in_a_detached_tmux_session_with_three_panes() {
     if !Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success()) {
-        println!("skipped: tmux is not installed");
+        // Straight to stderr: the test harness captures println!, and a
+        // skip nobody sees looks like a pass.
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            b"SKIPPED: monitor_runs_the_loop_in_a_detached_tmux_session_with_three_panes: tmux is not installed\n",
+        );
         return;
     }
     let p = Project::with_prd(ONE_STORY);
