@@ -82,16 +82,6 @@ impl Content {
     }
 }
 
-impl Snapshot {
-    pub fn is_clean(&self) -> bool {
-        self.dirty.is_empty()
-    }
-
-    pub fn dirty_paths(&self) -> impl Iterator<Item = &str> {
-        self.dirty.keys().map(String::as_str)
-    }
-}
-
 /// What one iteration changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Changes {
@@ -374,13 +364,6 @@ impl Repo {
         let workdir = self.workdir().canonicalize().ok()?;
         let path = path.canonicalize().ok()?;
         path.strip_prefix(workdir).ok().map(Path::to_path_buf)
-    }
-
-    /// The subject line of a commit (for reports).
-    pub fn subject(&self, short: &str) -> Option<String> {
-        let obj = self.repo.revparse_single(short).ok()?;
-        let commit = obj.peel_to_commit().ok()?;
-        commit.summary().ok().flatten().map(str::to_string)
     }
 }
 

@@ -928,15 +928,7 @@ fn a_line_over_the_cap_is_counted_not_kept() {
 /// Every format reads every fixture, cut off anywhere, without panicking.
 #[test]
 fn any_format_survives_any_fixture_cut_anywhere() {
-    let formats = [
-        Format::Text,
-        Format::Claude,
-        Format::Amp,
-        Format::Codex,
-        Format::Gemini,
-        Format::Opencode,
-        Format::Cursor,
-    ];
+    let formats = <Format as clap::ValueEnum>::value_variants();
     let end = ProcessEnd {
         exit_code: Some(1),
         stderr_tail: "ERROR: boom".into(),
@@ -946,7 +938,7 @@ fn any_format_survives_any_fixture_cut_anywhere() {
         let bytes = std::fs::read(fixtures().join(case.file)).unwrap();
         let step = (bytes.len() / 16).max(1);
         for cut in (0..bytes.len()).step_by(step).chain([bytes.len()]) {
-            for format in formats {
+            for &format in formats {
                 let mut analyzer = Analyzer::new(format);
                 bytes[..cut].split(|&b| b == b'\n').for_each(|line| analyzer.feed(line));
                 let outcome = analyzer.finish(&end, now());
