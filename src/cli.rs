@@ -174,7 +174,7 @@ pub enum Command {
     ResetCircuit,
     /// Analyse a saved agent output (a log from .ralph/logs/ or any file)
     #[command(
-        after_help = "Examples:\n  ralph analyze .ralph/logs/20261202-101500/iter-3.log\n  ralph analyze out.jsonl --format claude --json"
+        after_help = "Examples:\n  ralph analyze .ralph/logs/20261202-101500-3a7f-9c41e2/iter-3.log\n  ralph analyze out.jsonl --format claude --json"
     )]
     Analyze(AnalyzeArgs),
     /// Watch the loop on a built-in scripted agent in a throw-away project

@@ -30,51 +30,9 @@ use crate::git::{BranchAction, Repo};
 use crate::limits::{Limits, Wait, Why};
 use crate::prd::Prd;
 use crate::state::{Best, Phase, RunState};
-use crate::store::{self, Store};
+use crate::store;
 
-/// Where ralph's files are for one project.
-#[derive(Debug, Clone)]
-pub struct Paths {
-    /// The project directory (where the agent runs).
-    pub project: PathBuf,
-    pub prd: PathBuf,
-    /// The folder of prd.json: progress.txt, archive/ and .last-branch live here.
-    pub prd_dir: PathBuf,
-    pub progress: PathBuf,
-    pub last_branch: PathBuf,
-    pub store: Store,
-}
-
-impl Paths {
-    /// `--prd` if given, else `./prd.json`, else `./scripts/ralph/prd.json`
-    /// (the ralph.sh layout). Paths are absolute, so the prompt can name
-    /// them for an agent whatever its working directory.
-    pub fn resolve(project: &Path, prd: Option<&Path>) -> Result<Paths, Error> {
-        let project = project.canonicalize().map_err(|e| {
-            Error::Usage(format!("cannot use {} as the project directory: {e}", project.display()))
-        })?;
-        let prd = match prd {
-            Some(p) if p.is_absolute() => p.to_path_buf(),
-            Some(p) => {
-                std::env::current_dir().map(|d| d.join(p)).unwrap_or_else(|_| project.join(p))
-            }
-            None => {
-                let root = project.join("prd.json");
-                let legacy = project.join("scripts/ralph/prd.json");
-                if !root.exists() && legacy.exists() { legacy } else { root }
-            }
-        };
-        let prd_dir = prd.parent().map(Path::to_path_buf).unwrap_or_else(|| project.clone());
-        Ok(Paths {
-            progress: prd_dir.join("progress.txt"),
-            last_branch: prd_dir.join(".last-branch"),
-            store: Store::new(&project),
-            prd_dir,
-            prd,
-            project,
-        })
-    }
-}
+pub use crate::paths::Paths;
 
 /// Everything a run needs beyond the paths.
 #[derive(Debug, Clone)]
@@ -234,7 +192,7 @@ pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result
     };
     let repo = Repo::discover(&paths.project)?;
     let backend = backend(cfg)?;
-    let is_root = unsafe_free_geteuid() == 0;
+    let is_root = crate::process::euid() == 0;
     backend
         .preflight(is_root, &|k| std::env::var(k).ok())
         .map_err(|message| Error::Environment { message, hint: None })?;
@@ -266,11 +224,7 @@ pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result
             }
             s
         }
-        None => RunState::new(
-            Local::now().format("%Y%m%d-%H%M%S").to_string(),
-            now,
-            opts.max_iterations,
-        ),
+        None => RunState::new(crate::state::new_run_id(Local::now()), now, opts.max_iterations),
     };
     let log_dir = paths.store.run_log_dir(&state.run_id);
     std::fs::create_dir_all(&log_dir)
@@ -365,11 +319,6 @@ fn local_zone() -> crate::analyze::Zone {
     }
 }
 
-fn unsafe_free_geteuid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
-}
-
 fn warn(reporter: &mut dyn Reporter, warning: Option<String>) {
     if let Some(message) = warning {
         reporter.emit(&Event::Notice { level: Level::Warn, message });
@@ -378,27 +327,6 @@ fn warn(reporter: &mut dyn Reporter, warning: Option<String>) {
 
 fn state_name(s: Option<crate::circuit::State>) -> String {
     s.map_or("unreadable".into(), |s| s.to_string())
-}
-
-/// Whether process group `pgid` is alive and one of its processes works in
-/// `dir`: a recorded pgid may have been reused by an unrelated program
-/// since the crash, and that one must not be touched.
-fn group_works_in(pgid: i32, dir: &Path) -> bool {
-    if !agent::supervise::group_alive(pgid) {
-        return false;
-    }
-    let Ok(procs) = std::fs::read_dir("/proc") else { return false };
-    procs.flatten().any(|e| {
-        let path = e.path();
-        let in_group = std::fs::read_to_string(path.join("stat"))
-            .ok()
-            .and_then(|stat| {
-                let rest = stat.get(stat.rfind(')')? + 2..)?.to_string();
-                rest.split_whitespace().nth(2)?.parse::<i32>().ok()
-            })
-            .is_some_and(|g| g == pgid);
-        in_group && std::fs::read_link(path.join("cwd")).is_ok_and(|cwd| cwd.starts_with(dir))
-    })
 }
 
 /// Every gate program — `gate.command` and the unfinished stories'
@@ -429,43 +357,6 @@ fn check_gate_programs(gate: &[String], prd: &Prd) -> Result<(), crate::gate::No
         }
     }
     Ok(())
-}
-
-/// Ends every process (other than this one) whose environment says it
-/// belongs to run `run_id`: what a dead run's agents started in sessions of
-/// their own. Returns how many there were.
-fn end_processes_of_run(run_id: &str, grace: Duration) -> usize {
-    let marker = format!("RALPH_RUN_ID={run_id}");
-    let me = std::process::id();
-    let find = || -> Vec<libc::pid_t> {
-        let Ok(procs) = std::fs::read_dir("/proc") else { return Vec::new() };
-        procs
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-            .filter(|&pid| pid != me)
-            .filter(|pid| {
-                std::fs::read(format!("/proc/{pid}/environ"))
-                    .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == marker.as_bytes()))
-            })
-            .filter_map(|pid| libc::pid_t::try_from(pid).ok())
-            .collect()
-    };
-    let pids = find();
-    let signal = |pids: &[libc::pid_t], sig| {
-        for &pid in pids {
-            // SAFETY: kill(2) on a pid we just found; fails harmlessly if it is gone.
-            unsafe {
-                libc::kill(pid, sig);
-            }
-        }
-    };
-    signal(&pids, libc::SIGTERM);
-    let until = Instant::now() + grace;
-    while Instant::now() < until && !find().is_empty() {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    signal(&find(), libc::SIGKILL);
-    pids.len()
 }
 
 /// The configured agent.
@@ -610,8 +501,9 @@ impl Run<'_> {
     /// starting over must not inherit an unverified "passes".
     fn clean_up_after(&mut self, old: &RunState) -> Result<(), Error> {
         self.state.agent_pgid = None;
-        if let Some(pgid) =
-            old.agent_pgid.filter(|&p| p > 1 && group_works_in(p, &self.paths.project))
+        if let Some(pgid) = old
+            .agent_pgid
+            .filter(|&p| p > 1 && crate::process::group_works_in(p, &self.paths.project))
         {
             agent::supervise::signal_group(pgid, libc::SIGTERM);
             let until = Instant::now() + self.cfg.agent.grace;
@@ -623,7 +515,11 @@ impl Run<'_> {
         }
         // Processes that left the group (a new session) still carry the
         // dead run's id in their environment.
-        let strays = end_processes_of_run(&old.run_id, self.cfg.agent.grace);
+        let strays = crate::process::end_processes_of_run(
+            &old.run_id,
+            &self.paths.project,
+            self.cfg.agent.grace,
+        );
         if strays > 0 {
             self.warn(format!(
                 "ended {strays} process{} of the interrupted run that had left its process group",
@@ -1211,6 +1107,7 @@ impl Run<'_> {
             self.backend.invocation(&prompt, &prompt_path).map_err(Error::Usage)?;
         invocation.env_set.extend([
             ("RALPH_RUN_ID".to_string(), self.state.run_id.clone()),
+            ("RALPH_PROJECT_DIR".to_string(), self.paths.project.display().to_string()),
             ("RALPH_ITERATION".to_string(), n.to_string()),
             ("RALPH_STORY_ID".to_string(), story.id.clone()),
             ("RALPH_PRD".to_string(), self.paths.prd.display().to_string()),
@@ -1464,7 +1361,7 @@ impl Run<'_> {
             );
         }
         if let Some(e) = &outcome.error {
-            feedback.push(format!("The agent run failed: {}", error_text(e)));
+            feedback.push(format!("The agent run failed: {e}"));
         }
         if let Some(e) = &handoff_problem {
             feedback.push(crate::handoff::error_section(e));
@@ -1699,7 +1596,7 @@ impl Run<'_> {
                 AgentError::Stopped { .. } => return,
                 _ => Category::AgentExit,
             };
-            let text = error_text(e);
+            let text = e.to_string();
             let signature = outcome.error_signature.clone().unwrap_or_else(|| text.clone());
             let tail: String = outcome
                 .final_text
@@ -1754,7 +1651,8 @@ impl Run<'_> {
 
     fn end_iteration(&mut self, attempt: &Attempt<'_>, story_passes: bool, result: &str) {
         let Attempt { n, story, outcome, changes, work_files, log, started } = *attempt;
-        let error = outcome.error.as_ref().map(error_text).or_else(|| self.iteration_note.take());
+        let error =
+            outcome.error.as_ref().map(ToString::to_string).or_else(|| self.iteration_note.take());
         let duration_ms = started.elapsed().as_millis() as u64;
         self.reporter.emit(&Event::IterationEnd {
             iteration: n,
@@ -1945,28 +1843,6 @@ fn why_text(why: Why) -> &'static str {
     match why {
         Why::UsageLimit => "the agent's usage limit",
         Why::CallsPerHour => "the calls-per-hour limit",
-    }
-}
-
-/// A one-line description of an agent error.
-pub fn error_text(e: &AgentError) -> String {
-    match e {
-        AgentError::Auth { message } => format!("authentication failed: {message}"),
-        AgentError::Billing { message } => format!("out of credits: {message}"),
-        AgentError::UsageLimit { message, .. } => format!("usage limit: {message}"),
-        AgentError::RateLimited { message } => format!("rate limited: {message}"),
-        AgentError::Overloaded { message } => format!("overloaded: {message}"),
-        AgentError::Unreachable { message } => format!("API unreachable: {message}"),
-        AgentError::Failed { exit_code, message } => {
-            let code = exit_code.map(|c| format!("exit {c}")).unwrap_or_else(|| "killed".into());
-            if message.trim().is_empty() { code } else { format!("{code}: {}", message.trim()) }
-        }
-        AgentError::Stopped { reason } => match reason {
-            StopReason::Timeout => "stopped: iteration timeout".into(),
-            StopReason::Idle => "stopped: no output for the idle timeout".into(),
-            StopReason::Interrupted => "stopped: interrupted".into(),
-            StopReason::Budget => "stopped: the run's time budget is spent".into(),
-        },
     }
 }
 

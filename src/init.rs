@@ -127,7 +127,7 @@ pub struct AgentInfo {
 /// `ralph agents`: every known CLI, found or not.
 pub fn agents(g: &Global) -> Result<u8, Error> {
     // SAFETY: geteuid has no preconditions.
-    let is_root = unsafe { libc::geteuid() } == 0;
+    let is_root = crate::process::euid() == 0;
     let env = |k: &str| std::env::var(k).ok();
     let infos: Vec<AgentInfo> = Tool::ALL
         .iter()

@@ -155,8 +155,30 @@ impl RunState {
     }
 }
 
-/// Run ids are ralph's own timestamps (`20261202-101500`): letters,
-/// digits, `-` and `_` only.
+/// A new run id: the local start time to the second, then this process's
+/// pid and random bits (`20261202-101500-3a7f-9c41e2`). Two ralphs started
+/// in the same second, by cron at :00 on one machine, get different ids:
+/// the id is what a resume uses to find a dead run's processes.
+pub fn new_run_id(now: DateTime<chrono::Local>) -> String {
+    let mut random = [0u8; 3];
+    let got = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut random));
+    if got.is_err() {
+        // No /dev/urandom: the clock's nanoseconds are random enough here.
+        random = now.timestamp_subsec_nanos().to_le_bytes()[..3].try_into().unwrap_or_default();
+    }
+    format!(
+        "{}-{:04x}-{:02x}{:02x}{:02x}",
+        now.format("%Y%m%d-%H%M%S"),
+        std::process::id() & 0xffff,
+        random[0],
+        random[1],
+        random[2]
+    )
+}
+
+/// Run ids are ralph's own timestamps with a suffix (`20261202-101500-…`):
+/// letters, digits, `-` and `_` only.
 pub fn valid_run_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= 64
@@ -166,6 +188,17 @@ pub fn valid_run_id(id: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn run_ids_started_in_the_same_second_differ_and_are_valid() {
+        let now = chrono::Local::now();
+        let ids: std::collections::BTreeSet<String> = (0..50).map(|_| new_run_id(now)).collect();
+        assert_eq!(ids.len(), 50, "{ids:?}");
+        for id in &ids {
+            assert!(valid_run_id(id), "{id}");
+            assert!(id.starts_with(&now.format("%Y%m%d-%H%M%S").to_string()), "{id}");
+        }
+    }
 
     #[test]
     fn roundtrip_and_damage() {

@@ -13,9 +13,9 @@ use crate::analyze::Format;
 use crate::circuit::Breaker;
 use crate::cli::{AnalyzeArgs, Global, StatusArgs};
 use crate::commands::{layers, project_dir};
-use crate::driver::Paths;
 use crate::error::Error;
 use crate::limits::Limits;
+use crate::paths::Paths;
 use crate::prd::View;
 use crate::state::{Phase, RunState};
 use crate::store;
@@ -399,7 +399,7 @@ pub fn analyze(g: &Global, args: &AnalyzeArgs) -> Result<u8, Error> {
         o.push_str(&format!("status block problem: {e}\n"));
     }
     if let Some(e) = &outcome.error {
-        o.push_str(&format!("error: {}\n", crate::driver::error_text(e)));
+        o.push_str(&format!("error: {}\n", e));
     }
     if let Some(sig) = &outcome.error_signature {
         o.push_str(&format!("error signature: {sig}\n"));

@@ -295,7 +295,9 @@ pub fn lock(path: &Path) -> Result<(Lock, PreviousHolder), LockError> {
         Err(fs::TryLockError::Error(e)) => return Err(LockError::Io(e)),
     }
     let holder = match previous_pid {
-        Some(pid) if pid != std::process::id() && !pid_alive(pid) => PreviousHolder::Dead(pid),
+        Some(pid) if pid != std::process::id() && !crate::process::pid_alive(pid) => {
+            PreviousHolder::Dead(pid)
+        }
         _ => PreviousHolder::None,
     };
     file.set_len(0).map_err(LockError::Io)?;
@@ -319,16 +321,6 @@ pub fn lock_holder(path: &Path) -> Option<u32> {
             text.trim().parse().ok()
         }
     }
-}
-
-/// Whether a process with this pid exists.
-pub fn pid_alive(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    // SAFETY: signal 0 performs only the permission and existence check.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 #[cfg(test)]

@@ -57,6 +57,37 @@ pub enum AgentError {
     Stopped { reason: super::StopReason },
 }
 
+/// A one-line description: "authentication failed: Invalid API key".
+impl std::fmt::Display for AgentError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use super::StopReason;
+        match self {
+            AgentError::Auth { message } => write!(f, "authentication failed: {message}"),
+            AgentError::Billing { message } => write!(f, "out of credits: {message}"),
+            AgentError::UsageLimit { message, .. } => write!(f, "usage limit: {message}"),
+            AgentError::RateLimited { message } => write!(f, "rate limited: {message}"),
+            AgentError::Overloaded { message } => write!(f, "overloaded: {message}"),
+            AgentError::Unreachable { message } => write!(f, "API unreachable: {message}"),
+            AgentError::Failed { exit_code, message } => {
+                match exit_code {
+                    Some(c) => write!(f, "exit {c}")?,
+                    None => f.write_str("killed")?,
+                }
+                match message.trim() {
+                    "" => Ok(()),
+                    m => write!(f, ": {m}"),
+                }
+            }
+            AgentError::Stopped { reason } => f.write_str(match reason {
+                StopReason::Timeout => "stopped: iteration timeout",
+                StopReason::Idle => "stopped: no output for the idle timeout",
+                StopReason::Interrupted => "stopped: interrupted",
+                StopReason::Budget => "stopped: the run's time budget is spent",
+            }),
+        }
+    }
+}
+
 impl AgentError {
     /// The CLI's own words for the error; `None` for [`AgentError::Stopped`].
     pub fn message(&self) -> Option<&str> {

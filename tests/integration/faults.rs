@@ -374,3 +374,42 @@ fn processes_that_left_the_group_are_ended_when_a_killed_run_resumes() {
     assert!(r.stdout.contains("left its process group"), "{r:?}");
     assert!(eventually(Duration::from_secs(5), || !alive(stray)), "{stray} survived the resume");
 }
+
+/// Starts a run whose first agent leaves a process in a session of its own,
+/// kills ralph with SIGKILL mid-agent, and returns that process's pid.
+fn crash_leaving_a_stray(p: &Project) -> i32 {
+    p.script("[run 1]\nspawn setsid 300\nsleep 60\n[run *]\nimplement\n");
+    let mut child = p.spawn(&["5"]);
+    assert!(eventually(Duration::from_secs(20), || p.spawned_pids().len() == 1));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    p.spawned_pids()[0]
+}
+
+#[test]
+fn a_resume_never_ends_another_projects_processes_even_with_the_same_run_id() {
+    let a = Project::with_prd(THREE_STORIES);
+    let b = Project::with_prd(THREE_STORIES);
+    let stray_a = crash_leaving_a_stray(&a);
+    let stray_b = crash_leaving_a_stray(&b);
+    let state = |p: &Project| -> serde_json::Value {
+        serde_json::from_str(&p.read(".ralph/state.json")).unwrap()
+    };
+    let (id_a, id_b) = (state(&a)["run_id"].clone(), state(&b)["run_id"].clone());
+    assert_ne!(id_a, id_b, "two runs got the same id");
+    // The collision two ralphs started in the same second used to have:
+    // b's checkpoint names a's run.
+    let mut forced = state(&b);
+    forced["run_id"] = id_a.clone();
+    b.write(".ralph/state.json", &serde_json::to_string_pretty(&forced).unwrap());
+    let r = b.run(&["5"]);
+    assert_eq!(r.code, i32::from(ralph::exit::COMPLETE), "{r:?}");
+    assert!(alive(stray_a), "resuming project b ended project a's process {stray_a}: {r:?}");
+    // a's own resume still finds its leftover.
+    let r = a.run(&["5"]);
+    assert!(r.stdout.contains("left its process group"), "{r:?}");
+    assert!(eventually(Duration::from_secs(5), || !alive(stray_a)), "{stray_a} survived");
+    // SAFETY: ending the test's own leftover (b's resume looked for a's id).
+    unsafe { libc::kill(stray_b, libc::SIGKILL) };
+}

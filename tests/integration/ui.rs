@@ -50,7 +50,7 @@ fn redact(text: &str, p: &Project) -> String {
         // RFC 3339 (JSON `ts`, `ended_at`) before the clock times inside them.
         (r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})", "[TS]"),
         (r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}", "[DATETIME]"),
-        (r"\b\d{8}-\d{6}\b", "[RUN_ID]"),
+        (r"\b\d{8}-\d{6}-[0-9a-f]{4}-[0-9a-f]{6}\b", "[RUN_ID]"),
         (r"\[\d{2}:\d{2}:\d{2}\]", "[TIME]"),
         (r"\b\d{2}:\d{2}:\d{2}\b", "[CLOCK]"),
         (r"\b(in|after) (\d+ms|\d+\.\d+s|\d+m \d{2}s|\d+h \d{2}m)\b", "$1 [DURATION]"),
@@ -560,7 +560,12 @@ fn hooks_receive_their_variables() {
     assert_eq!(end["RALPH_PROJECT_DIR"], project);
     assert!(end["RALPH_PRD"].ends_with("prd.json"), "{end:?}");
     assert!(end["RALPH_LOG"].ends_with("iter-1.log"), "{end:?}");
-    assert!(Regex::new(r"^\d{8}-\d{6}$").unwrap().is_match(&end["RALPH_RUN_ID"]), "{end:?}");
+    assert!(
+        Regex::new(r"^\d{8}-\d{6}-[0-9a-f]{4}-[0-9a-f]{6}$")
+            .unwrap()
+            .is_match(&end["RALPH_RUN_ID"]),
+        "{end:?}"
+    );
     assert_eq!(hook_env(&dir.join("iteration_end-2.env"))["RALPH_STORY_ID"], "US-002");
 
     let done = hook_env(&dir.join("complete-2.env"));
