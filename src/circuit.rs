@@ -103,6 +103,9 @@ pub struct Signals {
     /// Normalised error signature, for "the same error N times in a row".
     pub error_signature: Option<String>,
     pub permission_denials: usize,
+    /// The agent left no valid handoff. Never a failed run: it only names
+    /// the cause when iterations without progress open the breaker.
+    pub handoff_problem: bool,
 }
 
 /// Which rule opened the breaker.
@@ -110,6 +113,8 @@ pub struct Signals {
 #[serde(rename_all = "snake_case")]
 pub enum Cause {
     NoProgress,
+    /// No progress, and no valid handoff in any of those iterations.
+    NoHandoff,
     SameError,
     PermissionDenied,
     Failures,
@@ -131,6 +136,10 @@ pub struct Transition {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
     pub no_progress: u32,
+    /// Of the iterations without progress in a row, those that also left
+    /// no valid handoff, in a row.
+    #[serde(default)]
+    pub no_handoff: u32,
     pub same_error: u32,
     pub permission_denials: u32,
     pub failures: u32,
@@ -210,24 +219,26 @@ impl Breaker {
         self.last_error.as_deref()
     }
 
-    /// Called once when a run starts. An OPEN breaker closes with
-    /// `auto_reset` (counters zeroed, `total_opens` kept), or moves to
-    /// HALF_OPEN once `cooldown` has passed since it opened, with its
-    /// counters kept so one more bad iteration re-opens it. An `opened_at`
-    /// in the future means the clock moved back: it stays OPEN rather than
-    /// guess.
+    /// Called once when a run starts. With `reset` (`--auto-reset`,
+    /// `--fresh`) the breaker starts CLOSED with its counters zeroed from
+    /// whatever state it was in (`total_opens` kept). Otherwise an OPEN
+    /// breaker moves to HALF_OPEN once `cooldown` has passed since it
+    /// opened, with its counters kept so one more bad iteration re-opens
+    /// it. An `opened_at` in the future means the clock moved back: it
+    /// stays OPEN rather than guess.
     pub fn on_start(
         &mut self,
         now: DateTime<Utc>,
-        auto_reset: bool,
+        reset: bool,
         cooldown: Duration,
     ) -> Option<Transition> {
+        if reset {
+            self.clear();
+            return (self.state != State::Closed)
+                .then(|| self.go(State::Closed, "auto-reset at start".into(), now, None));
+        }
         if self.state != State::Open {
             return None;
-        }
-        if auto_reset {
-            self.clear();
-            return Some(self.go(State::Closed, "auto-reset at start".into(), now, None));
         }
         // A negative `elapsed` (clock moved back) is below any cooldown.
         let elapsed = now - self.opened_at.unwrap_or(self.changed_at);
@@ -261,6 +272,11 @@ impl Breaker {
         } else if stagnant {
             c.no_progress = c.no_progress.saturating_add(1);
         }
+        c.no_handoff = match (signals.progress || !signals.handoff_problem, stagnant) {
+            (true, _) => 0,
+            (false, true) => c.no_handoff.saturating_add(1),
+            (false, false) => c.no_handoff,
+        };
         c.failures = if signals.failed { c.failures.saturating_add(1) } else { 0 };
         c.permission_denials =
             if signals.permission_denials > 0 { c.permission_denials.saturating_add(1) } else { 0 };
@@ -290,6 +306,15 @@ impl Breaker {
             ))
         } else if reached(c.failures, t.failures) {
             Some((Cause::Failures, format!("the agent failed {} runs in a row", c.failures)))
+        } else if stagnant && reached(c.no_progress, t.no_progress) && c.no_handoff >= c.no_progress
+        {
+            Some((
+                Cause::NoHandoff,
+                format!(
+                    "no progress and no valid handoff in {} iterations in a row",
+                    c.no_progress
+                ),
+            ))
         } else if stagnant && reached(c.no_progress, t.no_progress) {
             Some((
                 Cause::NoProgress,
@@ -369,6 +394,11 @@ impl Breaker {
             Some(Cause::SameError) => &[
                 "the agent keeps hitting the same error (see the iteration logs)",
                 "the environment is broken in a way the agent cannot repair",
+            ],
+            Some(Cause::NoHandoff) => &[
+                "the agent does not write .ralph/handoff.json: a custom prompt without the handoff step, a sandbox that forbids writing there, or an agent that ignores the protocol",
+                "the agent ends its turn without doing the story (see the iteration logs)",
+                "agents that cannot write files: set run.require_handoff = false",
             ],
             Some(Cause::PermissionDenied) => {
                 &["the agent CLI refuses a tool the story needs: allow it in the agent's settings"]
@@ -526,7 +556,8 @@ mod tests {
     /// without progress, `F` failed with progress, `t` transient (also
     /// failed, with an error and a denial, to show none of it counts), `q`
     /// a question, `d` a denial with progress, `a`/`b` error signatures with
-    /// progress.
+    /// progress, `h` no progress and no handoff, `H` progress without a
+    /// handoff.
     fn signals(script: &str) -> Vec<Signals> {
         script
             .chars()
@@ -545,6 +576,8 @@ mod tests {
                         s.permission_denials = 1;
                     }
                     'q' => s.asking_questions = true,
+                    'h' => s.handoff_problem = true,
+                    'H' => (s.handoff_problem, s.progress) = (true, true),
                     'd' => (s.permission_denials, s.progress) = (1, true),
                     'a' | 'b' => (s.error_signature, s.progress) = (Some(c.to_string()), true),
                     _ => panic!("unknown step {c}"),
@@ -588,6 +621,10 @@ mod tests {
             ("transient neither breaks nor extends a streak", "nttttn", HalfOpen, &[(Closed, HalfOpen, 6)], None),
             ("questions are neither progress nor stagnation", "nqqqqn", HalfOpen, &[(Closed, HalfOpen, 6)], None),
             ("a question in HALF_OPEN stays there", "nnqq", HalfOpen, &[(Closed, HalfOpen, 2)], None),
+            ("no handoff and no progress has its own reason", "hhh", Open, &[(Closed, HalfOpen, 2), (HalfOpen, Open, 3)], Some(Cause::NoHandoff)),
+            ("a missing handoff is never a failed run", "HHHHHH", Closed, &[], None),
+            ("one handoff in the streak makes it plain no progress", "hnh", Open, &[(Closed, HalfOpen, 2), (HalfOpen, Open, 3)], Some(Cause::NoProgress)),
+            ("progress resets the handoff streak", "hhHhh", HalfOpen, &[(Closed, HalfOpen, 2), (HalfOpen, Closed, 3), (Closed, HalfOpen, 5)], None),
         ];
         for (name, script, state, transitions, cause) in cases {
             let mut breaker = Breaker::new(t0());
@@ -662,11 +699,28 @@ mod tests {
     }
 
     #[test]
-    fn start_leaves_a_closed_breaker_alone() {
+    fn start_without_reset_leaves_a_breaker_that_is_not_open_alone() {
         let mut breaker = Breaker::new(t0());
         run(&mut breaker, "nn");
-        assert_eq!(breaker.on_start(t0() + TimeDelta::days(1), true, DEFAULT_COOLDOWN), None);
+        assert_eq!(breaker.on_start(t0() + TimeDelta::days(1), false, DEFAULT_COOLDOWN), None);
         assert_eq!(breaker.state(), HalfOpen);
+    }
+
+    #[test]
+    fn reset_at_start_closes_and_zeroes_from_any_state() {
+        // (script, transition expected) — HALF_OPEN with a failure streak is
+        // the case an --auto-reset used to leave one failure from OPEN.
+        for (script, moves) in [("nnn", true), ("ff", true), ("f", false), ("", false)] {
+            let mut breaker = Breaker::new(t0());
+            run(&mut breaker, script);
+            let t = breaker.on_start(t0(), true, DEFAULT_COOLDOWN);
+            assert_eq!(t.is_some(), moves, "{script}");
+            assert_eq!(breaker.state(), Closed, "{script}");
+            assert_eq!(breaker.counters(), Counters::default(), "{script}");
+            // One more failure is one, not the third.
+            run(&mut breaker, "f");
+            assert_eq!(breaker.state(), Closed, "{script}");
+        }
     }
 
     #[test]

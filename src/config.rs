@@ -163,6 +163,12 @@ pub const KEYS: &[Key] = &[
         "Treat a missing .ralph/handoff.json as a failed iteration (an invalid one always is)."
     ),
     key!(
+        "run.commit_leftovers",
+        Bool,
+        "true",
+        "When a story passes with the agent's work uncommitted, ralph commits it (as feat: <ID> - <title>); false: the story does not count until the agent commits."
+    ),
+    key!(
         "run.prompt",
         Str,
         "\"\"",
@@ -511,6 +517,7 @@ impl Layers {
                 pause: self.duration("run.pause"),
                 prompt: self.opt_str("run.prompt").map(PathBuf::from),
                 require_handoff: self.bool("run.require_handoff"),
+                commit_leftovers: self.bool("run.commit_leftovers"),
             },
             gate: GateConfig {
                 command: self.command("gate.command"),
@@ -712,6 +719,7 @@ pub struct RunConfig {
     pub pause: Duration,
     pub prompt: Option<PathBuf>,
     pub require_handoff: bool,
+    pub commit_leftovers: bool,
 }
 
 #[derive(Debug, Clone)]

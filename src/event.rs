@@ -16,6 +16,88 @@ pub enum Level {
     Warn,
 }
 
+/// What one iteration amounted to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IterationResult {
+    /// Evidence of work: changed files, commits beyond bookkeeping, a story newly verified.
+    Progress,
+    /// The agent ran and nothing changed that counts.
+    NoProgress,
+    /// The agent run failed (non-zero exit, error result, timeout) or could not be judged.
+    Failed,
+    /// The gate ran and failed.
+    GateFailed,
+    /// A rate, usage or API limit: retried, not counted.
+    Transient,
+    /// Ctrl-C or SIGTERM stopped it: no verdict.
+    Stopped,
+}
+
+impl IterationResult {
+    /// How it reads in a sentence: "iteration 3 made progress".
+    pub fn phrase(self) -> &'static str {
+        match self {
+            IterationResult::Progress => "made progress",
+            IterationResult::NoProgress => "made no progress",
+            IterationResult::Failed => "failed",
+            IterationResult::GateFailed => "failed the gate",
+            IterationResult::Transient => "hit an API limit (not counted)",
+            IterationResult::Stopped => "was stopped",
+        }
+    }
+
+    /// The name `--json` and hooks (`RALPH_OUTCOME`) use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IterationResult::Progress => "progress",
+            IterationResult::NoProgress => "no_progress",
+            IterationResult::Failed => "failed",
+            IterationResult::GateFailed => "gate_failed",
+            IterationResult::Transient => "transient",
+            IterationResult::Stopped => "stopped",
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunOutcome {
+    Complete,
+    MaxIterations,
+    CircuitOpen,
+    RateLimited,
+    Blocked,
+    Budget,
+    Environment,
+    GateDisagrees,
+    Interrupted,
+}
+
+impl RunOutcome {
+    /// The name `--json`, runs.jsonl and hooks use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOutcome::Complete => "complete",
+            RunOutcome::MaxIterations => "max_iterations",
+            RunOutcome::CircuitOpen => "circuit_open",
+            RunOutcome::RateLimited => "rate_limited",
+            RunOutcome::Blocked => "blocked",
+            RunOutcome::Budget => "budget",
+            RunOutcome::Environment => "environment",
+            RunOutcome::GateDisagrees => "gate_disagrees",
+            RunOutcome::Interrupted => "interrupted",
+        }
+    }
+}
+
+impl std::fmt::Display for RunOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One story in the final report.
 #[derive(Debug, Clone, Serialize)]
 pub struct StoryReport {
@@ -26,6 +108,9 @@ pub struct StoryReport {
     /// ralph's verdict: the gate passed (`None` without a gate: the PRD's word).
     pub verified: Option<bool>,
     pub passes: bool,
+    /// Why a story that looks done does not count, when ralph knows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -60,8 +145,7 @@ pub enum Event {
     IterationEnd {
         iteration: u32,
         story_id: String,
-        /// progress | no_progress | failed | gate_failed | transient | stopped
-        result: String,
+        result: IterationResult,
         duration_ms: u64,
         exit_code: Option<i32>,
         commits: usize,
@@ -82,8 +166,8 @@ pub enum Event {
         summary: String,
     },
     Circuit {
-        from: String,
-        to: String,
+        from: crate::circuit::State,
+        to: crate::circuit::State,
         reason: String,
     },
     Waiting {
@@ -96,8 +180,7 @@ pub enum Event {
         remaining_s: u64,
     },
     RunEnd {
-        /// complete | max_iterations | circuit_open | rate_limited | blocked | budget | environment | gate_disagrees | interrupted
-        outcome: String,
+        outcome: RunOutcome,
         exit_code: u8,
         iterations: u32,
         passing: usize,
@@ -164,7 +247,7 @@ mod tests {
             Event::IterationEnd {
                 iteration: 1,
                 story_id: "US-001".into(),
-                result: "progress".into(),
+                result: IterationResult::Progress,
                 duration_ms: 1,
                 exit_code: Some(0),
                 commits: 1,
@@ -184,11 +267,15 @@ mod tests {
                 duration_ms: 1,
                 summary: "s".into(),
             },
-            Event::Circuit { from: "CLOSED".into(), to: "OPEN".into(), reason: "r".into() },
+            Event::Circuit {
+                from: crate::circuit::State::Closed,
+                to: crate::circuit::State::Open,
+                reason: "r".into(),
+            },
             Event::Waiting { reason: "r".into(), until: now, seconds: 5 },
             Event::WaitTick { remaining_s: 4 },
             Event::RunEnd {
-                outcome: "max_iterations".into(),
+                outcome: RunOutcome::MaxIterations,
                 exit_code: 1,
                 iterations: 10,
                 passing: 1,
@@ -203,6 +290,7 @@ mod tests {
                     claimed: true,
                     verified: Some(true),
                     passes: true,
+                    note: Some("n".into()),
                 }],
                 best: Some(BestIteration {
                     iteration: 3,

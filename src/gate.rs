@@ -169,6 +169,36 @@ impl Sink for GateSink {
     }
 }
 
+/// Every gate program — `gate.command` and the unfinished stories'
+/// `verify` — must exist before the first agent is paid for: a gate that
+/// cannot start is an environment error, not something an agent can fix.
+pub fn check_programs(gate: &[String], prd: &crate::prd::Prd) -> Result<(), NotRun> {
+    let mut commands: Vec<(Vec<String>, String)> = Vec::new();
+    if !gate.is_empty() {
+        commands.push((gate.to_vec(), "gate.command".into()));
+    }
+    for s in prd.stories().iter().filter(|s| !s.passes) {
+        if let Some(words) = s.verify.as_deref().and_then(|v| crate::agent::words::split(v).ok()) {
+            commands.push((words, format!("the \"verify\" of {}", s.id)));
+        }
+    }
+    for (words, what) in commands {
+        let Some(program) = words.first() else { continue };
+        let found = if program.contains('/') {
+            std::fs::metadata(program).is_ok_and(|m| m.is_file())
+        } else {
+            which::which(program).is_ok()
+        };
+        if !found {
+            return Err(NotRun {
+                message: format!("the gate cannot run: `{program}` ({what}) not found"),
+                hint: "install it or fix the command; ralph stops before any agent runs".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
 impl Gate {
     /// Runs `command` (the gate's, or a story's own) in `cwd`; output also
     /// goes to `log` when given.

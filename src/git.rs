@@ -50,6 +50,13 @@ pub struct Snapshot {
     dirty: BTreeMap<String, Content>,
 }
 
+impl Snapshot {
+    /// Whether `path` differed from HEAD (or was untracked) at this instant.
+    pub fn is_dirty(&self, path: &str) -> bool {
+        self.dirty.contains_key(path)
+    }
+}
+
 /// What a path holds, as far as telling "changed" from "unchanged" needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Content {
@@ -288,8 +295,10 @@ impl Repo {
         Changes { commits, files }
     }
 
-    /// Commits exactly `paths` (relative to the work tree) with `message`,
-    /// leaving every other change alone.
+    /// Commits exactly `paths` (relative to the work tree) as they are in
+    /// the work tree — a deleted file is removed, an executable keeps its
+    /// bit, a symlink stays a link — with `message`, leaving every other
+    /// change alone.
     pub fn commit_paths(&self, paths: &[&Path], message: &str) -> Result<Oid, GitError> {
         // The commit's tree is HEAD's tree plus exactly these files, built
         // in an in-memory index: whatever the agent left staged in the real
@@ -303,10 +312,12 @@ impl Repo {
         let workdir = self.workdir();
         let mut real_index = self.repo.index().map_err(|e| err("open the git index", e))?;
         for path in paths {
-            let bytes = std::fs::read(workdir.join(path)).map_err(|e| GitError {
-                message: format!("cannot read {}: {e}", path.display()),
-                hint: None,
-            })?;
+            let Some((bytes, mode)) = work_tree_entry(&workdir.join(path))? else {
+                // Gone from the work tree: gone from the commit.
+                let _ = tree_index.remove_path(path);
+                let _ = real_index.remove_path(path);
+                continue;
+            };
             let blob =
                 self.repo.blob(&bytes).map_err(|e| err(format!("store {}", path.display()), e))?;
             let entry = git2::IndexEntry {
@@ -314,7 +325,7 @@ impl Repo {
                 mtime: git2::IndexTime::new(0, 0),
                 dev: 0,
                 ino: 0,
-                mode: 0o100644,
+                mode,
                 uid: 0,
                 gid: 0,
                 file_size: bytes.len() as u32,
@@ -329,6 +340,11 @@ impl Repo {
             real_index.add_path(path).map_err(|e| err(format!("stage {}", path.display()), e))?;
         }
         let tree_id = tree_index.write_tree_to(&self.repo).map_err(|e| err("write tree", e))?;
+        if let Some(p) = parent.as_ref().filter(|p| p.tree_id() == tree_id) {
+            // Nothing differs from HEAD: no empty commit.
+            real_index.write().map_err(|e| err("write the git index", e))?;
+            return Ok(p.id());
+        }
         let tree = self.repo.find_tree(tree_id).map_err(|e| err("read tree", e))?;
         let sig = self
             .repo
@@ -367,6 +383,31 @@ impl Repo {
     }
 }
 
+/// A work-tree file's content and git mode; `None` when it is gone (or is
+/// a directory, which git does not track as such).
+fn work_tree_entry(path: &Path) -> Result<Option<(Vec<u8>, u32)>, GitError> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::PermissionsExt;
+    let cannot = |e: std::io::Error| GitError {
+        message: format!("cannot read {}: {e}", path.display()),
+        hint: None,
+    };
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(cannot(e)),
+    };
+    if meta.file_type().is_symlink() {
+        let target = std::fs::read_link(path).map_err(cannot)?;
+        return Ok(Some((target.as_os_str().as_bytes().to_vec(), 0o120000)));
+    }
+    if !meta.is_file() {
+        return Ok(None);
+    }
+    let mode = if meta.permissions().mode() & 0o111 != 0 { 0o100755 } else { 0o100644 };
+    Ok(Some((std::fs::read(path).map_err(cannot)?, mode)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -400,6 +441,28 @@ mod tests {
         let st = |p: &str| statuses.iter().find(|e| e.path().ok() == Some(p)).map(|e| e.status());
         assert_eq!(st("staged.txt"), Some(git2::Status::INDEX_NEW));
         assert_eq!(st("a.txt"), None);
+    }
+
+    #[test]
+    fn ralphs_commits_keep_deletions_modes_and_links() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, repo) = repo_with_commit();
+        fs::write(dir.path().join("run.sh"), "#!/bin/sh\n").unwrap();
+        fs::set_permissions(dir.path().join("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::symlink("run.sh", dir.path().join("link")).unwrap();
+        fs::remove_file(dir.path().join("a.txt")).unwrap();
+        let paths = [Path::new("run.sh"), Path::new("link"), Path::new("a.txt")];
+        let id = repo.commit_paths(&paths, "feat: x").unwrap();
+        let tree = repo.repo.find_commit(id).unwrap().tree().unwrap();
+        let mode = |p: &str| tree.get_path(Path::new(p)).map(|e| e.filemode()).ok();
+        assert_eq!(mode("run.sh"), Some(0o100755));
+        assert_eq!(mode("link"), Some(0o120000));
+        assert_eq!(mode("a.txt"), None, "the deleted file is still committed");
+        // The work tree is clean afterwards, and committing it again makes
+        // no empty commit.
+        let after = repo.snapshot().unwrap();
+        assert!(after.dirty.is_empty(), "{:?}", after.dirty);
+        assert_eq!(repo.commit_paths(&paths[..2], "again").unwrap(), id);
     }
 
     #[test]

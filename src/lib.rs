@@ -32,6 +32,7 @@ pub mod signals;
 pub mod state;
 pub mod status;
 pub mod store;
+pub mod text;
 pub mod ui;
 
 /// Parses the command line, runs the command, prints a fatal error once

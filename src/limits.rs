@@ -45,6 +45,21 @@ pub const BACKOFF_START: Duration = Duration::from_secs(30);
 /// The longest transient backoff.
 pub const BACKOFF_CAP: Duration = Duration::from_secs(10 * 60);
 
+/// The longest run of transient failures in a row ralph sits through
+/// before it gives up on the API.
+pub const MAX_TRANSIENT_RETRIES: u32 = 20;
+
+/// What to do after a transient API error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backoff {
+    /// Wait this long, then retry.
+    Wait(Duration),
+    /// The back-off is longer than the caller may wait: stop.
+    TooLong(Duration),
+    /// The API failed this many times in a row: stop.
+    GiveUp(u32),
+}
+
 /// What a limit asks of the caller before the next agent call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
@@ -162,6 +177,19 @@ impl Limits {
     pub fn note_transient(&mut self) -> Duration {
         self.transient = self.transient.saturating_add(1);
         backoff(self.transient)
+    }
+
+    /// Records a transient failure and says what to do about it, given the
+    /// longest wait the caller accepts.
+    pub fn back_off(&mut self, max_wait: Duration) -> Backoff {
+        let wait = self.note_transient();
+        if self.transient > MAX_TRANSIENT_RETRIES {
+            Backoff::GiveUp(self.transient)
+        } else if wait > max_wait {
+            Backoff::TooLong(wait)
+        } else {
+            Backoff::Wait(wait)
+        }
     }
 
     /// Records a call that got through: the backoff starts over and any
@@ -367,6 +395,20 @@ mod tests {
         let secs: Vec<u64> =
             [0, 1, 2, 3, 4, 5, 6, 7, 100, u32::MAX].map(|n| backoff(n).as_secs()).to_vec();
         assert_eq!(secs, [0, 30, 60, 120, 240, 480, 600, 600, 600, 600]);
+    }
+
+    #[test]
+    fn back_off_waits_then_stops_past_max_wait_or_after_too_many() {
+        let mut limits = Limits::new();
+        let hour = Duration::from_secs(3600);
+        assert_eq!(limits.back_off(hour), Backoff::Wait(BACKOFF_START));
+        assert_eq!(limits.back_off(Duration::from_secs(59)), Backoff::TooLong(BACKOFF_START * 2));
+        assert_eq!(limits.back_off(Duration::ZERO), Backoff::TooLong(BACKOFF_START * 4));
+        let mut limits = Limits::new();
+        for n in 1..=MAX_TRANSIENT_RETRIES {
+            assert!(matches!(limits.back_off(hour), Backoff::Wait(_)), "{n}");
+        }
+        assert_eq!(limits.back_off(hour), Backoff::GiveUp(MAX_TRANSIENT_RETRIES + 1));
     }
 
     #[test]

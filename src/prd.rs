@@ -197,6 +197,61 @@ impl Prd {
         crate::store::write_atomic(path, self.to_json().as_bytes())
     }
 
+    /// Sets back what an agent may not change, compared with `before` (the
+    /// PRD at the start of its iteration on story `own`): another story's
+    /// `passes`, any story's `verify`, a new story marked passing. Only its
+    /// own story's `passes` is the agent's to change, and only ralph's gate
+    /// makes that stick.
+    pub fn set_back_tampering(&mut self, before: &Prd, own: &str) -> Tampering {
+        let mut t = Tampering::default();
+        for s in self.stories.clone() {
+            match before.story(&s.id) {
+                Some(b) => {
+                    if s.id != own && s.passes != b.passes {
+                        if s.passes {
+                            t.claimed.push(s.id.clone());
+                        }
+                        self.set_passes(&s.id, b.passes);
+                        t.findings.push(format!("{}'s \"passes\"", s.id));
+                    }
+                    if s.verify != b.verify {
+                        self.set_verify(&s.id, b.verify.as_deref());
+                        t.findings.push(format!("{}'s \"verify\"", s.id));
+                    }
+                }
+                None if s.passes => {
+                    self.set_passes(&s.id, false);
+                    t.findings.push(format!("the new story {}'s \"passes\"", s.id));
+                }
+                None => {}
+            }
+        }
+        t
+    }
+
+    /// Sets every story's `passes` and `verify` back to what `before` says,
+    /// except the stories in `keep`; a story `before` does not have is set
+    /// unfinished. Returns the ids whose `passes` changed.
+    pub fn restore_claims(&mut self, before: &Prd, keep: &[String]) -> Vec<String> {
+        let mut changed = Vec::new();
+        for s in self.stories.clone() {
+            if keep.contains(&s.id) {
+                continue;
+            }
+            let (passes, verify) = match before.story(&s.id) {
+                Some(b) => (b.passes, b.verify.clone()),
+                None => (false, s.verify.clone()),
+            };
+            if self.set_passes(&s.id, passes) {
+                changed.push(s.id.clone());
+            }
+            if s.verify != verify {
+                self.set_verify(&s.id, verify.as_deref());
+            }
+        }
+        changed
+    }
+
     /// How `after` (what the agent left) broke the story list of `self`,
     /// if it did: a story deleted or stories' ids swapped. Adding stories
     /// and editing fields is allowed; losing or reshuffling identities is not.
@@ -218,6 +273,15 @@ impl Prd {
         }
         None
     }
+}
+
+/// What [`Prd::set_back_tampering`] set back.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tampering {
+    /// What was changed, for people: `US-002's "passes"`.
+    pub findings: Vec<String>,
+    /// Other stories the agent marked passing.
+    pub claimed: Vec<String>,
 }
 
 /// The selection rule, shared by [`Prd`] and [`View`].
@@ -469,6 +533,47 @@ mod tests {
     fn prd(stories: &str) -> Prd {
         parse(&format!(r#"{{"project":"P","branchName":"ralph/x","userStories":[{stories}]}}"#))
             .unwrap()
+    }
+
+    #[test]
+    fn what_an_agent_may_not_change_is_set_back() {
+        let before = prd(r#"{"id":"A","title":"a"},{"id":"B","title":"b","verify":"make b"}"#);
+        #[rustfmt::skip]
+        let cases: &[(&str, &str, &[&str], &[&str])] = &[
+            ("its own mark is its own", r#"{"id":"A","title":"a","passes":true},{"id":"B","title":"b","verify":"make b"}"#, &[], &[]),
+            ("another story's mark", r#"{"id":"A","title":"a"},{"id":"B","title":"b","verify":"make b","passes":true}"#, &["B's \"passes\""], &["B"]),
+            ("a verify rewritten", r#"{"id":"A","title":"a","verify":"true"},{"id":"B","title":"b","verify":"true"}"#, &["A's \"verify\"", "B's \"verify\""], &[]),
+            ("a new story marked", r#"{"id":"A","title":"a"},{"id":"B","title":"b","verify":"make b"},{"id":"C","title":"c","passes":true}"#, &["the new story C's \"passes\""], &[]),
+            ("notes are free", r#"{"id":"A","title":"a","notes":"hm"},{"id":"B","title":"b","verify":"make b"}"#, &[], &[]),
+        ];
+        for (name, after, findings, claimed) in cases {
+            let mut now = prd(after);
+            let t = now.set_back_tampering(&before, "A");
+            assert_eq!(t.findings, *findings, "{name}");
+            assert_eq!(t.claimed, *claimed, "{name}");
+            for s in now.stories().iter().filter(|s| s.id != "A") {
+                assert!(!s.passes, "{name}: {} still passes", s.id);
+            }
+            assert_eq!(now.story("B").unwrap().verify.as_deref(), Some("make b"), "{name}");
+            assert_eq!(now.story("A").unwrap().verify, None, "{name}");
+        }
+    }
+
+    #[test]
+    fn claims_are_restored_except_the_verified_ones() {
+        let before = prd(r#"{"id":"A"},{"id":"B"},{"id":"C","passes":true}"#);
+        let mut now = prd(
+            r#"{"id":"A","passes":true},{"id":"B","passes":true,"verify":"true"},{"id":"C","passes":false},{"id":"D","passes":true}"#,
+        );
+        let changed = now.restore_claims(&before, &["B".to_string()]);
+        assert_eq!(changed, ["A", "C", "D"]);
+        let passes: Vec<bool> = now.stories().iter().map(|s| s.passes).collect();
+        assert_eq!(passes, [false, true, true, false]);
+        assert_eq!(
+            now.story("B").unwrap().verify.as_deref(),
+            Some("true"),
+            "a kept story is kept whole"
+        );
     }
 
     #[test]

@@ -35,6 +35,19 @@ pub fn render(template: &str, vars: &[(&str, &str)]) -> String {
     out
 }
 
+/// A template without the HTML comments at its top: notes to the person
+/// who edits the file (`ralph init` writes one), not to the agent.
+pub fn without_leading_comments(template: &str) -> &str {
+    let mut rest = template;
+    loop {
+        let trimmed = rest.trim_start();
+        let Some(after) = trimmed.strip_prefix("<!--") else { return rest };
+        let Some(end) = after.find("-->") else { return rest };
+        rest = after[end + 3..].trim_start_matches([' ', '\t']);
+        rest = rest.strip_prefix("\r\n").or_else(|| rest.strip_prefix('\n')).unwrap_or(rest);
+    }
+}
+
 /// Wraps untrusted text in a fence longer than any backtick run inside it,
 /// so the text cannot end the fence and continue as prompt.
 pub fn fence(text: &str) -> String {
@@ -55,6 +68,21 @@ mod tests {
             "a 1 b 2 {{zz}} {{"
         );
         assert_eq!(render("{{x}}{{x}}", &[("x", "{{x}}")]), "{{x}}{{x}}");
+    }
+
+    #[test]
+    fn leading_comments_are_notes_for_people_not_prompt() {
+        #[rustfmt::skip]
+        let cases: &[(&str, &str)] = &[
+            ("<!-- edit me -->\n# Task\n", "# Task\n"),
+            ("\n  <!-- a\nmulti-line note -->\n<!-- two -->\n\n# Task", "\n# Task"),
+            ("# Task\n<!-- kept: not at the top -->\n", "# Task\n<!-- kept: not at the top -->\n"),
+            ("<!-- never closed\n# Task", "<!-- never closed\n# Task"),
+            ("no comment", "no comment"),
+        ];
+        for (template, want) in cases {
+            assert_eq!(without_leading_comments(template), *want, "{template:?}");
+        }
     }
 
     #[test]

@@ -60,6 +60,10 @@ pub struct RunState {
     pub passing_at_start: Vec<String>,
     /// Stories the gate verified in this run.
     pub verified: Vec<String>,
+    /// Stories whose gate passed with the agent's work left uncommitted,
+    /// when ralph may not commit it (`run.commit_leftovers = false`).
+    #[serde(default)]
+    pub uncommitted: Vec<String>,
     pub best: Option<Best>,
     /// What the next prompt should be told about the last iteration.
     pub feedback: Option<String>,
@@ -90,6 +94,7 @@ impl RunState {
             claimed: Vec::new(),
             passing_at_start: Vec::new(),
             verified: Vec::new(),
+            uncommitted: Vec::new(),
             best: None,
             feedback: None,
             handoff: None,
@@ -144,6 +149,13 @@ impl RunState {
     pub fn note_claimed(&mut self, id: &str) {
         if !self.claimed.iter().any(|c| c == id) {
             self.claimed.push(id.to_string());
+        }
+    }
+
+    pub fn note_uncommitted(&mut self, id: &str, uncommitted: bool) {
+        self.uncommitted.retain(|v| v != id);
+        if uncommitted {
+            self.uncommitted.push(id.to_string());
         }
     }
 

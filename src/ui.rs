@@ -78,19 +78,6 @@ fn paint(on: bool, code: &str, text: &str) -> String {
     text.split('\n').map(|l| format!("\x1b[{code}m{l}\x1b[0m")).collect::<Vec<_>>().join("\n")
 }
 
-/// How an iteration's result reads in a sentence: "iteration 3 made progress".
-pub fn result_phrase(result: &str) -> String {
-    match result {
-        "progress" => "made progress".into(),
-        "no_progress" => "made no progress".into(),
-        "failed" => "failed".into(),
-        "gate_failed" => "failed the gate".into(),
-        "transient" => "hit an API limit (not counted)".into(),
-        "stopped" => "was stopped".into(),
-        other => other.replace('_', " "),
-    }
-}
-
 /// The human text of an event, or `None` for events a person need not see.
 pub fn describe(event: &Event, style: Style) -> Option<String> {
     let c = style.color;
@@ -157,7 +144,7 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
         } => {
             let mut s = format!(
                 "iteration {iteration} {} in {} · {commits} commit{} · {files_changed} file{} changed",
-                result_phrase(result),
+                result.phrase(),
                 duration(*duration_ms),
                 plural(*commits),
                 plural(*files_changed)
@@ -171,10 +158,11 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
             if let Some(e) = error {
                 s.push_str(&format!(" · {e}"));
             }
-            let code = match result.as_str() {
-                "progress" => "32",
-                "failed" | "stopped" | "gate_failed" => "31",
-                _ => "33",
+            use crate::event::IterationResult as R;
+            let code = match result {
+                R::Progress => "32",
+                R::Failed | R::Stopped | R::GateFailed => "31",
+                R::NoProgress | R::Transient => "33",
             };
             paint(c, code, &s)
         }
@@ -232,6 +220,9 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
                     story.title,
                     if story.claimed { "yes" } else { "no" }
                 ));
+                if let Some(note) = &story.note {
+                    s.push_str(&format!(": {note}"));
+                }
             }
             if let Some(b) = best {
                 s.push_str(&format!(
@@ -326,9 +317,7 @@ pub fn countdown(seconds: u64) -> String {
     }
 }
 
-pub fn plural(n: usize) -> &'static str {
-    if n == 1 { "" } else { "s" }
-}
+pub use crate::text::plural;
 
 #[cfg(test)]
 mod tests {
@@ -372,7 +361,7 @@ mod tests {
     fn colour_is_closed_on_every_line() {
         let style = Style { color: true, agent_output: true, quiet: false, verbose: false };
         let end = Event::RunEnd {
-            outcome: "complete".into(),
+            outcome: crate::event::RunOutcome::Complete,
             exit_code: 0,
             iterations: 1,
             passing: 1,
@@ -387,6 +376,7 @@ mod tests {
                 claimed: true,
                 verified: None,
                 passes: true,
+                note: None,
             }],
             best: None,
         };

@@ -19,8 +19,8 @@ use chrono::{DateTime, Utc};
 use regex::{Captures, Regex};
 use serde::{Deserialize, Serialize};
 
-use super::text;
 use crate::store::{self, Store};
+use crate::text;
 
 /// Format version of a row (`v`).
 pub const VERSION: u32 = 1;
@@ -46,6 +46,8 @@ pub enum Category {
     AgentTimeout,
     /// The handoff was missing or broke its rules.
     HandoffInvalid,
+    /// Commands the agent ran kept failing and nothing else moved.
+    ToolError,
     /// The agent reported it cannot go on without a person.
     Blocked,
     /// A lesson was recorded for the story.
@@ -61,6 +63,7 @@ impl Category {
             Category::AgentExit => "agent-exit",
             Category::AgentTimeout => "agent-timeout",
             Category::HandoffInvalid => "handoff-invalid",
+            Category::ToolError => "tool-error",
             Category::Blocked => "blocked",
             Category::Lesson => "lesson",
             Category::Other(name) => name,
@@ -78,6 +81,7 @@ impl Category {
                 | Category::AgentExit
                 | Category::AgentTimeout
                 | Category::HandoffInvalid
+                | Category::ToolError
         )
     }
 }
@@ -90,6 +94,7 @@ impl From<String> for Category {
             "agent-exit" => Category::AgentExit,
             "agent-timeout" => Category::AgentTimeout,
             "handoff-invalid" => Category::HandoffInvalid,
+            "tool-error" => Category::ToolError,
             "blocked" => Category::Blocked,
             "lesson" => Category::Lesson,
             _ => Category::Other(name),

@@ -24,9 +24,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::text::{self, chars};
 use crate::prompt;
 use crate::store::{self, Loaded, Store};
+use crate::text::{self, chars};
 
 /// Format version of a lessons file.
 pub const VERSION: u32 = 1;

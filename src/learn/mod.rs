@@ -12,4 +12,3 @@
 pub mod events;
 pub mod lessons;
 pub mod rules;
-mod text;

@@ -36,9 +36,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::events::{self, Category, Event, Failure};
-use super::text;
 use crate::prompt;
 use crate::store::{self, Loaded, Store};
+use crate::text;
 
 /// Format version of `rules.json`.
 pub const VERSION: u32 = 1;

@@ -398,13 +398,22 @@ fn switching_to_an_existing_branch_with_a_tracked_progress_log_works() {
 }
 
 #[test]
-fn ralphs_own_commits_leave_what_the_agent_staged_alone() {
+fn ralphs_own_commits_take_the_agents_leftovers_and_leave_the_users_staging_alone() {
     let p = Project::with_prd(THREE_STORIES);
-    // The agent stages a file without committing, and does the story's work.
-    p.script("[run *]\nwrite src/us-001.txt done\nwrite feature.c int main;\nstage feature.c\ncommit feat: {id} - {title}\nwrite wip.c wip\nstage wip.c\n");
+    // The person staged a file of their own before the run.
+    p.write("user.c", "mine");
+    p.git(&["add", "user.c"]);
+    // The agent does the story's work, stages part of it, and commits nothing.
+    p.script("[run *]\nwrite src/us-001.txt done\nwrite wip.c wip\nstage wip.c\n");
     let r = p.run(&["1", "--gate", "test -f src/us-001.txt"]);
     assert!(p.passes("US-001"), "{r:?}");
     let files = p.git(&["show", "--name-only", "--format=", "HEAD"]);
-    assert_eq!(files.trim(), "prd.json", "ralph's commit took more than prd.json: {files}");
-    assert!(p.git(&["diff", "--cached", "--name-only"]).contains("wip.c"));
+    let files: Vec<&str> = files.split_whitespace().collect();
+    assert_eq!(files, ["prd.json", "src/us-001.txt", "wip.c"], "{r:?}");
+    let message = p.git(&["log", "-1", "--format=%B"]);
+    assert!(message.starts_with("feat: US-001 - First\n"), "{message}");
+    assert!(message.contains("Committed-by: ralph"), "{message}");
+    assert!(r.stdout.contains("ralph committed them"), "{r:?}");
+    let staged = p.git(&["diff", "--cached", "--name-only"]);
+    assert_eq!(staged.trim(), "user.c", "the person's staged file was touched: {staged}");
 }

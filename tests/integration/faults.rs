@@ -188,7 +188,8 @@ fn an_agent_that_wrecks_prd_json_gets_it_restored_and_the_run_goes_on() {
                 && r.stdout.contains("restored the last good copy"),
             "{how}: {r:?}"
         );
-        assert!(r.stdout.contains("iteration 1 failed"), "{how}: {r:?}");
+        // Set right and explained, but not a failed run of the agent CLI.
+        assert!(r.stdout.contains("iteration 1 made no progress"), "{how}: {r:?}");
         let ids: Vec<String> = p.prd()["userStories"]
             .as_array()
             .unwrap()

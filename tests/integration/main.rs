@@ -10,5 +10,6 @@ mod fuzz_replay;
 mod harness;
 mod real_claude;
 mod stopping;
+mod trust;
 mod ui;
 mod verify;

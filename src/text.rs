@@ -1,5 +1,6 @@
-//! Small text helpers shared by lessons, events and rules: every text they
-//! keep comes from agent or tool output, so it is cleaned and bounded here.
+//! Text helpers in one place: cleaning what comes from agents and tools
+//! (escapes, control characters), bounding it (clipping by chars, with or
+//! without a marker), and plurals for the words people read.
 
 use std::sync::LazyLock;
 
@@ -18,6 +19,11 @@ pub fn plain(text: &str) -> String {
     text.chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { ' ' } else { c }).collect()
 }
 
+/// `"s"` unless there is exactly one: `format!("{n} file{}", plural(n))`.
+pub fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
 /// Trimmed, with every run of whitespace (newlines included) made one space.
 pub fn collapse(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -34,6 +40,12 @@ pub fn clip(text: &str, max: usize) -> String {
     }
     let keep: String = text.chars().take(max.saturating_sub(1)).collect();
     format!("{keep}…")
+}
+
+/// The last `max` chars of `text`.
+pub fn tail_chars(text: &str, max: usize) -> String {
+    let total = chars(text);
+    text.chars().skip(total.saturating_sub(max)).collect()
 }
 
 /// At most `max` chars of `text`. When cut, the end is a marker that says

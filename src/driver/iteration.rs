@@ -1,0 +1,356 @@
+//! One iteration, up to the verdict: the prompt, a fresh agent, and the
+//! facts of what it did — its output, prd.json, git, the gate, the handoff.
+//!
+//! Nothing here decides: [`Run::iteration`] gathers [`Facts`], `judge`
+//! decides, and `verdict` carries the decision out. From the moment the
+//! agent exists until the verdict is carried out, a [`ClaimGuard`] holds
+//! prd.json's claims: any early exit (an error reading git, a log that
+//! cannot be written) sets them back.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use chrono::Utc;
+
+use super::judge::{
+    self, Claim, Evidence, Facts, GateFailure, GateRun, HandoffFacts, PrdCheck, StoryFacts,
+};
+use super::verdict::ClaimGuard;
+use super::{End, Run};
+use crate::agent::{self, AgentRun};
+use crate::analyze::{Analyzer, Outcome};
+use crate::error::Error;
+use crate::event::Event;
+use crate::gate::Verdict;
+use crate::git::{Changes, Snapshot};
+use crate::prd::{Prd, Story};
+use crate::state::Phase;
+
+/// What the iteration gathered, beyond the facts the verdict needs.
+pub(super) struct Collected {
+    pub n: u32,
+    pub story: Story,
+    pub facts: Facts,
+    /// prd.json as the agent left it, with what it may not change set
+    /// back; else what damaged it (the last good copy is restored).
+    pub prd: Result<Prd, String>,
+    /// Other stories the agent marked passing (set back, but reported).
+    pub other_claims: Vec<String>,
+    pub changes: Changes,
+    /// Files the agent changed and left uncommitted (ralph's own excluded).
+    pub leftovers: Vec<PathBuf>,
+    pub verdict: Option<Verdict>,
+    pub handoff: Option<crate::handoff::Handoff>,
+    pub outcome: Outcome,
+    pub exit_code: Option<i32>,
+    pub log: PathBuf,
+    pub started: Instant,
+    /// Armed rules the prompt carried.
+    pub applied: Vec<String>,
+}
+
+impl Run<'_> {
+    /// One iteration. `Ok(Some(end))` stops the run.
+    pub(super) fn iteration(&mut self, prd: &Prd, story: &Story) -> Result<Option<End>, Error> {
+        let n = self.state.iteration + 1;
+        self.state.iteration = n;
+        self.state.story = Some(story.id.clone());
+        self.state.story_passed_before = story.passes;
+        let started = Instant::now();
+        let (prompt, applied) = self.prompt(prd, story, n);
+        // A retry after a usage limit or an API error keeps its number;
+        // its files get a suffix so the earlier attempt's log survives.
+        let stem = (1..)
+            .map(|k| if k == 1 { format!("iter-{n}") } else { format!("iter-{n}.retry-{k}") })
+            .find(|stem| !self.log_dir.join(format!("{stem}.log")).exists())
+            .unwrap_or_else(|| format!("iter-{n}"));
+        let prompt_path = self.log_dir.join(format!("{stem}.prompt.md"));
+        let log = self.log_dir.join(format!("{stem}.log"));
+        std::fs::write(&prompt_path, prompt.as_bytes())
+            .map_err(|e| Error::io(format!("write {}", prompt_path.display()), e))?;
+        let _ = std::fs::remove_file(self.paths.store.handoff());
+        // `ralph monitor` follows the running iteration's log through this link.
+        let current = self.paths.store.logs_dir().join("current.log");
+        let _ = std::fs::remove_file(&current);
+        let _ = std::os::unix::fs::symlink(&log, &current);
+        self.reporter.emit(&Event::IterationStart {
+            iteration: n,
+            max_iterations: self.state.max_iterations,
+            story_id: story.id.clone(),
+            story_title: story.title.clone(),
+        });
+        let before = match self.reusable_snapshot.take() {
+            Some(s) => s,
+            None => self.repo.snapshot()?,
+        };
+        if self.cfg.limits.calls_per_hour > 0 {
+            self.limits.record_call(Utc::now());
+            if let Err(e) = self.limits.save(&self.paths.store) {
+                return Err(Error::io("write .ralph/limits.json", e));
+            }
+        }
+        let agent = self.run_agent(n, story, &prompt, &prompt_path, &log)?;
+        // From here prd.json may hold the agent's claims.
+        let guard = ClaimGuard::new(&self.paths.prd, prd);
+        let collected = self.collect(n, prd, story, &before, agent, log, started, applied)?;
+        let judgement = judge::judge(&collected.facts);
+        self.carry_out(guard, collected, judgement)
+    }
+
+    /// Starts a fresh agent and waits for it, streaming its output.
+    fn run_agent(
+        &mut self,
+        n: u32,
+        story: &Story,
+        prompt: &str,
+        prompt_path: &std::path::Path,
+        log: &std::path::Path,
+    ) -> Result<AgentRun, Error> {
+        let mut invocation = self.backend.invocation(prompt, prompt_path).map_err(Error::Usage)?;
+        invocation.env_set.extend([
+            ("RALPH_RUN_ID".to_string(), self.state.run_id.clone()),
+            ("RALPH_PROJECT_DIR".to_string(), self.paths.project.display().to_string()),
+            ("RALPH_ITERATION".to_string(), n.to_string()),
+            ("RALPH_STORY_ID".to_string(), story.id.clone()),
+            ("RALPH_PRD".to_string(), self.paths.prd.display().to_string()),
+            ("RALPH_PROGRESS".to_string(), self.paths.progress.display().to_string()),
+            ("RALPH_HANDOFF".to_string(), self.paths.store.handoff().display().to_string()),
+        ]);
+        // The checkpoint for this phase is written the moment the agent
+        // exists (with its process group): before that there is nothing a
+        // crash could leave half-done.
+        self.state.phase = Phase::Agent;
+        self.state.elapsed_ms = self.elapsed_ms();
+        let limits = agent::supervise::Limits {
+            timeout: Some(self.cfg.agent.timeout).filter(|t| !t.is_zero()),
+            idle: self.cfg.agent.idle_timeout,
+            grace: self.cfg.agent.grace,
+            deadline: self.deadline,
+            interruptible: true,
+        };
+        let analyzer = Analyzer::with_patterns(invocation.format, self.patterns.clone());
+        let show = self.opts.agent_output;
+        let reporter = &mut *self.reporter;
+        let mut on_output =
+            |text: String| reporter.emit(&Event::AgentOutput { iteration: n, text });
+        let mut snapshot = self.state.clone();
+        let store = self.paths.store.clone();
+        let mut on_spawn = |pid: u32| {
+            snapshot.agent_pgid = Some(pid as i32);
+            let _ = crate::store::json_bytes(&snapshot)
+                .and_then(|b| crate::store::write_replace(&store.state(), &b));
+        };
+        let result = agent::run(
+            &invocation,
+            &self.paths.project,
+            log,
+            limits,
+            analyzer,
+            &self.redactor,
+            agent::Watch {
+                on_spawn: &mut on_spawn,
+                on_output: if show { Some(&mut on_output) } else { None },
+            },
+        );
+        self.state.agent_pgid = None;
+        let run = result.map_err(|e| Error::Environment {
+            message: format!("the agent cannot start: {e}"),
+            hint: Some(
+                "check the agent command (--tool / --agent-cmd) and that it is installed".into(),
+            ),
+        })?;
+        if let Some(e) = run.log_error {
+            return Err(Error::io(format!("write the agent log {}", log.display()), e));
+        }
+        if run.finished.leftovers > 0 {
+            self.notice(format!(
+                "ended {} process{} the agent left running",
+                run.finished.leftovers,
+                if run.finished.leftovers == 1 { "" } else { "es" }
+            ));
+        }
+        self.state.cost_usd += run.outcome.cost_usd.unwrap_or(0.0);
+        self.state.tokens += run.outcome.tokens.map_or(0, |t| t.total());
+        Ok(run)
+    }
+
+    /// What the agent did: prd.json, git, the gate, the handoff.
+    #[allow(clippy::too_many_arguments)]
+    fn collect(
+        &mut self,
+        n: u32,
+        prd: &Prd,
+        story: &Story,
+        before: &Snapshot,
+        agent: AgentRun,
+        log: PathBuf,
+        started: Instant,
+        applied: Vec<String>,
+    ) -> Result<Collected, Error> {
+        let outcome = agent.outcome;
+        // prd.json as the agent left it, with what it may not change set back.
+        let (agent_prd, check, other_claims) = match self.read_prd() {
+            Ok(mut now) => {
+                let t = now.set_back_tampering(prd, &story.id);
+                (Ok(now), PrdCheck { damaged: false, tampered: t.findings }, t.claimed)
+            }
+            Err(damage) => {
+                (Err(damage), PrdCheck { damaged: true, tampered: Vec::new() }, Vec::new())
+            }
+        };
+        if !check.tampered.is_empty() {
+            self.warn(format!(
+                "the agent changed {} in prd.json: set back",
+                check.tampered.join(", ")
+            ));
+        }
+        let marked =
+            agent_prd.as_ref().ok().and_then(|p| p.story(&story.id)).is_some_and(|s| s.passes)
+                && !story.passes;
+        let after = self.repo.snapshot()?;
+        let changes = self.repo.changes(before, &after);
+        if self.gate.is_none() && self.cfg.hooks.on_iteration_end.is_empty() {
+            self.reusable_snapshot = Some(after.clone());
+        }
+        let (evidence, leftovers) = self.evidence(&changes, &after);
+        if self.gate.is_some() {
+            self.checkpoint(Phase::Gate);
+        }
+        let (gate, verdict) = self.gate_run(n, story, outcome.error.as_ref());
+        let (handoff, handoff_facts) = self.read_handoff();
+        let status = outcome.status_block.as_ref();
+        let said_done = outcome.claimed_complete
+            || status.is_some_and(|b| b.status == Some(crate::analyze::Status::Complete));
+        let blocked = status
+            .filter(|b| b.status == Some(crate::analyze::Status::Blocked))
+            .map(|b| b.recommendation.clone().unwrap_or_default());
+        let facts = Facts {
+            iteration: n,
+            story: StoryFacts {
+                id: story.id.clone(),
+                title: story.title.clone(),
+                passed_before: story.passes,
+                own_gate: story.verify.is_some(),
+            },
+            agent: outcome.error.clone(),
+            exit_code: agent.finished.exit_code,
+            final_text: crate::text::tail_chars(&outcome.final_text, 2000),
+            claim: Claim {
+                marked,
+                said_done,
+                tasks: status.and_then(|b| b.tasks_completed).unwrap_or(0),
+                blocked,
+            },
+            evidence,
+            gate,
+            handoff: handoff_facts,
+            prd: check,
+            permission_denials: outcome.permission_denials.clone(),
+            asking_questions: outcome.asking_questions,
+            error_signature: outcome.error_signature.clone(),
+            tool_errors: Vec::new(),
+            commit_leftovers: self.cfg.run.commit_leftovers,
+        };
+        Ok(Collected {
+            n,
+            story: story.clone(),
+            facts,
+            prd: agent_prd,
+            other_claims,
+            changes,
+            leftovers,
+            verdict,
+            handoff,
+            exit_code: agent.finished.exit_code,
+            outcome,
+            log,
+            started,
+            applied,
+        })
+    }
+
+    /// What git shows: files of the project (not ralph's bookkeeping) that
+    /// changed, and which changed files are still uncommitted.
+    fn evidence(&self, changes: &Changes, after: &Snapshot) -> (Evidence, Vec<PathBuf>) {
+        let workdir = self.repo.workdir();
+        let p = self.paths;
+        let is = |f: &str, path: &std::path::Path| workdir.join(f) == path;
+        let bookkeeping = |f: &str| is(f, &p.prd) || is(f, &p.progress);
+        let ralphs = |f: &str| workdir.join(f) == p.last_branch || f.starts_with(".ralph/");
+        let work_files = changes.files.iter().filter(|f| !bookkeeping(f) && !ralphs(f)).count();
+        let leftovers: Vec<&String> =
+            changes.files.iter().filter(|f| !ralphs(f) && after.is_dirty(f)).collect();
+        let evidence = Evidence {
+            commits: changes.commits.len(),
+            work_files,
+            uncommitted_work: leftovers.iter().filter(|f| !bookkeeping(f)).count(),
+            prd_uncommitted: leftovers.iter().any(|f| is(f, &p.prd)),
+            progress_uncommitted: leftovers.iter().any(|f| is(f, &p.progress)),
+        };
+        (evidence, leftovers.into_iter().map(PathBuf::from).collect())
+    }
+
+    /// Runs the story's gate, when the agent's run left anything to judge.
+    fn gate_run(
+        &mut self,
+        n: u32,
+        story: &Story,
+        agent: Option<&crate::analyze::AgentError>,
+    ) -> (GateRun, Option<Verdict>) {
+        let (Some(gate), Some(cmd)) = (self.gate.clone(), self.gate_command(story)) else {
+            return (GateRun::None, None);
+        };
+        if !judge::needs_gate(agent) {
+            return (GateRun::Skipped, None);
+        }
+        let log = self.log_dir.join(format!("gate-{n}.log"));
+        let v = match gate.run(&cmd, &self.paths.project, Some(&log)) {
+            Ok(v) => v,
+            Err(e) => return (GateRun::CannotRun { message: e.message, hint: e.hint }, None),
+        };
+        if v.interrupted {
+            return (GateRun::Interrupted, None);
+        }
+        self.reporter.emit(&Event::Gate {
+            iteration: n,
+            story_id: story.id.clone(),
+            passed: v.passed,
+            exit_code: v.exit_code,
+            duration_ms: v.duration.as_millis() as u64,
+            summary: v.summary(),
+        });
+        self.last_gate_passed = Some(v.passed);
+        let run = if v.passed {
+            GateRun::Passed
+        } else {
+            GateRun::Failed(GateFailure {
+                feedback: v.feedback(&cmd),
+                signature: v.signature(),
+                detail: crate::learn::lessons::excerpt(v.exit_code, &v.stdout_tail, &v.stderr_tail),
+            })
+        };
+        (run, Some(v))
+    }
+
+    /// The handoff the agent left for the next iteration.
+    fn read_handoff(&self) -> (Option<crate::handoff::Handoff>, HandoffFacts) {
+        match crate::handoff::read(&self.paths.store.handoff()) {
+            Ok(h) => {
+                let blocked = (h.status == crate::handoff::Status::Blocked)
+                    .then(|| (h.blocker.clone(), h.summary.clone()));
+                let facts = HandoffFacts::Valid { blocked, lesson: h.lesson.clone() };
+                (Some(h), facts)
+            }
+            Err(e) if e.is_missing() && !self.cfg.run.require_handoff => {
+                (None, HandoffFacts::NotRequired)
+            }
+            Err(e) => (
+                None,
+                HandoffFacts::Problem {
+                    note: format!("handoff: {e}"),
+                    feedback: crate::handoff::error_section(&e),
+                },
+            ),
+        }
+    }
+}

@@ -1,0 +1,390 @@
+//! The verdict's table: one row per case of how the agent ended × what it
+//! claimed × what the gate said × what git shows, and the invariants that
+//! hold over every combination.
+
+use super::*;
+use crate::analyze::StopReason as R;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Ok,
+    Fail,
+    Timeout,
+    Idle,
+    Interrupt,
+    Budget,
+    Auth,
+    Billing,
+    Usage,
+    Rate,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Said {
+    Nothing,
+    Marked,
+    Done,
+    Tasks,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gate {
+    No,
+    Pass,
+    Fail,
+    Interrupt,
+    Cannot,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Git {
+    Nothing,
+    Committed,
+    Uncommitted,
+    BookkeepingOnly,
+}
+
+const ENDS: [End; 10] = [
+    End::Ok,
+    End::Fail,
+    End::Timeout,
+    End::Idle,
+    End::Interrupt,
+    End::Budget,
+    End::Auth,
+    End::Billing,
+    End::Usage,
+    End::Rate,
+];
+const SAID: [Said; 4] = [Said::Nothing, Said::Marked, Said::Done, Said::Tasks];
+const GATES: [Gate; 5] = [Gate::No, Gate::Pass, Gate::Fail, Gate::Interrupt, Gate::Cannot];
+const GITS: [Git; 4] = [Git::Nothing, Git::Committed, Git::Uncommitted, Git::BookkeepingOnly];
+
+fn agent(end: End) -> Option<AgentError> {
+    let m = || "m".to_string();
+    match end {
+        End::Ok => None,
+        End::Fail => Some(AgentError::Failed { exit_code: Some(1), message: m() }),
+        End::Timeout => Some(AgentError::Stopped { reason: R::Timeout }),
+        End::Idle => Some(AgentError::Stopped { reason: R::Idle }),
+        End::Interrupt => Some(AgentError::Stopped { reason: R::Interrupted }),
+        End::Budget => Some(AgentError::Stopped { reason: R::Budget }),
+        End::Auth => Some(AgentError::Auth { message: m() }),
+        End::Billing => Some(AgentError::Billing { message: m() }),
+        End::Usage => Some(AgentError::UsageLimit { resets_at: None, message: m() }),
+        End::Rate => Some(AgentError::RateLimited { message: m() }),
+    }
+}
+
+fn facts(end: End, said: Said, gate: Gate, git: Git) -> Facts {
+    let gate = if needs_gate(agent(end).as_ref()) || gate == Gate::No {
+        match gate {
+            Gate::No => GateRun::None,
+            Gate::Pass => GateRun::Passed,
+            Gate::Fail => GateRun::Failed(GateFailure {
+                feedback: "gate output".into(),
+                signature: "test x failed".into(),
+                detail: "test x failed".into(),
+            }),
+            Gate::Interrupt => GateRun::Interrupted,
+            Gate::Cannot => GateRun::CannotRun { message: "no gate".into(), hint: "h".into() },
+        }
+    } else {
+        GateRun::Skipped
+    };
+    let evidence = match git {
+        Git::Nothing => Evidence::default(),
+        Git::Committed => Evidence { commits: 1, work_files: 2, ..Evidence::default() },
+        Git::Uncommitted => Evidence { work_files: 2, uncommitted_work: 2, ..Evidence::default() },
+        Git::BookkeepingOnly => {
+            Evidence { commits: 1, progress_uncommitted: true, ..Evidence::default() }
+        }
+    };
+    Facts {
+        iteration: 4,
+        story: StoryFacts { id: "US-001".into(), title: "First".into(), ..StoryFacts::default() },
+        agent: agent(end),
+        exit_code: Some(0),
+        final_text: "done".into(),
+        claim: Claim {
+            marked: said == Said::Marked,
+            said_done: said == Said::Done,
+            tasks: if said == Said::Tasks { 3 } else { 0 },
+            blocked: None,
+        },
+        evidence,
+        gate,
+        handoff: HandoffFacts::Valid { blocked: None, lesson: None },
+        prd: PrdCheck::default(),
+        permission_denials: Vec::new(),
+        asking_questions: false,
+        error_signature: None,
+        tool_errors: Vec::new(),
+        commit_leftovers: true,
+    }
+}
+
+/// What a row expects: result, passes, verified, commit, progress,
+/// failed (None: the breaker is not told), and where the run goes.
+type Want = (IterationResult, bool, Option<bool>, Commit, bool, Option<bool>, &'static str);
+
+fn next_name(next: &Next) -> &'static str {
+    match next {
+        Next::Continue => "continue",
+        Next::UsageLimit { .. } => "usage-limit",
+        Next::Backoff { .. } => "backoff",
+        Next::Stop(Stop::Interrupted) => "interrupted",
+        Next::Stop(Stop::Budget) => "budget",
+        Next::Stop(Stop::Environment { .. }) => "environment",
+        Next::Stop(Stop::Blocked { .. }) => "blocked",
+    }
+}
+
+#[test]
+fn the_matrix() {
+    use Commit as C;
+    use IterationResult::*;
+    const N: Option<bool> = None;
+    const T: Option<bool> = Some(true);
+    const F: Option<bool> = Some(false);
+    #[rustfmt::skip]
+    let rows: &[(End, Said, Gate, Git, Want)] = &[
+        // A working agent and a gate.
+        (End::Ok, Said::Marked, Gate::Pass, Git::Committed, (Progress, true, T, C::None, true, F, "continue")),
+        (End::Ok, Said::Nothing, Gate::Pass, Git::Committed, (Progress, true, T, C::Mark { by_ralph: true }, true, F, "continue")),
+        (End::Ok, Said::Done, Gate::Pass, Git::Committed, (Progress, true, T, C::Mark { by_ralph: true }, true, F, "continue")),
+        (End::Ok, Said::Marked, Gate::Pass, Git::Uncommitted, (Progress, true, T, C::Work, true, F, "continue")),
+        (End::Ok, Said::Nothing, Gate::Pass, Git::Uncommitted, (Progress, true, T, C::Work, true, F, "continue")),
+        (End::Ok, Said::Marked, Gate::Pass, Git::BookkeepingOnly, (Progress, true, T, C::Mark { by_ralph: false }, true, F, "continue")),
+        // A passing gate alone finishes nothing nobody worked on.
+        (End::Ok, Said::Nothing, Gate::Pass, Git::Nothing, (NoProgress, false, F, C::None, false, F, "continue")),
+        (End::Ok, Said::Tasks, Gate::Pass, Git::Nothing, (NoProgress, false, F, C::None, false, F, "continue")),
+        (End::Ok, Said::Nothing, Gate::Pass, Git::BookkeepingOnly, (NoProgress, false, F, C::None, false, F, "continue")),
+        // ... but a claim of an already finished story is checked and kept.
+        (End::Ok, Said::Marked, Gate::Pass, Git::Nothing, (Progress, true, T, C::None, true, F, "continue")),
+        // A failing gate sets a claim back; work is still progress.
+        (End::Ok, Said::Marked, Gate::Fail, Git::Committed, (GateFailed, false, F, C::Unmark, true, F, "continue")),
+        (End::Ok, Said::Marked, Gate::Fail, Git::Nothing, (GateFailed, false, F, C::Unmark, false, F, "continue")),
+        (End::Ok, Said::Nothing, Gate::Fail, Git::Uncommitted, (GateFailed, false, F, C::None, true, F, "continue")),
+        (End::Ok, Said::Tasks, Gate::Fail, Git::Nothing, (GateFailed, false, F, C::None, false, F, "continue")),
+        // No gate: the agent's mark stands, and its work gets committed.
+        (End::Ok, Said::Marked, Gate::No, Git::Committed, (Progress, true, N, C::None, true, F, "continue")),
+        (End::Ok, Said::Marked, Gate::No, Git::Uncommitted, (Progress, true, N, C::Work, true, F, "continue")),
+        (End::Ok, Said::Marked, Gate::No, Git::Nothing, (NoProgress, true, N, C::None, false, F, "continue")),
+        (End::Ok, Said::Done, Gate::No, Git::Committed, (Progress, false, N, C::None, true, F, "continue")),
+        // Claims are not progress: the liar with no gate.
+        (End::Ok, Said::Tasks, Gate::No, Git::Nothing, (NoProgress, false, N, C::None, false, F, "continue")),
+        (End::Ok, Said::Done, Gate::No, Git::Nothing, (NoProgress, false, N, C::None, false, F, "continue")),
+        (End::Ok, Said::Tasks, Gate::No, Git::BookkeepingOnly, (NoProgress, false, N, C::None, false, F, "continue")),
+        // A failed or timed-out run is a failed run; the gate still judges its work.
+        (End::Fail, Said::Marked, Gate::Pass, Git::Committed, (Failed, true, T, C::None, true, T, "continue")),
+        (End::Fail, Said::Marked, Gate::No, Git::Committed, (Failed, false, N, C::Unmark, true, T, "continue")),
+        (End::Timeout, Said::Marked, Gate::No, Git::Nothing, (Failed, false, N, C::Unmark, false, T, "continue")),
+        (End::Timeout, Said::Nothing, Gate::Fail, Git::Committed, (Failed, false, F, C::None, true, T, "continue")),
+        (End::Idle, Said::Nothing, Gate::No, Git::Nothing, (Failed, false, N, C::None, false, T, "continue")),
+        (End::Timeout, Said::Done, Gate::Pass, Git::Uncommitted, (Failed, true, T, C::Work, true, T, "continue")),
+        // The run's time budget: judged, not a failure, and the run stops.
+        (End::Budget, Said::Nothing, Gate::Pass, Git::Committed, (Progress, true, T, C::Mark { by_ralph: true }, true, F, "budget")),
+        (End::Budget, Said::Marked, Gate::No, Git::Nothing, (NoProgress, false, N, C::Unmark, false, F, "budget")),
+        // Nothing to judge: claims undone, the breaker not told.
+        (End::Interrupt, Said::Marked, Gate::Pass, Git::Committed, (Stopped, false, N, C::None, false, N, "interrupted")),
+        (End::Ok, Said::Marked, Gate::Interrupt, Git::Committed, (Stopped, false, N, C::None, false, N, "interrupted")),
+        (End::Auth, Said::Marked, Gate::Pass, Git::Committed, (Failed, false, N, C::None, false, N, "environment")),
+        (End::Billing, Said::Nothing, Gate::No, Git::Nothing, (Failed, false, N, C::None, false, N, "environment")),
+        (End::Usage, Said::Marked, Gate::Pass, Git::Committed, (Transient, false, N, C::None, false, N, "usage-limit")),
+        (End::Rate, Said::Marked, Gate::Fail, Git::Uncommitted, (Transient, false, N, C::None, false, N, "backoff")),
+        (End::Ok, Said::Marked, Gate::Cannot, Git::Committed, (Failed, false, N, C::None, false, N, "environment")),
+    ];
+    for (end, said, gate, git, want) in rows {
+        let name = format!("{end:?} × {said:?} × {gate:?} × {git:?}");
+        let j = judge(&facts(*end, *said, *gate, *git));
+        let got: Want = (
+            j.result,
+            j.passes,
+            j.verified,
+            j.commit,
+            j.breaker.as_ref().is_some_and(|s| s.progress),
+            j.breaker.as_ref().map(|s| s.failed),
+            next_name(&j.next),
+        );
+        assert_eq!(got, *want, "{name}");
+    }
+}
+
+/// Properties of every combination, listed or not.
+#[test]
+fn invariants_over_every_combination() {
+    for end in ENDS {
+        for said in SAID {
+            for gate in GATES {
+                for git in GITS {
+                    let f = facts(end, said, gate, git);
+                    let j = judge(&f);
+                    let name = format!("{end:?} × {said:?} × {gate:?} × {git:?}");
+                    // Only the gate, or the agent's own mark where there is no
+                    // gate, makes a story pass.
+                    if j.passes {
+                        let by_gate = j.verified == Some(true);
+                        let by_mark = matches!(f.gate, GateRun::None) && said == Said::Marked;
+                        assert!(by_gate || by_mark, "{name}: passes without a verdict");
+                    }
+                    // Done means committed.
+                    if j.passes && git == Git::Uncommitted {
+                        assert_eq!(j.commit, Commit::Work, "{name}");
+                    }
+                    // Nothing the agent says is progress; only git and the gate are.
+                    if let Some(s) = &j.breaker {
+                        let newly_verified = j.passes && j.verified == Some(true);
+                        let work = matches!(git, Git::Committed | Git::Uncommitted);
+                        assert_eq!(s.progress, work || newly_verified, "{name}");
+                        assert_eq!(s.iteration, 4, "{name}");
+                    }
+                    // Iterations that end before a verdict are not judged.
+                    if !needs_gate(f.agent.as_ref())
+                        || matches!(gate, Gate::Interrupt | Gate::Cannot)
+                    {
+                        assert!(!j.passes, "{name}: a claim survived an unjudged iteration");
+                        assert_eq!(j.breaker, None, "{name}");
+                        assert_eq!(j.commit, Commit::None, "{name}");
+                    }
+                    // Transient and stopped iterations are retried, never counted.
+                    let retried =
+                        matches!(j.result, IterationResult::Transient | IterationResult::Stopped);
+                    assert_eq!(j.counts, !retried, "{name}");
+                    // A failed result is a failed run for the breaker, and
+                    // the other way round.
+                    if let Some(s) = &j.breaker {
+                        assert_eq!(s.failed, j.result == IterationResult::Failed, "{name}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn claims_without_evidence_are_reported_not_counted() {
+    for said in [Said::Tasks, Said::Done] {
+        let j = judge(&facts(End::Ok, said, Gate::No, Git::Nothing));
+        assert!(!j.breaker.unwrap().progress, "{said:?}");
+        assert!(j.warnings.iter().any(|w| w.contains("not counted as progress")), "{said:?}");
+    }
+    let j = judge(&facts(End::Ok, Said::Tasks, Gate::No, Git::Committed));
+    assert!(j.warnings.is_empty(), "{:?}", j.warnings);
+}
+
+#[test]
+fn a_timeout_says_so_whatever_the_agent_printed_after() {
+    let j = judge(&facts(End::Timeout, Said::Done, Gate::No, Git::Nothing));
+    assert_eq!(j.result, IterationResult::Failed);
+    assert_eq!(j.note.as_deref(), Some("stopped: iteration timeout"));
+    assert!(j.breaker.unwrap().failed);
+    assert_eq!(j.learn[0].category, Category::AgentTimeout);
+}
+
+#[test]
+fn a_missing_handoff_is_its_own_signal_and_never_a_failed_run() {
+    let problem = || HandoffFacts::Problem {
+        note: "handoff: missing".into(),
+        feedback: "write the handoff".into(),
+    };
+    // Verified work without a handoff stays verified progress.
+    let mut f = facts(End::Ok, Said::Marked, Gate::Pass, Git::Committed);
+    f.handoff = problem();
+    let j = judge(&f);
+    assert_eq!((j.result, j.passes), (IterationResult::Progress, true));
+    let s = j.breaker.unwrap();
+    assert!(s.handoff_problem && !s.failed && s.progress);
+    assert_eq!(j.note.as_deref(), Some("handoff: missing"));
+    assert!(j.feedback.iter().any(|f| f == "write the handoff"));
+    // Nothing done and no handoff: no progress, still not a failure.
+    let mut f = facts(End::Ok, Said::Nothing, Gate::No, Git::Nothing);
+    f.handoff = problem();
+    let j = judge(&f);
+    assert_eq!(j.result, IterationResult::NoProgress);
+    assert!(!j.breaker.unwrap().failed);
+    assert_eq!(j.learn[0].category, Category::HandoffInvalid);
+    // A denial explains a missing handoff better.
+    let mut f = facts(End::Ok, Said::Nothing, Gate::No, Git::Nothing);
+    f.handoff = problem();
+    f.permission_denials = vec!["Bash(rm)".into()];
+    assert_eq!(judge(&f).note.as_deref(), Some("permission denied: Bash(rm)"));
+}
+
+#[test]
+fn uncommitted_work_does_not_count_when_ralph_may_not_commit_it() {
+    for (said, gate, prd_uncommitted, commit) in [
+        (Said::Nothing, Gate::Pass, false, Commit::None),
+        (Said::Marked, Gate::Pass, false, Commit::Unmark),
+        (Said::Marked, Gate::No, false, Commit::Unmark),
+        // A mark that was never committed is only undone in the file.
+        (Said::Marked, Gate::Pass, true, Commit::None),
+    ] {
+        let mut f = facts(End::Ok, said, gate, Git::Uncommitted);
+        f.commit_leftovers = false;
+        f.evidence.prd_uncommitted = prd_uncommitted;
+        let j = judge(&f);
+        let name = format!("{said:?} × {gate:?} × {prd_uncommitted}");
+        assert!(!j.passes && j.uncommitted, "{name}");
+        assert_eq!(j.commit, commit, "{name}");
+        assert!(j.warnings[0].contains("uncommitted"), "{name}: {:?}", j.warnings);
+        assert!(j.feedback.iter().any(|f| f.contains("not committed")), "{name}");
+        // It is still work: the breaker sees progress.
+        assert!(j.breaker.unwrap().progress, "{name}");
+    }
+}
+
+#[test]
+fn errors_in_failed_tool_calls_reach_the_next_prompt_and_a_lesson_when_nothing_moved() {
+    let mut f = facts(End::Ok, Said::Tasks, Gate::No, Git::Nothing);
+    f.tool_errors = vec!["error[E0308]: mismatched types".into()];
+    f.error_signature = Some("error[e#]: mismatched types".into());
+    let j = judge(&f);
+    assert!(j.feedback.iter().any(|t| t.contains("error[E0308]")), "{:?}", j.feedback);
+    assert_eq!(j.learn[0].category, Category::ToolError);
+    assert_eq!(j.breaker.unwrap().error_signature.as_deref(), Some("error[e#]: mismatched types"));
+    // With progress they are just what happened on the way.
+    let mut f = facts(End::Ok, Said::Marked, Gate::Pass, Git::Committed);
+    f.tool_errors = vec!["error[E0308]: mismatched types".into()];
+    let j = judge(&f);
+    assert!(j.learn.is_empty() && !j.feedback.iter().any(|t| t.contains("E0308")));
+}
+
+#[test]
+fn blocked_stops_the_run_with_the_blocker() {
+    let mut f = facts(End::Ok, Said::Nothing, Gate::No, Git::Nothing);
+    f.handoff = HandoffFacts::Valid {
+        blocked: Some(("needs an API key".into(), "stuck".into())),
+        lesson: None,
+    };
+    let j = judge(&f);
+    assert_eq!(
+        j.next,
+        Next::Stop(Stop::Blocked {
+            message: "the agent is blocked on US-001: needs an API key".into()
+        })
+    );
+    assert_eq!(j.learn.last().unwrap().category, Category::Blocked);
+    let mut f = facts(End::Ok, Said::Nothing, Gate::No, Git::Nothing);
+    f.claim.blocked = Some("ask a human".into());
+    assert!(matches!(judge(&f).next, Next::Stop(Stop::Blocked { .. })));
+}
+
+#[test]
+fn the_agents_own_lesson_wins_over_the_excerpt() {
+    let mut f = facts(End::Ok, Said::Marked, Gate::Fail, Git::Committed);
+    f.handoff = HandoffFacts::Valid { blocked: None, lesson: Some("run the migrations".into()) };
+    let j = judge(&f);
+    assert_eq!(j.learn[0].lesson, Some(Lesson::Agent("run the migrations".into())));
+    let f = facts(End::Ok, Said::Marked, Gate::Fail, Git::Committed);
+    assert_eq!(judge(&f).learn[0].lesson, Some(Lesson::Loop("test x failed".into())));
+}
+
+#[test]
+fn tampering_is_set_back_and_explained_but_not_a_failed_run() {
+    let mut f = facts(End::Ok, Said::Marked, Gate::Pass, Git::Committed);
+    f.prd.tampered = vec!["US-002's \"passes\"".into()];
+    let j = judge(&f);
+    assert_eq!((j.result, j.passes), (IterationResult::Progress, true));
+    assert!(j.feedback[0].contains("US-002's \"passes\""), "{:?}", j.feedback);
+}

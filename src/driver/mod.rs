@@ -1,0 +1,284 @@
+//! The loop: the only module that sequences the others. It never prints;
+//! everything a person or program sees is an [`Event`].
+//!
+//! ```text
+//! setup.rs      lock → checkpoint (resume?) → prd → branch / archive → breaker → crash recovery
+//! mod.rs        the loop below
+//! iteration.rs  one iteration: prompt → agent → prd.json, git, gate, handoff → Facts
+//! judge.rs      Facts → Judgement (pure: what passes, what is committed, what counts)
+//! verdict.rs    carrying the judgement out: prd.json once, commits, state, breaker
+//! learning.rs   failures → events, rule cards, lessons
+//! context.rs    the prompt's story and what ralph knows from earlier iterations
+//! wait.rs       limits, back-offs, budgets, sleeping
+//! records.rs    prd.json, its last good copy, the checkpoint
+//! hooks.rs      the user's hook commands
+//! report.rs     the end: report, runs.jsonl, hooks, exit code
+//! ```
+
+mod context;
+mod hooks;
+mod iteration;
+mod judge;
+mod learning;
+mod records;
+mod report;
+mod setup;
+mod verdict;
+mod wait;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use crate::agent::Backend;
+use crate::circuit::Breaker;
+use crate::config::Config;
+use crate::error::Error;
+use crate::event::{Event, Level, Reporter, RunOutcome};
+use crate::gate::Gate;
+use crate::git::Repo;
+use crate::limits::Limits;
+use crate::prd::Prd;
+use crate::state::RunState;
+
+pub use crate::paths::Paths;
+pub use setup::{backend, patterns};
+
+/// Everything a run needs beyond the paths.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub config: Config,
+    pub max_iterations: u32,
+    /// `--prompt FILE`.
+    pub prompt_file: Option<PathBuf>,
+    /// `--fresh`: ignore a crashed run's checkpoint, start with a closed breaker.
+    pub fresh: bool,
+    /// The iteration limit was given on the command line (it then also
+    /// applies to a resumed run).
+    pub explicit_max: bool,
+    /// Pass the agent's output on as events.
+    pub agent_output: bool,
+}
+
+/// How a run ended, in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct End {
+    pub outcome: RunOutcome,
+    pub code: u8,
+    pub message: String,
+}
+
+impl End {
+    fn new(outcome: RunOutcome, message: impl Into<String>) -> End {
+        use crate::exit;
+        let code = match outcome {
+            RunOutcome::Complete => exit::COMPLETE,
+            RunOutcome::MaxIterations => exit::MAX_ITERATIONS,
+            RunOutcome::CircuitOpen => exit::CIRCUIT_OPEN,
+            RunOutcome::RateLimited => exit::RATE_LIMITED,
+            RunOutcome::Blocked => exit::BLOCKED,
+            RunOutcome::Budget => exit::BUDGET,
+            RunOutcome::Environment => exit::ENVIRONMENT,
+            RunOutcome::GateDisagrees => exit::GATE_DISAGREES,
+            RunOutcome::Interrupted => exit::TERMINATED,
+        };
+        End { outcome, code, message: message.into() }
+    }
+
+    fn interrupted(signal: i32) -> End {
+        let message = if signal == libc::SIGINT {
+            "interrupted (Ctrl-C); run ralph again to resume"
+        } else {
+            "terminated; run ralph again to resume"
+        };
+        End {
+            code: crate::signals::exit_code(signal),
+            ..End::new(RunOutcome::Interrupted, message)
+        }
+    }
+
+    /// A fatal error in the middle of the run: it still gets its report.
+    fn error(e: &Error) -> End {
+        let message = match e.hint() {
+            Some(h) => format!("{e}\nhint: {h}"),
+            None => e.to_string(),
+        };
+        End::new(RunOutcome::Environment, message)
+    }
+}
+
+/// One run of the loop: what it holds between iterations.
+struct Run<'a> {
+    paths: &'a Paths,
+    opts: &'a Options,
+    cfg: &'a Config,
+    reporter: &'a mut dyn Reporter,
+    /// Held for the whole run; released when the run (this value) ends.
+    _lock: crate::store::Lock,
+    repo: Repo,
+    backend: Backend,
+    gate: Option<Gate>,
+    state: RunState,
+    breaker: Breaker,
+    limits: Limits,
+    /// The last PRD that was valid, for restoring what an agent breaks.
+    good_prd: Prd,
+    started: Instant,
+    /// Run time spent by earlier processes of this run (from the checkpoint).
+    elapsed_before: u64,
+    deadline: Option<Instant>,
+    log_dir: PathBuf,
+    template: String,
+    branch: Option<String>,
+    /// Verdict of the most recent gate run (baseline included).
+    last_gate_passed: Option<bool>,
+    /// Keeps secrets out of logs, events and prompts.
+    redactor: crate::redact::Redactor,
+    /// The end-of-iteration snapshot, when nothing touched the work tree
+    /// since (no gate, no hook, no prd.json write): the next iteration's
+    /// starting point without a second scan of the tree.
+    reusable_snapshot: Option<crate::git::Snapshot>,
+    /// The error texts the analyser classifies by (built in + config).
+    patterns: crate::analyze::Patterns,
+}
+
+/// Runs the loop. Returns the exit code; `Err` for fatal setup errors.
+pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result<u8, Error> {
+    let mut run = setup::start(paths, opts, reporter)?;
+    let end = run.main_loop();
+    run.finish(end)
+}
+
+impl Run<'_> {
+    fn main_loop(&mut self) -> End {
+        let Some(prd) = self.reload_prd() else {
+            return End::new(RunOutcome::Environment, "prd.json is damaged; see the warning above");
+        };
+        // An open breaker stops the run before anything is paid for,
+        // unless there is nothing left to do.
+        if self.breaker.is_open() && !prd.all_pass() {
+            return self.breaker_open();
+        }
+        if let Err(e) = crate::gate::check_programs(&self.cfg.gate.command, &prd) {
+            return self.gate_not_run(&e);
+        }
+        if let Some(end) = self.baseline() {
+            return end;
+        }
+        loop {
+            if let Some(signal) = crate::signals::pending() {
+                return End::interrupted(signal);
+            }
+            let prd = self.reload_prd().unwrap_or_else(|| self.good_prd.clone());
+            // Completion beats the breaker: every story verified is done.
+            if let Some(end) = self.done(&prd) {
+                return end;
+            }
+            if self.breaker.is_open() {
+                return self.breaker_open();
+            }
+            if let Some(end) = self.iterations_used(&prd) {
+                return end;
+            }
+            if let Some(end) = self.over_budget().or_else(|| self.wait_for_limits()) {
+                return end;
+            }
+            let Some(story) = prd.next_story().cloned() else {
+                return End::new(RunOutcome::Complete, "every story passes");
+            };
+            match self.iteration(&prd, &story) {
+                Ok(None) => {}
+                Ok(Some(end)) => return end,
+                Err(e) => return End::error(&e),
+            }
+            if !self.cfg.run.pause.is_zero()
+                && let Some(end) = self.sleep(self.cfg.run.pause)
+            {
+                return end;
+            }
+        }
+    }
+
+    /// Every story passes: complete, unless the gate disagrees.
+    fn done(&self, prd: &Prd) -> Option<End> {
+        if !prd.all_pass() {
+            return None;
+        }
+        if self.last_gate_passed == Some(false) {
+            return Some(End::new(
+                RunOutcome::GateDisagrees,
+                "every story is marked passing, but the gate fails: fix what the gate reports, \
+                 or set the story it concerns back to \"passes\": false",
+            ));
+        }
+        Some(End::new(RunOutcome::Complete, "every story passes"))
+    }
+
+    fn breaker_open(&self) -> End {
+        let opened_now = self.breaker.opened_at().is_some_and(|at| at >= self.state.started_at);
+        let report = self.breaker.report(self.cfg.circuit.cooldown);
+        let message = if opened_now {
+            format!("the circuit breaker opened: {}\n{report}", self.breaker.reason())
+        } else {
+            format!("the circuit breaker is open: {}\n{report}", self.breaker.reason())
+        };
+        End::new(RunOutcome::CircuitOpen, message)
+    }
+
+    fn iterations_used(&self, prd: &Prd) -> Option<End> {
+        if self.state.iteration < self.state.max_iterations {
+            return None;
+        }
+        let left = prd.stories().len() - prd.passing();
+        Some(End::new(
+            RunOutcome::MaxIterations,
+            format!(
+                "reached the iteration limit ({}) with {left} stor{} unfinished; see {}",
+                self.state.max_iterations,
+                if left == 1 { "y" } else { "ies" },
+                self.paths.progress.display()
+            ),
+        ))
+    }
+
+    /// Runs the gate once before the first iteration: it must be able to
+    /// run at all, and its verdict is the baseline.
+    fn baseline(&mut self) -> Option<End> {
+        let gate = self.gate.clone()?;
+        if !self.cfg.gate.baseline || gate.command.is_empty() {
+            return None;
+        }
+        let log = self.log_dir.join("gate-baseline.log");
+        match gate.run(&gate.command, &self.paths.project, Some(&log)) {
+            Ok(v) => {
+                self.last_gate_passed = Some(v.passed);
+                let detail = if v.passed || v.summary().is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", v.summary())
+                };
+                self.notice(format!(
+                    "baseline: the gate {} before any work{detail}",
+                    if v.passed { "passes" } else { "fails" },
+                ));
+                None
+            }
+            Err(e) => Some(self.gate_not_run(&e)),
+        }
+    }
+
+    /// A gate that cannot run: not the agent's fault, so it is recorded but
+    /// never learned from, and the run stops.
+    fn gate_not_run(&mut self, e: &crate::gate::NotRun) -> End {
+        let category = crate::learn::events::Category::GateNotRun;
+        self.record_failure("", category, &e.message, &e.message, None, &[]);
+        End::new(RunOutcome::Environment, format!("{}\nhint: {}", e.message, e.hint))
+    }
+
+    fn notice(&mut self, message: impl Into<String>) {
+        self.reporter.emit(&Event::Notice { level: Level::Info, message: message.into() });
+    }
+
+    fn warn(&mut self, message: impl Into<String>) {
+        self.reporter.emit(&Event::Notice { level: Level::Warn, message: message.into() });
+    }
+}

@@ -1,0 +1,131 @@
+//! What the run writes between its steps: prd.json and its last good copy,
+//! the checkpoint, and the breaker.
+
+use chrono::Utc;
+
+use super::Run;
+use crate::circuit::{Signals, Thresholds};
+use crate::error::Error;
+use crate::event::Event;
+use crate::prd::Prd;
+use crate::state::Phase;
+use crate::store;
+
+impl Run<'_> {
+    /// Reads prd.json; a damaged file is restored from the last good copy.
+    pub(super) fn reload_prd(&mut self) -> Option<Prd> {
+        match self.read_prd() {
+            Ok(prd) => {
+                if prd.to_json() != self.good_prd.to_json() {
+                    // The archive of a finished run needs its last state.
+                    self.save_last_prd(&prd);
+                }
+                self.good_prd = prd.clone();
+                Some(prd)
+            }
+            Err(damage) => {
+                self.restore_prd(&damage);
+                None
+            }
+        }
+    }
+
+    /// prd.json as it is now, or what is wrong with it: invalid, or stories
+    /// deleted or moved compared with the last good copy. Changes nothing.
+    pub(super) fn read_prd(&self) -> Result<Prd, String> {
+        let prd = Prd::load(&self.paths.prd).map_err(|e| e.to_string())?;
+        match self.good_prd.identity_damage(&prd) {
+            None => Ok(prd),
+            Some(damage) => Err(damage),
+        }
+    }
+
+    fn restore_prd(&mut self, why: &str) {
+        self.reusable_snapshot = None;
+        let good = self.good_prd.clone();
+        match good.save(&self.paths.prd) {
+            Ok(()) => {
+                self.warn(format!("prd.json was damaged ({why}); restored the last good copy"))
+            }
+            Err(e) => {
+                self.warn(format!("prd.json was damaged ({why}) and could not be restored: {e}"))
+            }
+        }
+    }
+
+    pub(super) fn save_prd(&mut self, prd: &Prd) -> Result<(), Error> {
+        self.reusable_snapshot = None;
+        prd.save(&self.paths.prd)
+            .map_err(|e| Error::io(format!("write {}", self.paths.prd.display()), e))?;
+        self.good_prd = prd.clone();
+        self.save_last_prd(prd);
+        Ok(())
+    }
+
+    pub(super) fn save_last_prd(&mut self, prd: &Prd) {
+        // A copy for restores and archives; prd.json itself is the durable one.
+        if let Err(e) = store::write_replace(&self.paths.store.last_prd(), prd.to_json().as_bytes())
+        {
+            self.warn(format!("cannot keep a copy of prd.json in .ralph/: {e}"));
+        }
+    }
+
+    /// Writes the checkpoint. Entering and leaving an iteration is durable
+    /// (fsync): those are what a resume after a crash or power cut relies
+    /// on. The mid-iteration phase only informs `ralph status`.
+    pub(super) fn checkpoint(&mut self, phase: Phase) {
+        self.state.phase = phase;
+        self.state.elapsed_ms = self.elapsed_ms();
+        let result = if phase == Phase::Gate {
+            store::json_bytes(&self.state)
+                .and_then(|b| store::write_replace(&self.paths.store.state(), &b))
+        } else {
+            self.state.save(&self.paths.store)
+        };
+        if let Err(e) = result {
+            self.warn(format!("cannot write .ralph/state.json: {e}"));
+        }
+    }
+
+    /// Run time so far: what earlier processes of this run spent, plus
+    /// this process's time.
+    pub(super) fn elapsed_ms(&self) -> u64 {
+        self.elapsed_before + self.started.elapsed().as_millis() as u64
+    }
+
+    /// Tells the breaker about an iteration; true when it is open now.
+    pub(super) fn record_breaker(&mut self, signals: &Signals) -> bool {
+        let c = &self.cfg.circuit;
+        let thresholds = Thresholds {
+            no_progress: c.no_progress,
+            half_open_after: c.no_progress.saturating_sub(1).max(1).min(c.no_progress),
+            same_error: c.same_error,
+            permission_denials: c.permission_denials,
+            failures: c.failures,
+        };
+        let before = (
+            self.breaker.state(),
+            self.breaker.counters(),
+            self.breaker.last_error().map(str::to_string),
+        );
+        let t = self.breaker.record(signals, &thresholds, Utc::now());
+        let after = (
+            self.breaker.state(),
+            self.breaker.counters(),
+            self.breaker.last_error().map(str::to_string),
+        );
+        // An iteration that changed nothing the breaker decides by (the
+        // usual case: progress, counters at zero) is not worth a write.
+        if (t.is_some() || before != after)
+            && let Err(e) = self.breaker.save(&self.paths.store)
+        {
+            self.warn(format!("cannot write .ralph/circuit.json: {e}"));
+        }
+        if let Some(t) = t
+            && let Some(from) = t.from
+        {
+            self.reporter.emit(&Event::Circuit { from, to: t.to, reason: t.reason });
+        }
+        self.breaker.is_open()
+    }
+}

@@ -1,0 +1,78 @@
+//! The end of a run: the report (claimed vs verified per story, the
+//! iteration closest to passing), `runs.jsonl`, the end hook, and the
+//! exit code.
+
+use chrono::Utc;
+
+use super::{End, Run};
+use crate::error::Error;
+use crate::event::{BestIteration, Event, RunOutcome, StoryReport};
+use crate::state::Phase;
+use crate::store;
+
+impl Run<'_> {
+    pub(super) fn finish(mut self, end: End) -> Result<u8, Error> {
+        let prd = self.reload_prd().unwrap_or_else(|| self.good_prd.clone());
+        let report: Vec<StoryReport> = prd
+            .stories()
+            .iter()
+            .map(|s| {
+                let verified = self.gate.as_ref().map(|_| self.state.verified.contains(&s.id));
+                let uncommitted = self.state.uncommitted.contains(&s.id);
+                StoryReport {
+                    id: s.id.clone(),
+                    title: s.title.clone(),
+                    claimed: self.state.claimed.contains(&s.id)
+                        || self.state.passing_at_start.contains(&s.id),
+                    verified,
+                    passes: s.passes,
+                    note: uncommitted.then(|| {
+                        "its work passed but is not committed (run.commit_leftovers = false)".into()
+                    }),
+                }
+            })
+            .collect();
+        let best = (end.outcome != RunOutcome::Complete)
+            .then(|| self.state.best.clone())
+            .flatten()
+            .map(|b| BestIteration {
+                iteration: b.iteration,
+                commit: b.commit,
+                score: b.description,
+            });
+        // An interrupted run stays resumable; every other end closes the run.
+        let resumable = end.outcome == RunOutcome::Interrupted;
+        self.state.outcome = Some(end.outcome.as_str().into());
+        self.state.exit_code = Some(end.code);
+        self.checkpoint(if resumable { Phase::Idle } else { Phase::Ended });
+        let _ = store::append_jsonl(
+            &self.paths.store.runs(),
+            &serde_json::json!({
+                "run_id": self.state.run_id,
+                "ended_at": Utc::now(),
+                "outcome": end.outcome,
+                "exit_code": end.code,
+                "iterations": self.state.iteration,
+                "passing": prd.passing(),
+                "stories": prd.stories().len(),
+                "cost_usd": self.state.cost_usd,
+                "tokens": self.state.tokens,
+            }),
+        );
+        self.end_hook(&end, prd.passing(), prd.stories().len());
+        self.reporter.emit(&Event::RunEnd {
+            outcome: end.outcome,
+            exit_code: end.code,
+            iterations: self.state.iteration,
+            passing: prd.passing(),
+            stories: prd.stories().len(),
+            cost_usd: self.state.cost_usd,
+            tokens: self.state.tokens,
+            duration_ms: self.started.elapsed().as_millis() as u64,
+            message: end.message,
+            report,
+            best,
+        });
+        Ok(end.code)
+    }
+}

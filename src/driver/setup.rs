@@ -1,0 +1,416 @@
+//! Starting a run: the lock, the checkpoint of a run to resume, prd.json,
+//! the branch and its archive, the breaker, and what a crashed run left
+//! behind.
+
+use std::time::{Duration, Instant};
+
+use chrono::{Local, Utc};
+
+use super::{Options, Paths, Run};
+use crate::agent::{Backend, Tool};
+use crate::circuit::{Breaker, Signals};
+use crate::config::Config;
+use crate::error::Error;
+use crate::event::{Event, Level, Reporter};
+use crate::gate::Gate;
+use crate::git::{BranchAction, Repo};
+use crate::limits::Limits;
+use crate::prd::Prd;
+use crate::state::{Phase, RunState};
+use crate::store;
+
+/// Everything up to the first iteration; the run's start event is emitted.
+pub(super) fn start<'a>(
+    paths: &'a Paths,
+    opts: &'a Options,
+    reporter: &'a mut dyn Reporter,
+) -> Result<Run<'a>, Error> {
+    crate::signals::install();
+    crate::signals::become_subreaper();
+    let cfg = &opts.config;
+    paths
+        .store
+        .ensure()
+        .map_err(|e| Error::io(format!("create {}", paths.store.root().display()), e))?;
+    let (lock, previous) = match store::lock(&paths.store.lock_path()) {
+        Ok(l) => l,
+        Err(store::LockError::Busy(pid)) => {
+            return Err(Error::Locked { pid, lock: paths.store.lock_path() });
+        }
+        Err(store::LockError::Io(e)) => return Err(Error::io("take the lock", e)),
+    };
+    if let store::PreviousHolder::Dead(pid) = previous {
+        warn(
+            reporter,
+            Some(format!(
+                "the previous ralph (pid {pid}) ended without cleaning up; taking over its lock"
+            )),
+        );
+    }
+    let (checkpoint, warning) =
+        RunState::load(&paths.store).map_err(|e| Error::io("read .ralph/state.json", e))?;
+    warn(reporter, warning);
+    let unfinished = checkpoint.filter(|s| s.phase != Phase::Ended);
+    let resume = unfinished.clone().filter(|_| !opts.fresh);
+    let crashed_mid_iteration =
+        unfinished.as_ref().is_some_and(|s| matches!(s.phase, Phase::Agent | Phase::Gate));
+    let prd = load_prd(paths, crashed_mid_iteration, reporter)?;
+    let repo = Repo::discover(&paths.project)?;
+    let backend = backend(cfg)?;
+    backend
+        .preflight(crate::process::euid() == 0, &|k| std::env::var(k).ok())
+        .map_err(|message| Error::Environment { message, hint: None })?;
+    let template = load_template(paths, opts)?;
+
+    let now = Utc::now();
+    let (limits, warning) =
+        Limits::load(&paths.store).map_err(|e| Error::io("read .ralph/limits.json", e))?;
+    warn(reporter, warning);
+    let (mut breaker, warning) =
+        Breaker::load(&paths.store, now).map_err(|e| Error::io("read .ralph/circuit.json", e))?;
+    warn(reporter, warning);
+    let reset = cfg.circuit.auto_reset || opts.fresh;
+    if let Some(t) = breaker.on_start(now, reset, cfg.circuit.cooldown)
+        && let Some(from) = t.from
+    {
+        reporter.emit(&Event::Circuit { from, to: t.to, reason: t.reason });
+    }
+    breaker.save(&paths.store).map_err(|e| Error::io("write .ralph/circuit.json", e))?;
+
+    let state = match &resume {
+        Some(s) => {
+            let mut s = s.clone();
+            // A number given on the command line now replaces the
+            // interrupted run's limit; otherwise that limit stands.
+            if opts.explicit_max {
+                s.max_iterations = opts.max_iterations;
+            }
+            s
+        }
+        None => RunState::new(crate::state::new_run_id(Local::now()), now, opts.max_iterations),
+    };
+    let log_dir = paths.store.run_log_dir(&state.run_id);
+    std::fs::create_dir_all(&log_dir)
+        .map_err(|e| Error::io(format!("create {}", log_dir.display()), e))?;
+
+    let redactor = crate::redact::Redactor::from_env();
+    let gate = (!cfg.gate.command.is_empty() || prd.stories().iter().any(|s| s.verify.is_some()))
+        .then(|| Gate {
+            command: cfg.gate.command.clone(),
+            timeout: cfg.gate.timeout,
+            grace: cfg.agent.grace,
+            tail_bytes: cfg.gate.tail_bytes,
+            fatal_signatures: cfg.gate.fatal_signatures.clone(),
+            redactor: Some(redactor.clone()),
+        });
+    let deadline = cfg
+        .budget
+        .max_duration
+        .map(|d| Instant::now() + d.saturating_sub(Duration::from_millis(state.elapsed_ms)));
+    let mut run = Run {
+        paths,
+        opts,
+        cfg,
+        reporter,
+        _lock: lock,
+        repo,
+        backend,
+        gate,
+        breaker,
+        limits,
+        good_prd: prd.clone(),
+        started: Instant::now(),
+        elapsed_before: state.elapsed_ms,
+        deadline,
+        log_dir,
+        template,
+        branch: prd.branch_name().map(str::to_string),
+        last_gate_passed: None,
+        patterns: patterns(cfg)?,
+        reusable_snapshot: None,
+        redactor,
+        state,
+    };
+    run.setup_branch(&prd)?;
+    if let Some(old) = &unfinished {
+        run.clean_up_after(old)?;
+    }
+    let prd = run.reload_prd().unwrap_or(prd);
+    run.save_last_prd(&prd);
+    if let Some(old) = &resume {
+        run.resume(old);
+    }
+    if resume.is_none() {
+        run.state.passing_at_start =
+            prd.stories().iter().filter(|s| s.passes).map(|s| s.id.clone()).collect();
+    }
+    run.reporter.emit(&Event::RunStart {
+        run_id: run.state.run_id.clone(),
+        project: prd.project().map(str::to_string),
+        branch: run.repo.current_branch(),
+        prd: paths.prd.display().to_string(),
+        agent: describe_backend(&run.backend),
+        max_iterations: run.state.max_iterations,
+        stories: prd.stories().len(),
+        passing: prd.passing(),
+        resumed_from: resume.as_ref().map(|s| s.iteration),
+    });
+    run.checkpoint(Phase::Idle);
+    Ok(run)
+}
+
+/// prd.json. A file broken while a crashed run's agent was at work is most
+/// likely the agent's half-finished write: the last good copy is restored
+/// (the broken one kept). Otherwise it is the user's file, and a broken
+/// one is an error that changes nothing.
+fn load_prd(
+    paths: &Paths,
+    crashed_mid_iteration: bool,
+    reporter: &mut dyn Reporter,
+) -> Result<Prd, Error> {
+    match Prd::load(&paths.prd) {
+        Ok(prd) => Ok(prd),
+        Err(e) if crashed_mid_iteration => {
+            let good = Prd::load(&paths.store.last_prd()).map_err(|_| Error::Prd(e))?;
+            let kept = paths.store.path("prd.broken.json");
+            let _ = std::fs::copy(&paths.prd, &kept);
+            good.save(&paths.prd)
+                .map_err(|e| Error::io(format!("restore {}", paths.prd.display()), e))?;
+            warn(
+                reporter,
+                Some(format!(
+                    "prd.json was left broken by the interrupted run; restored the last good copy (the broken one is in {})",
+                    kept.display()
+                )),
+            );
+            Ok(good)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The analyser's patterns: the built-in texts, the configured extras, and
+/// this machine's time zone for reset times given in local time.
+pub fn patterns(cfg: &Config) -> Result<crate::analyze::Patterns, Error> {
+    let patterns = crate::analyze::Patterns::new(&cfg.patterns).map_err(|e| {
+        Error::Config(crate::config::ConfigError(format!("patterns.{}: {e}: {}", e.kind, e.source)))
+    })?;
+    Ok(patterns.with_local_zone(local_zone()))
+}
+
+/// `TZ` when it names a zone, else the current local offset.
+fn local_zone() -> crate::analyze::Zone {
+    let named = std::env::var("TZ")
+        .ok()
+        .and_then(|tz| tz.trim_start_matches(':').parse::<chrono_tz::Tz>().ok());
+    match named {
+        Some(tz) => crate::analyze::Zone::Named(tz),
+        None => crate::analyze::Zone::Fixed(*Local::now().offset()),
+    }
+}
+
+/// The configured agent.
+pub fn backend(cfg: &Config) -> Result<Backend, Error> {
+    let a = &cfg.agent;
+    let mut b = if a.tool == Tool::Custom {
+        if a.command.is_empty() {
+            return Err(Error::Usage(
+                "tool custom needs a command: --agent-cmd \"my-agent --flag\" or agent.command in .ralph/config.toml".into(),
+            ));
+        }
+        Backend { command: a.command.clone(), format: a.format, ..Backend::new(Tool::Custom) }
+    } else {
+        let mut b = Backend::new(a.tool);
+        if !a.command.is_empty() {
+            // A named tool with its program replaced (a wrapper, a pinned path).
+            b.command = a.command.clone();
+        }
+        b
+    };
+    b.model = a.model.clone();
+    b.extra_args = a.args.clone();
+    b.safe = a.safe;
+    if !a.allowed_tools.is_empty() {
+        b.allowed_tools = a.allowed_tools.clone();
+    }
+    Ok(b)
+}
+
+fn describe_backend(b: &Backend) -> String {
+    match b.tool {
+        Tool::Custom => format!("custom ({})", b.program()),
+        t => match &b.model {
+            Some(m) => format!("{t} ({m})"),
+            None => t.to_string(),
+        },
+    }
+}
+
+/// The prompt template: `--prompt`, `run.prompt`, `.ralph/prompt.md`, or
+/// the built-in one. A leading HTML comment is a note to the person who
+/// edits the file (`ralph init` writes one): the agent never sees it.
+fn load_template(paths: &Paths, opts: &Options) -> Result<String, Error> {
+    let explicit = opts.prompt_file.clone().or_else(|| opts.config.run.prompt.clone());
+    let file = explicit.or_else(|| Some(paths.store.prompt()).filter(|p| p.exists()));
+    match file {
+        Some(p) => std::fs::read_to_string(&p)
+            .map(|text| crate::prompt::without_leading_comments(&text).to_string())
+            .map_err(|e| {
+                Error::Usage(format!("cannot read the prompt template {}: {e}", p.display()))
+            }),
+        None => Ok(crate::prompt::BUILTIN.to_string()),
+    }
+}
+
+fn warn(reporter: &mut dyn Reporter, warning: Option<String>) {
+    if let Some(message) = warning {
+        reporter.emit(&Event::Notice { level: Level::Warn, message });
+    }
+}
+
+impl Run<'_> {
+    /// Archive on branch change, `.last-branch`, progress.txt, and the branch checkout.
+    fn setup_branch(&mut self, prd: &Prd) -> Result<(), Error> {
+        let p = self.paths;
+        let last = std::fs::read_to_string(&p.last_branch)
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty());
+        let changed = match (prd.branch_name(), last.as_deref()) {
+            (Some(current), Some(last)) if current != last => Some(last.to_string()),
+            _ => None,
+        };
+        // What the previous run leaves behind is read first: switching
+        // branches may replace progress.txt with the other branch's copy.
+        let previous = changed.as_ref().map(|last| {
+            let prd = std::fs::read(p.store.last_prd()).ok().filter(|bytes| {
+                Prd::parse(bytes, &p.store.last_prd())
+                    .ok()
+                    .and_then(|old| old.branch_name().map(str::to_string))
+                    .as_deref()
+                    == Some(last.as_str())
+            });
+            (prd, std::fs::read(&p.progress).ok())
+        });
+        // The branch comes before any change of ralph's own: it may refuse
+        // (uncommitted changes), and then nothing must have been touched.
+        if let Some(branch) = prd.branch_name() {
+            match self.repo.ensure_branch(branch)? {
+                BranchAction::AlreadyOn => {}
+                BranchAction::SwitchedTo => self.notice(format!("switched to branch {branch}")),
+                BranchAction::Created { from } => {
+                    self.notice(format!("created branch {branch} from {from}"))
+                }
+            }
+        }
+        if let (Some(last), Some((old_prd, old_progress))) = (&changed, &previous) {
+            let archived = crate::archive::archive_previous(
+                &p.prd_dir,
+                last,
+                old_prd.as_deref(),
+                old_progress.as_deref(),
+                &p.progress,
+                Local::now(),
+            )
+            .map_err(|e| Error::io("archive the previous run", e))?;
+            self.notice(format!(
+                "archived the previous run ({last}) to {}",
+                archived.dir.display()
+            ));
+            if let Some(why) = archived.missing_prd {
+                self.warn(format!("the previous prd.json was not archived: {why}"));
+            }
+        }
+        if let Some(branch) = prd.branch_name() {
+            store::write_atomic(&p.last_branch, format!("{branch}\n").as_bytes())
+                .map_err(|e| Error::io(format!("write {}", p.last_branch.display()), e))?;
+            // ralph's bookkeeping file, not the project's: keep it out of
+            // the agent's `git add -A` without touching a tracked .gitignore.
+            if let Some(rel) = self.repo.relative(&p.last_branch) {
+                self.repo.exclude_locally(&rel);
+            }
+        }
+        if crate::archive::ensure_progress(&p.progress, Local::now())
+            .map_err(|e| Error::io(format!("create {}", p.progress.display()), e))?
+        {
+            self.notice(format!("created {}", p.progress.display()));
+        }
+        Ok(())
+    }
+
+    /// After a crash (or a run interrupted mid-iteration): ends what the
+    /// dead run left running, and sets prd.json's `passes` and `verify`
+    /// back to what they were before the iteration it died in (the last
+    /// good copy), except for stories that iteration verified. Runs for
+    /// `--fresh` too: starting over must not inherit an unverified "passes".
+    fn clean_up_after(&mut self, old: &RunState) -> Result<(), Error> {
+        self.state.agent_pgid = None;
+        let grace = self.cfg.agent.grace;
+        if let Some(pgid) = old
+            .agent_pgid
+            .filter(|&p| p > 1 && crate::process::group_works_in(p, &self.paths.project))
+        {
+            crate::agent::supervise::signal_group(pgid, libc::SIGTERM);
+            let until = Instant::now() + grace;
+            while crate::agent::supervise::group_alive(pgid) && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            crate::agent::supervise::signal_group(pgid, libc::SIGKILL);
+            self.warn(format!("ended process group {pgid}, left running by the interrupted run"));
+        }
+        // Processes that left the group (a new session) still carry the
+        // dead run's id and project in their environment.
+        let strays = crate::process::end_processes_of_run(&old.run_id, &self.paths.project, grace);
+        if strays > 0 {
+            self.warn(format!(
+                "ended {strays} process{} of the interrupted run that had left its process group",
+                if strays == 1 { "" } else { "es" }
+            ));
+        }
+        if !matches!(old.phase, Phase::Agent | Phase::Gate) {
+            return Ok(());
+        }
+        let Some(mut prd) = self.reload_prd() else { return Ok(()) };
+        let before = Prd::load(&self.paths.store.last_prd()).unwrap_or_else(|_| prd.clone());
+        let restored = prd.restore_claims(&before, &old.verified);
+        if restored.is_empty() {
+            return Ok(());
+        }
+        self.save_prd(&prd)?;
+        for id in restored {
+            if old.story.as_deref() == Some(id.as_str()) {
+                self.warn(format!(
+                    "iteration {} died before {id} was verified: {id} is marked unfinished again",
+                    old.iteration
+                ));
+            } else {
+                self.warn(format!(
+                    "iteration {} changed {id} in prd.json and died before ralph checked it: set back",
+                    old.iteration
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Continues a run that did not end: the iteration it died in counts as
+    /// a failed one, and the next prompt says so.
+    fn resume(&mut self, old: &RunState) {
+        self.notice(format!(
+            "resuming run {} after iteration {} (it ended without finishing; --fresh starts over)",
+            old.run_id, old.iteration
+        ));
+        if matches!(old.phase, Phase::Agent | Phase::Gate)
+            && let Some(id) = old.story.clone()
+        {
+            let signals =
+                Signals { iteration: u64::from(old.iteration), failed: true, ..Signals::default() };
+            self.record_breaker(&signals);
+            self.state.feedback = Some(format!(
+                "The previous iteration ({}) on {id} was cut off (ralph stopped or crashed) before it \
+                 finished. Check the work tree and git log for partial work before going on.",
+                old.iteration
+            ));
+        }
+    }
+}

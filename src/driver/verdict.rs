@@ -1,0 +1,320 @@
+//! Carrying out a [`Judgement`]: prd.json written once, ralph's commit,
+//! the checkpoint, lessons, the breaker, and where the run goes next.
+
+use std::path::{Path, PathBuf};
+
+use chrono::{Local, Utc};
+
+use super::iteration::Collected;
+use super::judge::{Commit, GateRun, Judgement, Lesson, Next, Stop};
+use super::{End, Run};
+use crate::error::Error;
+use crate::event::{IterationResult, RunOutcome};
+use crate::learn::lessons::Source;
+use crate::prd::Prd;
+use crate::state::{Best, Phase};
+
+/// Holds prd.json's claims from the moment an agent runs until its verdict
+/// is carried out. Dropped without [`ClaimGuard::settle`] — an error cut
+/// the iteration short — it sets every story's `passes` and `verify` back
+/// to what they were before the iteration: nothing unverified survives.
+pub(super) struct ClaimGuard {
+    path: PathBuf,
+    before: Option<Prd>,
+}
+
+impl ClaimGuard {
+    pub(super) fn new(path: &Path, before: &Prd) -> ClaimGuard {
+        ClaimGuard { path: path.to_path_buf(), before: Some(before.clone()) }
+    }
+
+    /// The verdict has been written: nothing to undo.
+    pub(super) fn settle(mut self) {
+        self.before = None;
+    }
+}
+
+impl Drop for ClaimGuard {
+    fn drop(&mut self) {
+        let Some(before) = self.before.take() else { return };
+        let restored = match Prd::load(&self.path) {
+            Ok(mut now) if before.identity_damage(&now).is_none() => {
+                if now.restore_claims(&before, &[]).is_empty() {
+                    return;
+                }
+                now
+            }
+            _ => before,
+        };
+        // Best effort: the run is ending with an error already.
+        let _ = restored.save(&self.path);
+    }
+}
+
+impl Run<'_> {
+    /// Writes what the judgement says and decides where the run goes:
+    /// `Ok(Some(end))` stops it.
+    pub(super) fn carry_out(
+        &mut self,
+        guard: ClaimGuard,
+        c: Collected,
+        j: Judgement,
+    ) -> Result<Option<End>, Error> {
+        let id = c.story.id.clone();
+        let prd = self.reconcile(&c, &j)?;
+        guard.settle();
+        self.commit(&c, &j)?;
+        if c.facts.claim.marked {
+            self.state.note_claimed(&id);
+        }
+        for other in &c.other_claims {
+            self.state.note_claimed(other);
+        }
+        if let Some(verified) = j.verified {
+            self.state.note_verified(&id, verified);
+        }
+        self.state.note_uncommitted(&id, j.uncommitted);
+        if j.counts {
+            self.state.feedback = (!j.feedback.is_empty()).then(|| j.feedback.join("\n\n"));
+        }
+        if let Some(h) = &c.handoff {
+            self.state.handoff = serde_json::to_value(h).ok();
+        }
+        if j.result != IterationResult::Transient
+            && (self.limits.transient_count() > 0 || self.limits.usage_resume_at().is_some())
+        {
+            self.limits.note_success();
+            let _ = self.limits.save(&self.paths.store);
+        }
+        if j.verified == Some(true) {
+            self.record_gate_pass(&c.applied);
+        }
+        self.learn(&c, &j);
+        if c.facts.evidence.work_files > 0
+            && let Some(v) = &c.verdict
+        {
+            self.note_best(&c, &j, v, prd.passing());
+        }
+        for n in &j.notices {
+            self.notice(n.clone());
+        }
+        for w in &j.warnings {
+            self.warn(w.clone());
+        }
+        if c.outcome.claimed_complete && !prd.all_pass() {
+            let left = prd.stories().len() - prd.passing();
+            self.warn(format!(
+                "the agent claimed COMPLETE but {left} stor{} unfinished",
+                if left == 1 { "y is" } else { "ies are" }
+            ));
+        }
+        if !j.counts {
+            self.state.iteration -= 1;
+        }
+        self.end_iteration(&c, &j);
+        match &j.next {
+            Next::Stop(Stop::Interrupted) => {
+                let signal = crate::signals::pending().unwrap_or(libc::SIGTERM);
+                return Ok(Some(End::interrupted(signal)));
+            }
+            Next::Stop(Stop::Environment { message }) => {
+                return Ok(Some(End::new(RunOutcome::Environment, message.clone())));
+            }
+            Next::Stop(Stop::Blocked { message }) => {
+                self.checkpoint(Phase::Idle);
+                return Ok(Some(End::new(RunOutcome::Blocked, message.clone())));
+            }
+            Next::UsageLimit { resets_at, message } => {
+                let resume = self.limits.set_usage_limit(
+                    *resets_at,
+                    Utc::now(),
+                    self.cfg.limits.usage_limit_wait,
+                );
+                let _ = self.limits.save(&self.paths.store);
+                self.notice(format!(
+                    "usage limit: {message} — calls resume at {}",
+                    resume.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S")
+                ));
+                self.checkpoint(Phase::Idle);
+                return Ok(None);
+            }
+            Next::Backoff { message } => return Ok(self.back_off(message)),
+            Next::Continue | Next::Stop(Stop::Budget) => {}
+        }
+        self.checkpoint(Phase::Idle);
+        if let Some(signals) = &j.breaker {
+            // An open breaker stops the loop at its next turn, unless every
+            // story is done by then.
+            self.record_breaker(signals);
+        }
+        if j.next == Next::Stop(Stop::Budget) {
+            return Ok(self
+                .over_budget()
+                .or_else(|| Some(End::new(RunOutcome::Budget, "the run's time budget is spent"))));
+        }
+        Ok(None)
+    }
+
+    /// prd.json, written once per iteration: the agent's copy with what it
+    /// may not change set back (or the last good copy, if it broke the
+    /// file), and the story's `passes` as judged.
+    fn reconcile(&mut self, c: &Collected, j: &Judgement) -> Result<Prd, Error> {
+        let (mut prd, damage) = match &c.prd {
+            Ok(prd) => (prd.clone(), None),
+            Err(why) => (self.good_prd.clone(), Some(why.clone())),
+        };
+        let agents_mark = c.facts.claim.marked || c.story.passes;
+        prd.set_passes(&c.story.id, j.passes);
+        if damage.is_some() || !c.facts.prd.tampered.is_empty() || agents_mark != j.passes {
+            self.save_prd(&prd)?;
+        } else if prd.to_json() != self.good_prd.to_json() {
+            // The agent's own edits (notes, new stories): kept as they are.
+            self.save_last_prd(&prd);
+            self.good_prd = prd.clone();
+        }
+        if let Some(why) = damage {
+            self.warn(format!("prd.json was damaged ({why}); restored the last good copy"));
+        }
+        Ok(prd)
+    }
+
+    /// ralph's commit, if the judgement calls for one.
+    fn commit(&mut self, c: &Collected, j: &Judgement) -> Result<(), Error> {
+        let id = &c.story.id;
+        let prd = self.repo.relative(&self.paths.prd);
+        let progress = self.repo.relative(&self.paths.progress);
+        let bookkeeping = |p: &PathBuf| Some(p) == prd.as_ref() || Some(p) == progress.as_ref();
+        let (mut paths, message): (Vec<PathBuf>, String) = match j.commit {
+            Commit::None => return Ok(()),
+            Commit::Work => {
+                let how = if j.verified == Some(true) {
+                    "after ralph's gate passed"
+                } else {
+                    "after the agent marked the story passing"
+                };
+                (
+                    c.leftovers.clone(),
+                    format!(
+                        "feat: {id} - {}\n\nThe agent left this work uncommitted; ralph committed it {how}.\n\nCommitted-by: ralph",
+                        c.story.title
+                    ),
+                )
+            }
+            Commit::Mark { by_ralph } => (
+                c.leftovers.iter().filter(|p| bookkeeping(p)).cloned().collect(),
+                if by_ralph {
+                    format!("chore: mark {id} as passing (verified by ralph's gate)")
+                } else {
+                    format!("chore: record {id} as passing (verified by ralph's gate)")
+                },
+            ),
+            Commit::Unmark => (
+                Vec::new(),
+                if matches!(c.facts.gate, GateRun::Failed(_)) {
+                    format!("chore: {id} does not pass ralph's gate yet")
+                } else {
+                    format!("chore: set {id} back to unfinished")
+                },
+            ),
+        };
+        paths.extend(prd);
+        paths.sort();
+        paths.dedup();
+        self.reusable_snapshot = None;
+        let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+        if let Err(e) = self.repo.commit_paths(&refs, &message) {
+            self.warn(format!(
+                "cannot commit {}: {e}",
+                if refs.len() == 1 { "prd.json" } else { "the story's work" }
+            ));
+        }
+        Ok(())
+    }
+
+    /// Events, rule cards and lessons of what the iteration taught.
+    fn learn(&mut self, c: &Collected, j: &Judgement) {
+        let evidence = c.log.display().to_string();
+        for l in &j.learn {
+            let learns = l.category.learns();
+            let (evidence, applied) = if learns {
+                (Some(evidence.as_str()), c.applied.as_slice())
+            } else {
+                (None, &[][..])
+            };
+            self.record_failure(
+                &c.story.id,
+                l.category.clone(),
+                &l.signature,
+                &l.detail,
+                evidence,
+                applied,
+            );
+            match &l.lesson {
+                Some(Lesson::Agent(text)) => self.record_lesson(&c.story.id, text, Source::Agent),
+                Some(Lesson::Loop(text)) => self.record_lesson(&c.story.id, text, Source::Loop),
+                None => {}
+            }
+        }
+    }
+
+    /// Remembers the iteration that came closest to passing, for the report
+    /// of a run that ends unfinished. Only iterations that did work count:
+    /// never the untouched start, never a story nobody worked on.
+    fn note_best(
+        &mut self,
+        c: &Collected,
+        j: &Judgement,
+        v: &crate::gate::Verdict,
+        passing: usize,
+    ) {
+        let rank = (v.passed, passing, -i64::from(v.score.failed.unwrap_or(0)));
+        if self.state.best.as_ref().is_some_and(|b| rank <= b.rank) {
+            return;
+        }
+        // HEAD holds the iteration's work only when none of it was left
+        // uncommitted (or ralph has just committed it).
+        let e = c.facts.evidence;
+        let committed = (e.commits > 0 && e.uncommitted_work == 0) || j.commit == Commit::Work;
+        let head = self.repo.head().filter(|_| committed);
+        self.state.best = Some(Best {
+            iteration: c.n,
+            commit: head.map(|h| format!("{:.7}", h.to_string())),
+            rank,
+            description: format!(
+                "gate {}{}",
+                if v.passed { "passed" } else { "failed" },
+                if v.passed { String::new() } else { format!(": {}", v.score.describe()) }
+            ),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_guard_sets_claims_back_unless_the_verdict_settled_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("prd.json");
+        let text = |passes: bool| {
+            format!(
+                r#"{{"userStories":[{{"id":"A","passes":{passes}}},{{"id":"B","passes":false}}]}}"#
+            )
+        };
+        let before = Prd::parse(text(false).as_bytes(), &path).unwrap();
+        let passes = || Prd::load(&path).unwrap().story("A").unwrap().passes;
+        // Dropped: an early exit undoes the claim.
+        std::fs::write(&path, text(true)).unwrap();
+        drop(ClaimGuard::new(&path, &before));
+        assert!(!passes());
+        // A file the agent broke is replaced by the copy from before.
+        std::fs::write(&path, "{broken").unwrap();
+        drop(ClaimGuard::new(&path, &before));
+        assert!(!passes());
+        // Settled: the verdict stands.
+        std::fs::write(&path, text(true)).unwrap();
+        ClaimGuard::new(&path, &before).settle();
+        assert!(passes());
+    }
+}

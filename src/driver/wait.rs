@@ -1,0 +1,145 @@
+//! Waiting: the calls-per-hour window and usage limits before an
+//! iteration, the back-off after a transient API error, the run's budgets,
+//! and a sleep that wakes for signals and the deadline.
+
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Local, Utc};
+
+use super::{End, Run};
+use crate::event::{Event, RunOutcome};
+use crate::limits::{Backoff, Wait, Why};
+use crate::state::Phase;
+
+fn why_text(why: Why) -> &'static str {
+    match why {
+        Why::UsageLimit => "the agent's usage limit",
+        Why::CallsPerHour => "the calls-per-hour limit",
+    }
+}
+
+impl Run<'_> {
+    /// The longest wait for a limit: `--max-wait`, or none with `--no-wait`.
+    fn max_wait(&self) -> Duration {
+        if self.cfg.limits.wait { self.cfg.limits.max_wait } else { Duration::ZERO }
+    }
+
+    /// Waits out the calls-per-hour window and any usage limit, or stops.
+    pub(super) fn wait_for_limits(&mut self) -> Option<End> {
+        loop {
+            let max_wait = self.max_wait();
+            match self.limits.wait(Utc::now(), self.cfg.limits.calls_per_hour, max_wait) {
+                Wait::Ready => return None,
+                Wait::TooLong { at, why } => {
+                    let how = if self.cfg.limits.wait {
+                        format!(
+                            "longer than --max-wait {}; run ralph again after that time",
+                            humantime::format_duration(max_wait)
+                        )
+                    } else {
+                        "not waiting (--no-wait); run ralph again after that time".into()
+                    };
+                    return Some(End::new(
+                        RunOutcome::RateLimited,
+                        format!(
+                            "{} until {} — {how}",
+                            why_text(why),
+                            at.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S"),
+                        ),
+                    ));
+                }
+                Wait::Until { at, why } => {
+                    if let Some(end) = self.wait_until(at, why_text(why)) {
+                        return Some(end);
+                    }
+                }
+            }
+        }
+    }
+
+    /// After a transient API error: back off and retry, or stop.
+    pub(super) fn back_off(&mut self, message: &str) -> Option<End> {
+        let decision = self.limits.back_off(self.max_wait());
+        let _ = self.limits.save(&self.paths.store);
+        self.checkpoint(Phase::Idle);
+        match decision {
+            Backoff::GiveUp(count) => Some(End::new(
+                RunOutcome::RateLimited,
+                format!("the API kept failing ({count} times in a row): {message}"),
+            )),
+            Backoff::TooLong(wait) => Some(End::new(
+                RunOutcome::RateLimited,
+                format!(
+                    "a transient API error ({message}) needs a {} back-off — {}",
+                    humantime::format_duration(wait),
+                    if self.cfg.limits.wait {
+                        "longer than --max-wait; run ralph again later"
+                    } else {
+                        "not waiting (--no-wait); run ralph again later"
+                    }
+                ),
+            )),
+            Backoff::Wait(wait) => {
+                let at = Utc::now() + chrono::TimeDelta::from_std(wait).unwrap_or_default();
+                self.wait_until(at, &format!("backing off after a transient API error: {message}"))
+            }
+        }
+    }
+
+    /// A budget that is spent ends the run.
+    pub(super) fn over_budget(&mut self) -> Option<End> {
+        let b = &self.cfg.budget;
+        let message = if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            format!(
+                "the run's time budget (--max-duration {}) is spent",
+                humantime::format_duration(b.max_duration.unwrap_or_default())
+            )
+        } else if let Some(max) = b.max_cost.filter(|m| self.state.cost_usd >= *m) {
+            format!("the cost budget (${max:.2}) is spent: ${:.2} reported", self.state.cost_usd)
+        } else if let Some(max) = b.max_tokens.filter(|m| self.state.tokens >= *m) {
+            format!("the token budget ({max}) is spent: {} used", self.state.tokens)
+        } else {
+            return None;
+        };
+        Some(End::new(RunOutcome::Budget, message))
+    }
+
+    fn wait_until(&mut self, at: DateTime<Utc>, reason: &str) -> Option<End> {
+        // Rounded up, and a little past: waking a hair early would only
+        // mean asking again and waiting a few more milliseconds.
+        let wait = (at - Utc::now()).to_std().unwrap_or_default() + Duration::from_millis(20);
+        if wait >= Duration::from_secs(1) {
+            self.reporter.emit(&Event::Waiting {
+                reason: reason.into(),
+                until: at,
+                seconds: wait.as_secs_f64().ceil() as u64,
+            });
+        }
+        self.sleep(wait)
+    }
+
+    /// Sleeps, waking for signals and the run's deadline; emits a countdown.
+    pub(super) fn sleep(&mut self, d: Duration) -> Option<End> {
+        // A person may have edited the tree meanwhile: scan it afresh.
+        self.reusable_snapshot = None;
+        let until = Instant::now() + d;
+        let mut last_tick = Instant::now();
+        loop {
+            if let Some(signal) = crate::signals::pending() {
+                return Some(End::interrupted(signal));
+            }
+            let now = Instant::now();
+            if now >= until {
+                return None;
+            }
+            if self.deadline.is_some_and(|dl| now >= dl) {
+                return self.over_budget();
+            }
+            if now.duration_since(last_tick) >= Duration::from_secs(1) {
+                last_tick = now;
+                self.reporter.emit(&Event::WaitTick { remaining_s: (until - now).as_secs() });
+            }
+            std::thread::sleep((until - now).min(Duration::from_millis(50)));
+        }
+    }
+}

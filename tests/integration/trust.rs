@@ -1,0 +1,193 @@
+//! What counts: only evidence (files changed, commits beyond bookkeeping, a
+//! story the gate verified) is progress, done means committed, a missing
+//! handoff is not a broken CLI, and what ralph reports is what happened.
+
+use ralph::exit;
+
+use crate::harness::*;
+
+const ONE_STORY: &str = r#"{"project":"P","branchName":"ralph/one","userStories":[
+  {"id":"US-001","title":"Make done.txt","priority":1,"passes":false}]}"#;
+
+const HANDOFF: &str = r#"{"status":"continue","summary":"worked on it","evidence":["it compiles"],"nextSteps":["go on"],"blocker":""}"#;
+
+/// A status block claiming three tasks done, and a valid handoff: a liar
+/// that follows the protocol to the letter.
+fn liar() -> String {
+    let block = [
+        "---RALPH_STATUS---",
+        "STATUS: IN_PROGRESS",
+        "TASKS_COMPLETED_THIS_LOOP: 3",
+        "FILES_MODIFIED: 4",
+        "TESTS_STATUS: PASSING",
+        "WORK_TYPE: IMPLEMENTATION",
+        "EXIT_SIGNAL: false",
+        "RECOMMENDATION: keep going",
+        "---END_RALPH_STATUS---",
+    ];
+    let prints: String = block.iter().map(|l| format!("print {l}\n")).collect();
+    format!("[run *]\n{prints}handoff {HANDOFF}\n")
+}
+
+/// What `git status` shows besides ralph's own files (`.ralph/`, and the
+/// progress.txt ralph created before the run).
+fn uncommitted(p: &Project) -> Vec<String> {
+    p.git(&["status", "--porcelain"])
+        .lines()
+        .map(|l| l[3..].to_string())
+        .filter(|f| f != ".ralph/" && f != "progress.txt")
+        .collect()
+}
+
+#[test]
+fn a_liar_without_a_gate_opens_the_breaker_within_three_iterations() {
+    let p = Project::with_prd(ONE_STORY);
+    p.script(&liar());
+    let r = p.run(&["10"]);
+    assert_eq!(r.code, i32::from(exit::CIRCUIT_OPEN), "{r:?}");
+    assert_eq!(p.agent_runs().len(), 3, "{r:?}");
+    assert!(!r.stdout.contains("made progress"), "claims counted as progress: {r:?}");
+    assert!(r.stdout.contains("it completed 3 tasks, but no file changed"), "{r:?}");
+    assert!(r.stdout.contains("no progress in 3 iterations in a row"), "{r:?}");
+}
+
+#[test]
+fn a_liar_whose_gate_output_varies_opens_the_breaker_within_three_iterations() {
+    let p = Project::with_prd(ONE_STORY);
+    p.script(&liar());
+    // A different failure every time: the same-error rule never fires.
+    let gate = "sh -c 'head -c 6 /dev/urandom | od -An -tx1; exit 1'";
+    let r = p.run(&["10", "--gate", gate]);
+    assert_eq!(r.code, i32::from(exit::CIRCUIT_OPEN), "{r:?}");
+    assert_eq!(p.agent_runs().len(), 3, "{r:?}");
+}
+
+#[test]
+fn verified_work_the_agent_never_committed_is_committed_by_ralph() {
+    let p = Project::with_prd(ONE_STORY);
+    p.script(&format!(
+        "[run *]\nwrite done.txt yes\nmark-pass\nprogress did it\nhandoff {HANDOFF}\n"
+    ));
+    let r = p.run(&["3", "--gate", "test -f done.txt"]);
+    assert_eq!(r.code, i32::from(exit::COMPLETE), "{r:?}");
+    assert_eq!(p.log()[0], "feat: US-001 - Make done.txt", "{r:?}");
+    let files = p.git(&["show", "--name-only", "--format=", "HEAD"]);
+    let files: Vec<&str> = files.split_whitespace().collect();
+    assert_eq!(files, ["done.txt", "prd.json", "progress.txt"], "{r:?}");
+    assert_eq!(uncommitted(&p), Vec::<String>::new(), "work left uncommitted");
+}
+
+#[test]
+fn without_a_gate_the_agents_mark_stands_and_its_work_is_committed() {
+    let p = Project::with_prd(ONE_STORY);
+    p.script(&format!("[run *]\nwrite done.txt yes\nmark-pass\nhandoff {HANDOFF}\n"));
+    let r = p.run(&["3"]);
+    assert_eq!(r.code, i32::from(exit::COMPLETE), "{r:?}");
+    assert_eq!(p.log()[0], "feat: US-001 - Make done.txt", "{r:?}");
+    assert!(p.git(&["log", "-1", "--format=%B"]).contains("after the agent marked the story"));
+    assert_eq!(uncommitted(&p), Vec::<String>::new(), "work left uncommitted");
+}
+
+#[test]
+fn with_commit_leftovers_off_uncommitted_work_does_not_count_and_the_report_says_why() {
+    let p = Project::with_prd(ONE_STORY);
+    p.write(".ralph/config.toml", "[run]\ncommit_leftovers = false\n");
+    p.script(&format!("[run *]\nwrite done.txt yes\nmark-pass\nhandoff {HANDOFF}\n"));
+    let r = p.run(&["2", "--gate", "test -f done.txt"]);
+    assert_eq!(r.code, i32::from(exit::MAX_ITERATIONS), "{r:?}");
+    assert!(!p.passes("US-001"), "{r:?}");
+    assert!(r.stdout.contains("left its work uncommitted (run.commit_leftovers = false)"), "{r:?}");
+    assert!(r.stdout.contains("its work passed but is not committed"), "{r:?}");
+    assert_eq!(p.log()[0], "Add the PRD", "ralph committed anyway");
+    // The next prompt says what to do.
+    assert!(
+        p.prompt(2).contains("is not committed. Commit it as `feat: US-001"),
+        "{}",
+        p.prompt(2)
+    );
+}
+
+#[test]
+fn verified_iterations_without_a_handoff_are_not_failed_runs() {
+    let p = Project::with_prd(THREE_STORIES);
+    // `write` takes its path literally: each run gets its own file.
+    p.script(
+        "[run 1]\nwrite src/a.txt a\nmark-pass\ncommit feat: a\n\
+         [run 2]\nwrite src/b.txt b\nmark-pass\ncommit feat: b\n\
+         [run 3]\nwrite src/c.txt c\nmark-pass\ncommit feat: c\n",
+    );
+    let r = p.run(&["5", "--gate", "true"]);
+    assert_eq!(r.code, i32::from(exit::COMPLETE), "{r:?}");
+    assert_eq!(r.stdout.matches("made progress").count(), 3, "{r:?}");
+    assert!(!r.stdout.contains(" failed"), "{r:?}");
+    assert!(r.stdout.contains("· handoff: "), "the missing handoff is not named: {r:?}");
+    assert!(!r.stdout.contains("circuit"), "{r:?}");
+}
+
+#[test]
+fn no_handoff_and_no_progress_open_the_breaker_with_their_own_reason() {
+    let p = Project::with_prd(ONE_STORY);
+    p.script("[run *]\nprint thinking\n");
+    let r = p.run(&["10"]);
+    assert_eq!(r.code, i32::from(exit::CIRCUIT_OPEN), "{r:?}");
+    assert!(r.stdout.contains("no progress and no valid handoff in 3 iterations"), "{r:?}");
+    assert!(r.stdout.contains("does not write .ralph/handoff.json"), "{r:?}");
+    assert!(!r.stdout.contains("expired login"), "{r:?}");
+}
+
+#[test]
+fn auto_reset_starts_closed_with_zeroed_counters_from_half_open() {
+    let p = Project::with_prd(ONE_STORY);
+    p.script("[run *]\nexit 1\n");
+    // Two failed runs: HALF_OPEN, two failures counted.
+    let r = p.run(&["2"]);
+    assert_eq!(r.code, i32::from(exit::MAX_ITERATIONS), "{r:?}");
+    let circuit: serde_json::Value = serde_json::from_str(&p.read(".ralph/circuit.json")).unwrap();
+    assert_eq!(circuit["state"], "HALF_OPEN");
+    assert_eq!(circuit["counters"]["failures"], 2);
+    // One more failure after --auto-reset is the first, not the third.
+    let r = p.run(&["1", "--auto-reset"]);
+    assert_eq!(r.code, i32::from(exit::MAX_ITERATIONS), "{r:?}");
+    let circuit: serde_json::Value = serde_json::from_str(&p.read(".ralph/circuit.json")).unwrap();
+    assert_eq!(circuit["counters"]["failures"], 1, "{circuit}");
+    // --fresh starts closed too.
+    let r = p.run(&["1", "--fresh"]);
+    assert_eq!(r.code, i32::from(exit::MAX_ITERATIONS), "{r:?}");
+    let circuit: serde_json::Value = serde_json::from_str(&p.read(".ralph/circuit.json")).unwrap();
+    assert_eq!(circuit["counters"]["failures"], 1, "{circuit}");
+}
+
+#[test]
+fn the_prompt_numbers_its_iteration_and_drops_the_note_for_people() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.write(
+        ".ralph/prompt.md",
+        "<!-- a note for whoever edits this file -->\nIteration {{iteration}} of {{max_iterations}}: {{story_id}}\n",
+    );
+    p.script("[run *]\nimplement\n");
+    let r = p.run(&["3"]);
+    assert_eq!(r.code, i32::from(exit::COMPLETE), "{r:?}");
+    for n in 1..=3 {
+        let prompt = p.prompt(n);
+        assert!(prompt.starts_with(&format!("Iteration {n} of 3: ")), "{n}: {prompt}");
+        assert!(!prompt.contains("a note for whoever"), "{n}: {prompt}");
+    }
+}
+
+#[test]
+fn the_closest_iteration_is_one_that_did_work() {
+    // Nobody worked on the story: no "closest to passing", passed gate or not.
+    for gate in ["false", "true"] {
+        let p = Project::with_prd(ONE_STORY);
+        p.script(&format!("[run *]\nhandoff {HANDOFF}\n"));
+        let r = p.run(&["2", "--gate", gate]);
+        assert_eq!(r.code, i32::from(exit::MAX_ITERATIONS), "{gate}: {r:?}");
+        assert!(!r.stdout.contains("closest to passing"), "{gate}: {r:?}");
+    }
+    // Work left uncommitted is closest, but names no commit that lacks it.
+    let p = Project::with_prd(ONE_STORY);
+    p.script(&format!("[run *]\nwrite notes.txt x\nhandoff {HANDOFF}\n"));
+    let r = p.run(&["1", "--gate", "false"]);
+    assert!(r.stdout.contains("closest to passing: iteration 1 (gate failed: exit 1)"), "{r:?}");
+    assert!(!r.stdout.contains("git checkout"), "{r:?}");
+}
