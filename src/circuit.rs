@@ -421,15 +421,9 @@ impl Breaker {
     /// history. The file itself is rewritten on the next [`Breaker::save`].
     pub fn load(store: &Store, now: DateTime<Utc>) -> io::Result<(Breaker, Option<String>)> {
         let path = store.circuit();
-        let problem = match store::read_json::<serde_json::Value>(&path)? {
+        let problem = match store::read_versioned::<Breaker>(&path, VERSION)? {
             Loaded::Missing => return Ok((Breaker::new(now), None)),
-            Loaded::Ok(value) => match store::check_version(&value, VERSION) {
-                Err(problem) => problem,
-                Ok(()) => match serde_json::from_value::<Breaker>(value) {
-                    Ok(breaker) => return Ok((breaker, None)),
-                    Err(e) => e.to_string(),
-                },
-            },
+            Loaded::Ok(breaker) => return Ok((breaker, None)),
             Loaded::Damaged(problem) => problem,
         };
         let mut breaker = Breaker::new(now);

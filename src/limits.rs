@@ -210,18 +210,12 @@ impl Limits {
     /// costs at worst one call that meets the limit again.
     pub fn load(store: &Store) -> io::Result<(Limits, Option<String>)> {
         let path = store.limits();
-        let problem = match store::read_json::<serde_json::Value>(&path)? {
+        let problem = match store::read_versioned::<Limits>(&path, VERSION)? {
             Loaded::Missing => return Ok((Limits::new(), None)),
-            Loaded::Ok(value) => match store::check_version(&value, VERSION) {
-                Err(problem) => problem,
-                Ok(()) => match serde_json::from_value::<Limits>(value) {
-                    Ok(mut limits) => {
-                        limits.calls.sort_unstable();
-                        return Ok((limits, None));
-                    }
-                    Err(e) => e.to_string(),
-                },
-            },
+            Loaded::Ok(mut limits) => {
+                limits.calls.sort_unstable();
+                return Ok((limits, None));
+            }
             Loaded::Damaged(problem) => problem,
         };
         let warning = format!("rate limits reset: {} was damaged ({problem})", path.display());

@@ -112,38 +112,19 @@ impl RunState {
     /// file is reported (the caller warns and starts a fresh run).
     pub fn load(store: &Store) -> io::Result<(Option<RunState>, Option<String>)> {
         let path = store.state();
-        match store::read_json::<serde_json::Value>(&path)? {
-            Loaded::Missing => Ok((None, None)),
-            Loaded::Damaged(why) => Ok((
-                None,
-                Some(format!("{} is damaged ({why}); starting a new run", path.display())),
-            )),
-            Loaded::Ok(value) => {
-                if let Err(why) = store::check_version(&value, VERSION) {
-                    return Ok((
-                        None,
-                        Some(format!("{}: {why}; starting a new run", path.display())),
-                    ));
-                }
-                match serde_json::from_value::<RunState>(value) {
-                    // The run id names a folder under .ralph/logs: it must
-                    // stay one plain path segment whatever the file says.
-                    Ok(s) if !valid_run_id(&s.run_id) => Ok((
-                        None,
-                        Some(format!(
-                            "{} names an invalid run id {:?}; starting a new run",
-                            path.display(),
-                            s.run_id
-                        )),
-                    )),
-                    Ok(s) => Ok((Some(s), None)),
-                    Err(e) => Ok((
-                        None,
-                        Some(format!("{} is damaged ({e}); starting a new run", path.display())),
-                    )),
-                }
+        let damaged = |why: String| {
+            Some(format!("{} is damaged ({why}); starting a new run", path.display()))
+        };
+        Ok(match store::read_versioned::<RunState>(&path, VERSION)? {
+            Loaded::Missing => (None, None),
+            Loaded::Damaged(why) => (None, damaged(why)),
+            // The run id names a folder under .ralph/logs: it must stay one
+            // plain path segment whatever the file says.
+            Loaded::Ok(s) if !valid_run_id(&s.run_id) => {
+                (None, damaged(format!("an invalid run id {:?}", s.run_id)))
             }
-        }
+            Loaded::Ok(s) => (Some(s), None),
+        })
     }
 
     pub fn note_claimed(&mut self, id: &str) {

@@ -204,9 +204,29 @@ pub fn read_json<T: DeserializeOwned>(path: &Path) -> io::Result<Loaded<T>> {
     }
 }
 
+/// Reads one of ralph's versioned state files (`state.json`,
+/// `circuit.json`, `limits.json`, lessons, `rules.json`): missing, or
+/// damaged with a reason (empty, not UTF-8, not JSON, no or another
+/// `version`, the wrong shape), or the value. What a damaged file means —
+/// rebuilt with a warning, or refused — is the caller's policy.
+pub fn read_versioned<T: DeserializeOwned>(path: &Path, version: u32) -> io::Result<Loaded<T>> {
+    let value = match read_json::<serde_json::Value>(path)? {
+        Loaded::Ok(value) => value,
+        Loaded::Missing => return Ok(Loaded::Missing),
+        Loaded::Damaged(why) => return Ok(Loaded::Damaged(why)),
+    };
+    if let Err(why) = check_version(&value, version) {
+        return Ok(Loaded::Damaged(why));
+    }
+    Ok(match serde_json::from_value(value) {
+        Ok(v) => Loaded::Ok(v),
+        Err(e) => Loaded::Damaged(e.to_string()),
+    })
+}
+
 /// Checks a state file's `version` field before its shape, so a file from
 /// a newer ralph is reported as such rather than as a confusing parse error.
-pub fn check_version(value: &serde_json::Value, version: u32) -> Result<(), String> {
+fn check_version(value: &serde_json::Value, version: u32) -> Result<(), String> {
     match value.get("version").and_then(serde_json::Value::as_u64) {
         Some(v) if v == u64::from(version) => Ok(()),
         Some(v) => Err(format!("version {v}, this ralph reads version {version}")),
@@ -352,6 +372,36 @@ mod tests {
         assert!(matches!(read_json::<serde_json::Value>(&p).unwrap(), Loaded::Damaged(_)));
         fs::write(&p, "{\"a\":1}").unwrap();
         assert!(matches!(read_json::<serde_json::Value>(&p).unwrap(), Loaded::Ok(_)));
+    }
+
+    #[test]
+    fn versioned_files_are_missing_damaged_with_a_reason_or_read() {
+        #[derive(Debug, serde::Deserialize)]
+        struct S {
+            #[allow(dead_code)]
+            n: u32,
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.json");
+        assert!(matches!(read_versioned::<S>(&p, 1).unwrap(), Loaded::Missing));
+        #[rustfmt::skip]
+        let cases: &[(&str, Option<&str>)] = &[
+            ("", Some("empty file")),
+            ("{not json", Some("key must be a string")),
+            ("{\"n\":1}", Some("no version field")),
+            ("{\"version\":2,\"n\":1}", Some("version 2, this ralph reads version 1")),
+            ("{\"version\":1,\"n\":-1}", Some("invalid value")),
+            ("{\"version\":1}", Some("missing field `n`")),
+            ("{\"version\":1,\"n\":3}", None),
+        ];
+        for (text, damage) in cases {
+            fs::write(&p, text).unwrap();
+            match (read_versioned::<S>(&p, 1).unwrap(), damage) {
+                (Loaded::Damaged(why), Some(want)) => assert!(why.contains(want), "{text}: {why}"),
+                (Loaded::Ok(_), None) => {}
+                (got, _) => panic!("{text}: {got:?}"),
+            }
+        }
     }
 
     #[test]

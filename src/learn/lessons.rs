@@ -136,20 +136,11 @@ impl Lessons {
     /// for the caller; the next [`Lessons::save`] replaces the file.
     pub fn load(store: &Store, story: &str) -> io::Result<(Lessons, Option<String>)> {
         let path = path(store, story);
-        let problem = match store::read_json::<serde_json::Value>(&path)? {
+        let problem = match store::read_versioned::<Lessons>(&path, VERSION)? {
             Loaded::Missing => return Ok((Lessons::new(story), None)),
+            Loaded::Ok(lessons) if lessons.story == story => return Ok((lessons, None)),
+            Loaded::Ok(lessons) => format!("it holds story {:?}", lessons.story),
             Loaded::Damaged(problem) => problem,
-            Loaded::Ok(value) => match value.get("version").and_then(serde_json::Value::as_u64) {
-                Some(v) if v == u64::from(VERSION) => {
-                    match serde_json::from_value::<Lessons>(value) {
-                        Ok(lessons) if lessons.story == story => return Ok((lessons, None)),
-                        Ok(lessons) => format!("it holds story {:?}", lessons.story),
-                        Err(e) => e.to_string(),
-                    }
-                }
-                Some(v) => format!("version {v}, this ralph reads version {VERSION}"),
-                None => "no version field".into(),
-            },
         };
         let warning = format!(
             "lessons for story {story} dropped: {} was damaged ({problem})",

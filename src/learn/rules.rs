@@ -516,18 +516,12 @@ impl Rules {
     pub fn load(store: &Store) -> Result<Rules, RulesError> {
         let path = store.rules();
         let unreadable = |why: String| RulesError::Unreadable { path: path.clone(), why };
-        let value = match store::read_json::<serde_json::Value>(&path) {
+        let rules: Rules = match store::read_versioned(&path, VERSION) {
             Ok(Loaded::Missing) => return Ok(Rules::new()),
             Ok(Loaded::Damaged(why)) => return Err(unreadable(why)),
-            Ok(Loaded::Ok(value)) => value,
+            Ok(Loaded::Ok(rules)) => rules,
             Err(source) => return Err(RulesError::Io { what: "read", path, source }),
         };
-        match value.get("version").and_then(serde_json::Value::as_u64) {
-            Some(v) if v == u64::from(VERSION) => {}
-            Some(v) => return Err(unreadable(format!("version {v}, this ralph reads {VERSION}"))),
-            None => return Err(unreadable("no version field".into())),
-        }
-        let rules: Rules = serde_json::from_value(value).map_err(|e| unreadable(e.to_string()))?;
         for (i, card) in rules.cards.iter().enumerate() {
             if card.id.is_empty() {
                 return Err(unreadable(format!("card {i} has an empty id")));

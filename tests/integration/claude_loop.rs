@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 
 use crate::claude_stub::{ClaudeEnv, Reply, Request, Script, Stub, claude_bin_or_skip};
 use crate::harness::{Project, alive};
+use crate::harness::{code, exit};
 
 /// A hard bound on one ralph run: far above any healthy run here (a few
 /// seconds to ~15 s), so a hang fails the test instead of the whole suite.
@@ -476,7 +477,7 @@ fn claude_loop_implements_three_stories_with_one_commit_each() {
     let r = l.run(&["5", "--gate", "sh check.sh"], &l.env());
     r.report("three stories");
 
-    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     let end = r.end();
     assert_eq!(end["outcome"], "complete", "{r:?}");
     assert_eq!(end["iterations"], 3, "{r:?}");
@@ -631,7 +632,7 @@ fn claude_loop_auth_failure_stops_with_the_environment_code() {
     let r = l.run(&["5"], &l.env());
     r.report("401");
 
-    assert_eq!(r.code, 7, "{r:?}");
+    assert_eq!(r.code, code(exit::ENVIRONMENT), "{r:?}");
     assert_eq!(r.end()["outcome"], "environment", "{r:?}");
     assert!(r.message().starts_with("the agent could not authenticate: Invalid API key"), "{r:?}");
     let iterations = r.iterations();
@@ -664,7 +665,7 @@ fn assert_idle_stop(name: &str, reply: Reply) {
     let r = ralph.finish();
     r.report(name);
 
-    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
     assert_eq!(r.end()["outcome"], "max_iterations", "{r:?}");
     assert!(r.message().starts_with("reached the iteration limit (1)"), "{r:?}");
     let iterations = r.iterations();
@@ -738,7 +739,7 @@ fn claude_loop_usage_limit_is_waited_out_without_counting_the_iteration() {
     let r = l.run(&["1"], &l.env().oauth().max_retries(None));
     r.report("usage limit");
 
-    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     assert_eq!(r.end()["outcome"], "complete", "{r:?}");
     assert_eq!(r.end()["iterations"], 1, "{r:?}");
     let iterations = r.iterations();
@@ -781,7 +782,7 @@ fn claude_loop_usage_limit_with_no_wait_stops_with_the_rate_limit_code() {
     let r = l.run(&["5", "--no-wait"], &l.env().oauth());
     r.report("usage limit, --no-wait");
 
-    assert_eq!(r.code, 4, "{r:?}");
+    assert_eq!(r.code, code(exit::RATE_LIMITED), "{r:?}");
     assert_eq!(r.end()["outcome"], "rate_limited", "{r:?}");
     assert_eq!(r.end()["iterations"], 0, "the limited iteration is not counted: {r:?}");
     assert!(r.message().starts_with("the agent's usage limit until "), "{r:?}");
@@ -817,7 +818,7 @@ fn assert_backs_off(name: &str, reply: Reply, error: &str) {
     let r = ralph.finish();
     r.report(name);
 
-    assert_eq!(r.code, 143, "{r:?}");
+    assert_eq!(r.code, code(exit::TERMINATED), "{r:?}");
     assert_eq!(r.end()["outcome"], "interrupted", "{r:?}");
     assert_eq!(r.end()["iterations"], 0, "a transient failure is not counted: {r:?}");
     assert!(r.elapsed < Duration::from_secs(25), "the backoff was not waited out: {r:?}");
@@ -866,7 +867,7 @@ fn claude_loop_permission_denials_open_the_breaker_in_safe_mode() {
     let r = l.run(&["5", "--safe"], &l.env());
     r.report("permission denials");
 
-    assert_eq!(r.code, 3, "{r:?}");
+    assert_eq!(r.code, code(exit::CIRCUIT_OPEN), "{r:?}");
     assert_eq!(r.end()["outcome"], "circuit_open", "{r:?}");
     assert!(r.message().starts_with("the circuit breaker opened"), "{r:?}");
     let circuit = r.events("circuit");

@@ -10,7 +10,7 @@ fn three_stories_complete_in_three_iterations_with_three_commits() {
     let p = Project::with_prd(THREE_STORIES);
     p.script("[run *]\nimplement\n");
     let r = p.run(&["5"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     assert_eq!(
         p.agent_runs(),
         ["US-001", "US-002", "US-003"],
@@ -37,7 +37,7 @@ fn zero_iterations_when_everything_already_passes() {
     let p = Project::with_prd(&THREE_STORIES.replace("\"passes\": false", "\"passes\": true"));
     p.script("[run *]\nimplement\n");
     let r = p.run(&[]);
-    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     assert!(p.agent_runs().is_empty());
     assert!(r.stdout.contains("after 0 iterations"), "{r:?}");
 }
@@ -47,7 +47,7 @@ fn a_complete_claim_with_unfinished_stories_does_not_end_the_run() {
     let p = Project::with_prd(THREE_STORIES);
     p.script("[run 1]\nimplement\npromise\n[run *]\nimplement\n");
     let r = p.run(&["5"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     assert_eq!(p.agent_runs().len(), 3);
     assert!(r.stdout.contains("claimed COMPLETE but 2 stories are unfinished"), "{r:?}");
 }
@@ -57,7 +57,7 @@ fn an_echoed_prompt_is_not_a_completion_claim() {
     let p = Project::with_prd(THREE_STORIES);
     p.script("[run *]\necho-prompt\n");
     let r = p.run(&["2"]);
-    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
     assert!(!r.stdout.contains("claimed COMPLETE"), "{r:?}");
 }
 
@@ -66,7 +66,7 @@ fn max_iterations_has_its_own_exit_code() {
     let p = Project::with_prd(THREE_STORIES);
     p.script("[run *]\nprint working on it\n");
     let r = p.run(&["2", "--auto-reset"]);
-    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
     assert_eq!(p.agent_runs().len(), 2);
     assert!(r.stdout.contains("reached the iteration limit (2)"), "{r:?}");
 }
@@ -75,7 +75,7 @@ fn max_iterations_has_its_own_exit_code() {
 fn zero_iterations_is_a_usage_error() {
     let p = Project::with_prd(THREE_STORIES);
     let r = p.run(&["0"]);
-    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
     assert!(p.agent_runs().is_empty());
 }
 
@@ -85,7 +85,7 @@ fn malformed_prd_names_line_and_column_and_changes_nothing() {
     let p = Project::with_prd(bad);
     p.script("[run *]\nimplement\n");
     let r = p.run(&[]);
-    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
     assert!(r.stderr.contains("prd.json:3:"), "{r:?}");
     assert!(r.stderr.contains("invalid JSON"), "{r:?}");
     assert_eq!(p.read("prd.json"), bad);
@@ -98,7 +98,7 @@ fn invalid_stories_are_each_named() {
     let p =
         Project::with_prd(r#"{"userStories":[{"id":"A","passes":"yes"},{"id":"A"},{"id":""}]}"#);
     let r = p.run(&[]);
-    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
     for want in [
         "story #1 (A): \"passes\" must be true or false",
         "duplicate id A",
@@ -116,7 +116,7 @@ fn unknown_fields_survive_ralph_editing_the_prd() {
     // The agent does the work but does not mark the story: the gate passes, so ralph marks it.
     p.script("[run *]\nwrite src/x.txt done\ncommit feat: {id} - {title}\n");
     let r = p.run(&["2", "--gate", "true"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     let v = p.prd();
     assert_eq!(v["owner"]["team"], "core");
     assert_eq!(v["userStories"][0]["estimate"], 3);
@@ -141,7 +141,7 @@ fn progress_txt_is_created_with_the_ralph_sh_header() {
 fn a_branch_change_archives_the_previous_prd_and_progress() {
     let p = Project::with_prd(THREE_STORIES);
     p.script("[run *]\nimplement\n");
-    assert_eq!(p.run(&["1"]).code, 1);
+    assert_eq!(p.run(&["1"]).code, code(exit::MAX_ITERATIONS));
     let old_progress = p.read("progress.txt");
     assert!(old_progress.contains("US-001"));
     // A new feature: a new PRD with another branch.
@@ -191,7 +191,7 @@ fn switching_branches_over_uncommitted_changes_is_refused() {
     p.write("README.md", "uncommitted\n");
     p.script("[run *]\nimplement\n");
     let r = p.run(&["1"]);
-    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
     assert!(r.stderr.contains("uncommitted changes in README.md"), "{r:?}");
     assert!(r.stderr.contains("hint:"), "{r:?}");
     assert_eq!(p.read("README.md"), "uncommitted\n");
@@ -209,7 +209,7 @@ fn outside_a_git_repository_is_a_clear_error() {
         .output()
         .unwrap();
     let r = to_run(out);
-    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
     assert!(
         r.stderr.contains("not inside a git repository") && r.stderr.contains("git init"),
         "{r:?}"
@@ -220,11 +220,11 @@ fn outside_a_git_repository_is_a_clear_error() {
 fn a_missing_agent_binary_is_named() {
     let p = Project::with_prd(THREE_STORIES);
     let r = p.run(&["--agent-cmd", "no-such-agent-binary --flag"]);
-    assert_eq!(r.code, 7, "{r:?}");
+    assert_eq!(r.code, code(exit::ENVIRONMENT), "{r:?}");
     assert!(r.stderr.contains("`no-such-agent-binary` not found"), "{r:?}");
     let r = p.run(&["--tool", "claude"]);
     // Either claude is missing, or (as root) it would refuse to run: both are named.
-    assert_eq!(r.code, 7, "{r:?}");
+    assert_eq!(r.code, code(exit::ENVIRONMENT), "{r:?}");
     assert!(r.stderr.contains("claude"), "{r:?}");
 }
 
@@ -250,7 +250,7 @@ fn a_second_ralph_in_the_same_directory_exits_with_the_lock_code() {
         "the first ralph never started its agent"
     );
     let r = p.run(&["1"]);
-    assert_eq!(r.code, 8, "{r:?}");
+    assert_eq!(r.code, code(exit::LOCKED), "{r:?}");
     assert!(r.stderr.contains(&format!("pid {}", first.id())), "{r:?}");
     // SAFETY: signalling our own child.
     unsafe { libc::kill(first.id() as i32, libc::SIGTERM) };
@@ -264,7 +264,7 @@ fn a_timeout_kills_the_agent_and_everything_it_spawned() {
     p.script("[run *]\nignore-sigterm\nspawn group 120\nspawn setsid 120\nsleep 120\n");
     let started = Instant::now();
     let r = p.run(&["1", "--timeout", "2s", "--auto-reset"]);
-    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
     assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
     assert!(r.stdout.contains("iteration timeout"), "{r:?}");
     let pids = p.spawned_pids();
@@ -279,7 +279,7 @@ fn an_idle_agent_is_stopped() {
     let p = Project::with_prd(THREE_STORIES);
     p.script("[run *]\nprint started\nsleep 120\n");
     let r = p.run(&["1", "--idle-timeout", "1s"]);
-    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
     assert!(r.stdout.contains("no output for the idle timeout"), "{r:?}");
 }
 
@@ -302,7 +302,7 @@ fn sigint_stops_the_run_with_130_and_leaves_no_process() {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(pid, libc::SIGINT) };
     let (r, _) = wait_with_rusage(child);
-    assert_eq!(r.code, 130, "{r:?}");
+    assert_eq!(r.code, code(exit::INTERRUPTED), "{r:?}");
     // Grace (1s) + 3s.
     assert!(started.elapsed() < Duration::from_secs(4), "took {:?}", started.elapsed());
     assert!(!alive(agent_pid), "the agent survived");
@@ -318,7 +318,7 @@ fn fifty_megabytes_of_output_keep_ralph_small() {
     p.script("[run *]\noutput 52428800\n");
     let child = p.spawn(&["1", "--quiet"]);
     let (r, max_rss_kib) = wait_with_rusage(child);
-    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
     assert!(max_rss_kib < 64 * 1024, "peak RSS {max_rss_kib} KiB");
     // The whole output is in the log, not in memory.
     let logs = p.path(".ralph/logs");
@@ -333,7 +333,7 @@ fn non_utf8_and_control_bytes_are_handled() {
     let p = Project::with_prd(THREE_STORIES);
     p.script("[run *]\nbinary\nimplement\n");
     let r = p.run(&["1"]);
-    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
     assert!(p.passes("US-001"));
     assert!(!r.stdout.contains('\x1b'), "escape codes from the agent reached the terminal");
 }
@@ -345,7 +345,7 @@ fn an_agent_that_exits_before_reading_its_prompt_is_just_a_failed_iteration() {
     let big = "x".repeat(300_000);
     p.write(".ralph/prompt.md", &format!("story {{{{story_id}}}}\n{big}\n"));
     let r = p.run(&["2", "--auto-reset"]);
-    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
     assert_eq!(p.agent_runs().len(), 2);
 }
 
@@ -355,7 +355,7 @@ fn an_agent_that_closes_stdout_but_keeps_running_is_stopped() {
     p.script("[run *]\nclose-stdout\nsleep 120\n");
     let started = Instant::now();
     let r = p.run(&["1", "--idle-timeout", "1s"]);
-    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
     assert!(started.elapsed() < Duration::from_secs(30));
 }
 
@@ -371,7 +371,7 @@ fn the_demo_runs_the_whole_loop() {
         .output()
         .unwrap();
     let r = to_run(out);
-    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     assert!(r.stdout.contains("was claimed but the gate failed"), "{r:?}");
     assert!(r.stdout.contains("3/3 stories pass after 4 iterations"), "{r:?}");
     let prd: serde_json::Value =
@@ -383,7 +383,7 @@ fn the_demo_runs_the_whole_loop() {
 fn switching_to_an_existing_branch_with_a_tracked_progress_log_works() {
     let p = Project::with_prd(THREE_STORIES);
     p.script("[run *]\nimplement\n");
-    assert_eq!(p.run(&["1"]).code, 1);
+    assert_eq!(p.run(&["1"]).code, code(exit::MAX_ITERATIONS));
     // The agent commits progress.txt; a later feature lives on a branch that exists already.
     p.git(&["checkout", "-q", "-b", "ralph/next"]);
     p.git(&["checkout", "-q", "ralph/demo"]);

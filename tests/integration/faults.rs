@@ -118,7 +118,7 @@ fn kill_9_at_twenty_random_points_loses_nothing() {
         assert_state_files_parse(&p, &format!("seed {seed}, kill {kill} after {delay:?}"));
     }
     let r = p.run(&["50"]);
-    assert_eq!(r.code, 0, "seed {seed}: {r:?}");
+    assert_eq!(r.code, code(exit::COMPLETE), "seed {seed}: {r:?}");
     serde_json::from_str::<serde_json::Value>(&p.read("prd.json"))
         .expect("prd.json parses at the end");
     assert_state_files_parse(&p, "after the final run");
@@ -137,7 +137,7 @@ fn sigterm_during_a_hostile_agent_exits_143_and_leaves_no_process() {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let (r, _) = wait_with_rusage(child);
-    assert_eq!(r.code, 143, "{r:?}");
+    assert_eq!(r.code, code(exit::TERMINATED), "{r:?}");
     assert!(started.elapsed() < Duration::from_secs(4), "took {:?}", started.elapsed());
     for pid in p.spawned_pids() {
         assert!(!alive(pid), "{pid} survived");
@@ -168,7 +168,7 @@ fn a_second_ctrl_c_skips_the_grace_period() {
     // SAFETY: as above.
     unsafe { libc::kill(pid, libc::SIGINT) };
     let (r, _) = wait_with_rusage(child);
-    assert_eq!(r.code, 130, "{r:?}");
+    assert_eq!(r.code, code(exit::INTERRUPTED), "{r:?}");
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "the 60 s grace was not skipped: {:?}",
@@ -182,7 +182,7 @@ fn an_agent_that_wrecks_prd_json_gets_it_restored_and_the_run_goes_on() {
         let p = Project::with_prd(THREE_STORIES);
         p.script(&format!("[run 1]\ncorrupt-prd {how}\n[run *]\nimplement\n"));
         let r = p.run(&["6"]);
-        assert_eq!(r.code, 0, "{how}: {r:?}");
+        assert_eq!(r.code, code(exit::COMPLETE), "{how}: {r:?}");
         assert!(
             r.stdout.contains("prd.json was damaged")
                 && r.stdout.contains("restored the last good copy"),
@@ -216,7 +216,7 @@ fn a_file_size_limit_while_logging_is_a_clear_error_and_corrupts_nothing() {
         });
     }
     let r = to_run(cmd.output().unwrap());
-    assert_eq!(r.code, 7, "{r:?}");
+    assert_eq!(r.code, code(exit::ENVIRONMENT), "{r:?}");
     assert!(r.stderr.contains("File too large") || r.stdout.contains("File too large"), "{r:?}");
     assert!(r.stderr.contains("ulimit") || r.stdout.contains("ulimit"), "{r:?}");
     let _ = p.prd();
@@ -248,7 +248,7 @@ fn damaged_files_of_every_kind_are_rebuilt_or_refused_never_a_panic() {
         p.script("[run *]\nimplement\n");
         let r = p.run(&["5"]);
         assert!(!r.stderr.contains("panicked"), "{file}: {r:?}");
-        assert_eq!(r.code, 0, "{file} = {content:?}: {r:?}");
+        assert_eq!(r.code, code(exit::COMPLETE), "{file} = {content:?}: {r:?}");
         assert!(
             !p.tmp.path().join("escape").exists() && !p.path("escape").exists(),
             "{file}: a path escaped .ralph/logs"
@@ -269,7 +269,7 @@ fn one_gigabyte_of_agent_output_in_flat_memory() {
     let p = Project::with_prd(THREE_STORIES);
     p.script("[run *]\noutput 1073741824\n");
     let (r, max_rss_kib) = wait_with_rusage(p.spawn(&["1", "--quiet"]));
-    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
     assert!(max_rss_kib < 64 * 1024, "peak RSS {max_rss_kib} KiB");
 }
 
@@ -287,7 +287,7 @@ fn secrets_never_reach_the_log_the_output_or_the_next_prompt() {
             .output()
             .unwrap(),
     );
-    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
     assert!(!r.stdout.contains(key) && !r.stdout.contains("sk-ant-api03"), "{r:?}");
     assert!(r.stdout.contains("[redacted ANTHROPIC_API_KEY]"), "{r:?}");
     let logs = p.path(".ralph/logs");
@@ -323,7 +323,7 @@ fn the_halt_hook_runs_when_ralph_is_terminated() {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let (r, _) = wait_with_rusage(child);
-    assert_eq!(r.code, 143, "{r:?}");
+    assert_eq!(r.code, code(exit::TERMINATED), "{r:?}");
     assert_eq!(std::fs::read_to_string(&marker).unwrap_or_default().trim(), "interrupted", "{r:?}");
 }
 
@@ -336,7 +336,7 @@ fn sighup_has_its_own_exit_code() {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
     let (r, _) = wait_with_rusage(child);
-    assert_eq!(r.code, 129, "{r:?}");
+    assert_eq!(r.code, code(exit::HANGUP), "{r:?}");
 }
 
 #[test]
@@ -350,7 +350,7 @@ fn sigterm_during_the_gate_is_no_verdict() {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let (r, _) = wait_with_rusage(child);
-    assert_eq!(r.code, 143, "{r:?}");
+    assert_eq!(r.code, code(exit::TERMINATED), "{r:?}");
     assert!(!r.stdout.contains("gate failed"), "{r:?}");
     assert!(!p.log().iter().any(|c| c.contains("does not pass")), "{:?}", p.log());
     assert!(!p.passes("US-001"), "an unverified claim survived");
@@ -405,7 +405,7 @@ fn a_resume_never_ends_another_projects_processes_even_with_the_same_run_id() {
     forced["run_id"] = id_a.clone();
     b.write(".ralph/state.json", &serde_json::to_string_pretty(&forced).unwrap());
     let r = b.run(&["5"]);
-    assert_eq!(r.code, i32::from(ralph::exit::COMPLETE), "{r:?}");
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     assert!(alive(stray_a), "resuming project b ended project a's process {stray_a}: {r:?}");
     // a's own resume still finds its leftover.
     let r = a.run(&["5"]);

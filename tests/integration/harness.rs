@@ -9,7 +9,14 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tempfile::TempDir;
 
+pub use ralph::exit;
+
 pub const RALPH: &str = env!("CARGO_BIN_EXE_ralph");
+
+/// An exit code as a process reports it: `code(exit::CIRCUIT_OPEN)`.
+pub fn code(c: u8) -> i32 {
+    i32::from(c)
+}
 pub const FAKE_AGENT: &str = env!("CARGO_BIN_EXE_fake-agent");
 
 pub struct Project {

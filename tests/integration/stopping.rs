@@ -10,7 +10,7 @@ fn an_agent_that_makes_no_progress_opens_the_circuit_and_status_says_why() {
     let p = Project::with_prd(THREE_STORIES);
     p.script("[run *]\nprint looked around, changed nothing\n");
     let r = p.run(&["10"]);
-    assert_eq!(r.code, 3, "{r:?}");
+    assert_eq!(r.code, code(exit::CIRCUIT_OPEN), "{r:?}");
     assert_eq!(p.agent_runs().len(), 3, "{r:?}");
     assert!(
         r.stdout.contains("CLOSED → HALF_OPEN") && r.stdout.contains("HALF_OPEN → OPEN"),
@@ -24,7 +24,7 @@ fn an_agent_that_makes_no_progress_opens_the_circuit_and_status_says_why() {
     assert!(status.stdout.contains("→ US-001"), "the next story is marked: {status:?}");
     // A second run inside the cooldown stops before calling the agent.
     let again = p.run(&["10"]);
-    assert_eq!(again.code, 3, "{again:?}");
+    assert_eq!(again.code, code(exit::CIRCUIT_OPEN), "{again:?}");
     assert_eq!(p.agent_runs().len(), 3);
     // Resetting lets it run again, and the reset is on record.
     let reset = p.run(&["--reset-circuit"]);
@@ -33,7 +33,7 @@ fn an_agent_that_makes_no_progress_opens_the_circuit_and_status_says_why() {
     assert!(history.contains("reset by hand"), "{history}");
     p.script("[run *]\nimplement\n");
     let after = p.run(&["10"]);
-    assert_eq!(after.code, 0, "{after:?}");
+    assert_eq!(after.code, code(exit::COMPLETE), "{after:?}");
 }
 
 #[test]
@@ -49,7 +49,7 @@ fn a_failing_agent_opens_the_breaker_instead_of_looping_forever() {
     let p = Project::with_prd(THREE_STORIES);
     p.script("[run *]\nstderr fatal: something broke\nexit 1\n");
     let r = p.run(&["50"]);
-    assert_eq!(r.code, 3, "{r:?}");
+    assert_eq!(r.code, code(exit::CIRCUIT_OPEN), "{r:?}");
     assert_eq!(p.agent_runs().len(), 3, "{r:?}");
     assert!(r.stdout.contains("failed 3 runs in a row"), "{r:?}");
 }
@@ -61,7 +61,7 @@ fn a_damaged_circuit_file_is_rebuilt_closed_with_a_warning() {
         p.write(".ralph/circuit.json", content);
         p.script("[run *]\nimplement\n");
         let r = p.run(&["5"]);
-        assert_eq!(r.code, 0, "{content:?}: {r:?}");
+        assert_eq!(r.code, code(exit::COMPLETE), "{content:?}: {r:?}");
         assert!(
             r.stdout.contains("warning:") && r.stdout.contains("circuit"),
             "{content:?}: {r:?}"
@@ -83,7 +83,7 @@ fn damaged_state_files_of_every_kind_never_stop_a_run() {
     }
     p.script("[run *]\nimplement\n");
     let r = p.run(&["5"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     let status = p.run(&["status", "--json"]);
     assert_eq!(status.code, 0, "{status:?}");
     serde_json::from_str::<serde_json::Value>(&status.stdout).expect("status --json parses");
@@ -94,7 +94,7 @@ fn the_calls_per_hour_limit_stops_under_no_wait() {
     let p = Project::with_prd(THREE_STORIES);
     p.script("[run *]\nimplement\n");
     let r = p.run(&["5", "--calls-per-hour", "1", "--no-wait"]);
-    assert_eq!(r.code, 4, "{r:?}");
+    assert_eq!(r.code, code(exit::RATE_LIMITED), "{r:?}");
     assert_eq!(p.agent_runs().len(), 1);
     assert!(r.stdout.contains("calls-per-hour limit"), "{r:?}");
     let status = p.run(&["status", "--json"]);
@@ -110,7 +110,7 @@ fn a_usage_limit_a_few_seconds_away_is_waited_out() {
     let r = p.ralph().args(["3"]).env("RALPH_AGENT_FORMAT", "claude").output().unwrap();
     let r = to_run(r);
     let waited = started.elapsed();
-    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     assert!(waited >= Duration::from_secs(3), "did not wait: {waited:?}");
     assert!(waited < Duration::from_secs(40), "waited too long: {waited:?}");
     assert!(r.stdout.contains("usage limit"), "{r:?}");
@@ -140,7 +140,7 @@ fn a_usage_limit_beyond_max_wait_stops_with_the_rate_limit_code() {
         .output()
         .unwrap();
     let r = to_run(r);
-    assert_eq!(r.code, 4, "{r:?}");
+    assert_eq!(r.code, code(exit::RATE_LIMITED), "{r:?}");
     assert!(r.stdout.contains("usage limit") && r.stdout.contains("--max-wait"), "{r:?}");
     let status = p.run(&["status"]);
     assert!(status.stdout.contains("usage limit: calls resume at"), "{status:?}");
@@ -148,7 +148,7 @@ fn a_usage_limit_beyond_max_wait_stops_with_the_rate_limit_code() {
     let again = to_run(
         p.ralph().args(["3", "--no-wait"]).env("RALPH_AGENT_FORMAT", "claude").output().unwrap(),
     );
-    assert_eq!(again.code, 4, "{again:?}");
+    assert_eq!(again.code, code(exit::RATE_LIMITED), "{again:?}");
     assert_eq!(p.agent_runs().len(), 1);
 }
 
@@ -187,7 +187,7 @@ fn global_options_may_precede_a_subcommand_but_run_options_may_not() {
         [&["5", "status"][..], &["--tool", "amp", "status"], &["--gate", "true", "rules", "list"]]
     {
         let r = p.run(args);
-        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        assert_eq!(r.code, code(exit::USAGE), "{args:?}: {r:?}");
         assert!(r.stderr.contains("go with `ralph run`"), "{args:?}: {r:?}");
     }
 }
@@ -216,7 +216,7 @@ fn reset_circuit_refuses_while_a_loop_runs() {
     let mut child = p.spawn(&["1"]);
     assert!(eventually(Duration::from_secs(20), || p.agent_runs().len() == 1));
     let r = p.run(&["reset-circuit"]);
-    assert_eq!(r.code, 8, "{r:?}");
+    assert_eq!(r.code, code(exit::LOCKED), "{r:?}");
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let _ = child.wait();

@@ -2,8 +2,6 @@
 //! story the gate verified) is progress, done means committed, a missing
 //! handoff is not a broken CLI, and what ralph reports is what happened.
 
-use ralph::exit;
-
 use crate::harness::*;
 
 const ONE_STORY: &str = r#"{"project":"P","branchName":"ralph/one","userStories":[
@@ -44,7 +42,7 @@ fn a_liar_without_a_gate_opens_the_breaker_within_three_iterations() {
     let p = Project::with_prd(ONE_STORY);
     p.script(&liar());
     let r = p.run(&["10"]);
-    assert_eq!(r.code, i32::from(exit::CIRCUIT_OPEN), "{r:?}");
+    assert_eq!(r.code, code(exit::CIRCUIT_OPEN), "{r:?}");
     assert_eq!(p.agent_runs().len(), 3, "{r:?}");
     assert!(!r.stdout.contains("made progress"), "claims counted as progress: {r:?}");
     assert!(r.stdout.contains("it completed 3 tasks, but no file changed"), "{r:?}");
@@ -58,7 +56,7 @@ fn a_liar_whose_gate_output_varies_opens_the_breaker_within_three_iterations() {
     // A different failure every time: the same-error rule never fires.
     let gate = "sh -c 'head -c 6 /dev/urandom | od -An -tx1; exit 1'";
     let r = p.run(&["10", "--gate", gate]);
-    assert_eq!(r.code, i32::from(exit::CIRCUIT_OPEN), "{r:?}");
+    assert_eq!(r.code, code(exit::CIRCUIT_OPEN), "{r:?}");
     assert_eq!(p.agent_runs().len(), 3, "{r:?}");
 }
 
@@ -69,7 +67,7 @@ fn verified_work_the_agent_never_committed_is_committed_by_ralph() {
         "[run *]\nwrite done.txt yes\nmark-pass\nprogress did it\nhandoff {HANDOFF}\n"
     ));
     let r = p.run(&["3", "--gate", "test -f done.txt"]);
-    assert_eq!(r.code, i32::from(exit::COMPLETE), "{r:?}");
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     assert_eq!(p.log()[0], "feat: US-001 - Make done.txt", "{r:?}");
     let files = p.git(&["show", "--name-only", "--format=", "HEAD"]);
     let files: Vec<&str> = files.split_whitespace().collect();
@@ -82,7 +80,7 @@ fn without_a_gate_the_agents_mark_stands_and_its_work_is_committed() {
     let p = Project::with_prd(ONE_STORY);
     p.script(&format!("[run *]\nwrite done.txt yes\nmark-pass\nhandoff {HANDOFF}\n"));
     let r = p.run(&["3"]);
-    assert_eq!(r.code, i32::from(exit::COMPLETE), "{r:?}");
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     assert_eq!(p.log()[0], "feat: US-001 - Make done.txt", "{r:?}");
     assert!(p.git(&["log", "-1", "--format=%B"]).contains("after the agent marked the story"));
     assert_eq!(uncommitted(&p), Vec::<String>::new(), "work left uncommitted");
@@ -94,7 +92,7 @@ fn with_commit_leftovers_off_uncommitted_work_does_not_count_and_the_report_says
     p.write(".ralph/config.toml", "[run]\ncommit_leftovers = false\n");
     p.script(&format!("[run *]\nwrite done.txt yes\nmark-pass\nhandoff {HANDOFF}\n"));
     let r = p.run(&["2", "--gate", "test -f done.txt"]);
-    assert_eq!(r.code, i32::from(exit::MAX_ITERATIONS), "{r:?}");
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
     assert!(!p.passes("US-001"), "{r:?}");
     assert!(r.stdout.contains("left its work uncommitted (run.commit_leftovers = false)"), "{r:?}");
     assert!(r.stdout.contains("its work passed but is not committed"), "{r:?}");
@@ -117,7 +115,7 @@ fn verified_iterations_without_a_handoff_are_not_failed_runs() {
          [run 3]\nwrite src/c.txt c\nmark-pass\ncommit feat: c\n",
     );
     let r = p.run(&["5", "--gate", "true"]);
-    assert_eq!(r.code, i32::from(exit::COMPLETE), "{r:?}");
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     assert_eq!(r.stdout.matches("made progress").count(), 3, "{r:?}");
     assert!(!r.stdout.contains(" failed"), "{r:?}");
     assert!(r.stdout.contains("· handoff: "), "the missing handoff is not named: {r:?}");
@@ -129,7 +127,7 @@ fn no_handoff_and_no_progress_open_the_breaker_with_their_own_reason() {
     let p = Project::with_prd(ONE_STORY);
     p.script("[run *]\nprint thinking\n");
     let r = p.run(&["10"]);
-    assert_eq!(r.code, i32::from(exit::CIRCUIT_OPEN), "{r:?}");
+    assert_eq!(r.code, code(exit::CIRCUIT_OPEN), "{r:?}");
     assert!(r.stdout.contains("no progress and no valid handoff in 3 iterations"), "{r:?}");
     assert!(r.stdout.contains("does not write .ralph/handoff.json"), "{r:?}");
     assert!(!r.stdout.contains("expired login"), "{r:?}");
@@ -141,18 +139,18 @@ fn auto_reset_starts_closed_with_zeroed_counters_from_half_open() {
     p.script("[run *]\nexit 1\n");
     // Two failed runs: HALF_OPEN, two failures counted.
     let r = p.run(&["2"]);
-    assert_eq!(r.code, i32::from(exit::MAX_ITERATIONS), "{r:?}");
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
     let circuit: serde_json::Value = serde_json::from_str(&p.read(".ralph/circuit.json")).unwrap();
     assert_eq!(circuit["state"], "HALF_OPEN");
     assert_eq!(circuit["counters"]["failures"], 2);
     // One more failure after --auto-reset is the first, not the third.
     let r = p.run(&["1", "--auto-reset"]);
-    assert_eq!(r.code, i32::from(exit::MAX_ITERATIONS), "{r:?}");
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
     let circuit: serde_json::Value = serde_json::from_str(&p.read(".ralph/circuit.json")).unwrap();
     assert_eq!(circuit["counters"]["failures"], 1, "{circuit}");
     // --fresh starts closed too.
     let r = p.run(&["1", "--fresh"]);
-    assert_eq!(r.code, i32::from(exit::MAX_ITERATIONS), "{r:?}");
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
     let circuit: serde_json::Value = serde_json::from_str(&p.read(".ralph/circuit.json")).unwrap();
     assert_eq!(circuit["counters"]["failures"], 1, "{circuit}");
 }
@@ -166,7 +164,7 @@ fn the_prompt_numbers_its_iteration_and_drops_the_note_for_people() {
     );
     p.script("[run *]\nimplement\n");
     let r = p.run(&["3"]);
-    assert_eq!(r.code, i32::from(exit::COMPLETE), "{r:?}");
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     for n in 1..=3 {
         let prompt = p.prompt(n);
         assert!(prompt.starts_with(&format!("Iteration {n} of 3: ")), "{n}: {prompt}");
@@ -181,7 +179,7 @@ fn the_closest_iteration_is_one_that_did_work() {
         let p = Project::with_prd(ONE_STORY);
         p.script(&format!("[run *]\nhandoff {HANDOFF}\n"));
         let r = p.run(&["2", "--gate", gate]);
-        assert_eq!(r.code, i32::from(exit::MAX_ITERATIONS), "{gate}: {r:?}");
+        assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{gate}: {r:?}");
         assert!(!r.stdout.contains("closest to passing"), "{gate}: {r:?}");
     }
     // Work left uncommitted is closest, but names no commit that lacks it.

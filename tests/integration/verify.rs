@@ -20,7 +20,7 @@ fn a_lying_agent_never_completes_the_run() {
     p.script(&format!("[run *]\nmark-pass\ncommit feat: {{id}} - {{title}}\nhandoff {handoff}\npromise\nstatus COMPLETE true\n"));
     let r = p.run(&["3", "--gate", "test -f done.txt", "--auto-reset"]);
     // Commits that touch only prd.json are no progress: the breaker stops it.
-    assert_eq!(r.code, 3, "{r:?}");
+    assert_eq!(r.code, code(exit::CIRCUIT_OPEN), "{r:?}");
     assert!(!p.passes("US-001"));
     assert!(r.stdout.contains("US-001 was claimed but the gate failed"), "{r:?}");
     assert!(r.stdout.contains("claimed: yes, not verified"), "{r:?}");
@@ -32,7 +32,7 @@ fn a_silent_agent_whose_gate_passes_gets_its_story_marked() {
     let p = Project::with_prd(ONE_STORY);
     p.script("[run *]\nwrite done.txt yes\ncommit feat: {id} - {title}\n");
     let r = p.run(&["3", "--gate", "test -f done.txt"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     assert!(p.passes("US-001"));
     assert!(r.stdout.contains("ralph marked US-001 as passing"), "{r:?}");
     assert_eq!(p.log()[0], "chore: mark US-001 as passing (verified by ralph's gate)");
@@ -44,7 +44,7 @@ fn a_passing_gate_does_not_mark_a_story_nobody_worked_on() {
     let p = Project::with_prd(ONE_STORY);
     p.script("[run *]\nprint thinking\n");
     let r = p.run(&["2", "--gate", "true", "--auto-reset"]);
-    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
     assert!(!p.passes("US-001"));
     assert!(p.prompt(2).contains("nothing was done for US-001"), "{}", p.prompt(2));
 }
@@ -56,7 +56,7 @@ fn the_gate_summary_printed_last_reaches_the_next_prompt() {
     let gate =
         "sh -c 'seq 1 10000; echo FAIL_SUMMARY; seq 1 3000 >&2; echo ERR_SUMMARY >&2; exit 1'";
     let r = p.run(&["2", "--gate", gate, "--auto-reset"]);
-    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
     let prompt = p.prompt(2);
     assert!(prompt.contains("FAIL_SUMMARY") && prompt.contains("ERR_SUMMARY"), "{prompt}");
     assert!(!prompt.contains("\n1\n2\n3\n"), "the head of the output should be cut");
@@ -69,7 +69,7 @@ fn a_gate_that_cannot_run_stops_before_any_agent() {
     let p = Project::with_prd(ONE_STORY);
     p.script("[run *]\nimplement\n");
     let r = p.run(&["3", "--gate", "/nonexistent/gate"]);
-    assert_eq!(r.code, 7, "{r:?}");
+    assert_eq!(r.code, code(exit::ENVIRONMENT), "{r:?}");
     assert!(r.stdout.contains("the gate cannot run"), "{r:?}");
     assert!(p.agent_runs().is_empty());
     let events = std::fs::read_to_string(p.path(".ralph/events.jsonl")).unwrap();
@@ -89,7 +89,7 @@ fn a_gate_that_hangs_is_a_failed_iteration_not_a_hang() {
     p.write(".ralph/config.toml", "[gate]\ntimeout = \"1s\"\nbaseline = false\n");
     let started = Instant::now();
     let r = p.run(&["1", "--gate", "sleep 60"]);
-    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
     assert!(started.elapsed() < Duration::from_secs(30));
     assert!(r.stdout.contains("gate failed"), "{r:?}");
     assert!(!p.passes("US-001"));
@@ -103,7 +103,7 @@ fn the_lesson_of_iteration_one_is_in_iteration_two_once() {
         "[run 1]\nhandoff {handoff}\n[run *]\nwrite done.txt ok\ncommit feat: {{id}} - {{title}}\n"
     ));
     let r = p.run(&["3", "--gate", "test -f done.txt"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     let prompt = p.prompt(2);
     assert_eq!(count(&prompt, "LESSON-MARKER-42"), 1, "{prompt}");
     assert!(prompt.contains("Lessons — do not repeat"), "{prompt}");
@@ -120,7 +120,7 @@ fn repeated_failures_stay_a_candidate_until_a_person_arms_the_rule() {
     );
     let gate = "sh -c 'echo error: the widget is broken; exit 1'";
     let r = p.run(&["100", "--gate", gate]);
-    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
     assert_eq!(p.agent_runs().len(), 100);
     let list = p.run(&["rules", "list", "--json"]);
     let rules: serde_json::Value = serde_json::from_str(&list.stdout).unwrap();
@@ -145,7 +145,7 @@ fn an_unreadable_rules_file_is_never_overwritten() {
     let p = Project::with_prd(ONE_STORY);
     p.write(".ralph/rules.json", "{ hand edit in progress");
     let r = p.run(&["rules", "arm", "abc"]);
-    assert_ne!(r.code, 0);
+    assert_ne!(r.code, code(exit::COMPLETE));
     assert!(r.stderr.contains("rules file unreadable"), "{r:?}");
     assert_eq!(p.read(".ralph/rules.json"), "{ hand edit in progress");
     p.script("[run *]\nprint hi\n");
@@ -166,7 +166,7 @@ fn invalid_and_oversized_handoffs_are_named_and_their_reason_goes_next() {
     ));
     p.write(".ralph/config.toml", "[circuit]\nfailures = 5\nno_progress = 5\n");
     let r = p.run(&["3"]);
-    assert_eq!(r.code, i32::from(ralph::exit::MAX_ITERATIONS), "{r:?}");
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
     // A bad handoff is its own signal, never a failed run.
     assert!(r.stdout.contains("iteration 1 made no progress"), "{r:?}");
     assert!(r.stdout.contains("· handoff: "), "{r:?}");
@@ -184,7 +184,7 @@ fn a_blocked_handoff_stops_with_its_exit_code_and_says_why() {
 handoff {"status":"blocked","summary":"stuck","evidence":[],"nextSteps":[],"blocker":"need an API key for the payments sandbox"}
 "#);
     let r = p.run(&["5"]);
-    assert_eq!(r.code, 5, "{r:?}");
+    assert_eq!(r.code, code(exit::BLOCKED), "{r:?}");
     assert!(r.stdout.contains("need an API key for the payments sandbox"), "{r:?}");
     assert_eq!(p.agent_runs().len(), 1);
 }
@@ -195,7 +195,7 @@ fn max_duration_ends_a_run_in_time_with_one_run_end_event() {
     p.script("[run *]\nsleep 60\n");
     let started = Instant::now();
     let r = p.run(&["5", "--max-duration", "2s", "--json"]);
-    assert_eq!(r.code, 6, "{r:?}");
+    assert_eq!(r.code, code(exit::BUDGET), "{r:?}");
     // 2 s budget + 1 s grace + slack for a busy machine.
     assert!(started.elapsed() < Duration::from_secs(8), "took {:?}", started.elapsed());
     assert_eq!(count(&r.stdout, "\"event\":\"run_end\""), 1, "{r:?}");
@@ -209,7 +209,7 @@ fn the_report_names_the_iteration_closest_to_passing() {
     p.script("[run 1]\nwrite fails.txt 5\ncommit one\n[run 2]\nwrite fails.txt 2\ncommit two\n[run 3]\nwrite fails.txt 4\ncommit three\n");
     let gate = "sh -c 'echo \"test result: FAILED. 1 passed; $(cat fails.txt) failed; 0 ignored\"; exit 101'";
     let r = p.run(&["3", "--gate", gate, "--auto-reset"]);
-    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
     let sha = p.git(&["log", "--format=%h", "-1", "--grep=^two$"]).trim().to_string();
     assert!(
         r.stdout.contains("closest to passing: iteration 2 (gate failed: 2 tests failing"),
@@ -238,7 +238,7 @@ fn a_run_killed_mid_iteration_resumes_with_nothing_lost() {
     assert_eq!(state["iteration"], 2);
     assert_eq!(state["phase"], "agent");
     let r = p.run(&["10"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     assert!(r.stdout.contains("resuming run"), "{r:?}");
     assert!(r.stdout.contains("iteration 3/10"), "{r:?}");
     assert!(r.stdout.contains("iteration 2 died before US-002 was verified"), "{r:?}");
@@ -257,7 +257,7 @@ fn fresh_starts_over_instead_of_resuming() {
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     let _ = child.wait();
     let r = p.run(&["5", "--fresh"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     assert!(!r.stdout.contains("resuming"), "{r:?}");
     assert!(r.stdout.contains("iteration 1/5"), "{r:?}");
 }
@@ -271,7 +271,7 @@ fn an_agent_cannot_mark_other_stories_or_rewrite_verify() {
     let p = Project::with_prd(TWO_STORIES);
     p.script("[run 1]\nset-all-passing\n[run 2]\nset-verify true\n[run *]\nprint nothing\n");
     let r = p.run(&["3", "--gate", "test -f never", "--auto-reset"]);
-    assert_ne!(r.code, 0, "{r:?}");
+    assert_ne!(r.code, code(exit::COMPLETE), "{r:?}");
     assert!(!p.passes("US-001") && !p.passes("US-002"), "{r:?}");
     assert!(
         r.stdout.contains("the agent changed US-002's \"passes\" in prd.json: set back"),
@@ -287,7 +287,7 @@ fn an_empty_commit_is_not_work() {
     let p = Project::with_prd(TWO_STORIES);
     p.script("[run *]\nprogress notes only\ncommit feat: {id} - {title}\n");
     let r = p.run(&["2", "--gate", "true", "--auto-reset"]);
-    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
     assert!(!p.passes("US-001"), "a bookkeeping-only commit finished a story: {r:?}");
 }
 
@@ -304,7 +304,7 @@ fn a_claim_is_undone_when_the_iteration_ends_before_any_verdict() {
             .output()
             .unwrap(),
     );
-    assert_eq!(r.code, 4, "{r:?}");
+    assert_eq!(r.code, code(exit::RATE_LIMITED), "{r:?}");
     assert!(r.stdout.contains("--no-wait"), "{r:?}");
     assert!(!p.passes("US-001"), "{r:?}");
     assert_eq!(p.agent_runs().len(), 1);
@@ -317,7 +317,7 @@ fn a_missing_verify_program_stops_before_any_agent() {
     );
     p.script("[run *]\nimplement\n");
     let r = p.run(&["2"]);
-    assert_eq!(r.code, 7, "{r:?}");
+    assert_eq!(r.code, code(exit::ENVIRONMENT), "{r:?}");
     assert!(r.stdout.contains("`no-such-checker` (the \"verify\" of US-001) not found"), "{r:?}");
     assert!(p.agent_runs().is_empty());
 }
@@ -327,7 +327,7 @@ fn every_story_marked_but_the_gate_failing_has_its_own_exit_code() {
     let p = Project::with_prd(&TWO_STORIES.replace("\"passes\":false", "\"passes\":true"));
     p.script("[run *]\nimplement\n");
     let r = p.run(&["2", "--gate", "false"]);
-    assert_eq!(r.code, 9, "{r:?}");
+    assert_eq!(r.code, code(exit::GATE_DISAGREES), "{r:?}");
     assert!(r.stdout.contains("every story is marked passing, but the gate fails"), "{r:?}");
     assert!(p.agent_runs().is_empty());
 }
