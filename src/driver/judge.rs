@@ -168,7 +168,8 @@ pub(crate) struct Judgement {
     pub breaker: Option<Signals>,
     /// Whether the iteration uses up one of the run's N.
     pub counts: bool,
-    /// For the next prompt, in order.
+    /// For the next prompt, in order. A transient iteration's is not used:
+    /// the retry gets the feedback the attempt got.
     pub feedback: Vec<String>,
     /// Failures to record (events, rule cards) and lessons.
     pub learn: Vec<Learn>,
@@ -467,8 +468,17 @@ fn ended_before_a_verdict(f: &Facts, j: &Judgement) -> Option<Judgement> {
         e.counts = result != IterationResult::Transient && result != IterationResult::Stopped;
         Some(e)
     };
+    let interrupted = || {
+        let mut e = early(IterationResult::Stopped, Next::Stop(Stop::Interrupted))?;
+        e.feedback = vec![format!(
+            "The previous attempt at {} was interrupted (Ctrl-C or SIGTERM) before ralph judged \
+             it. Check the work tree and git log for partial work before going on.",
+            f.story.id
+        )];
+        Some(e)
+    };
     if matches!(f.gate, GateRun::Interrupted) {
-        return early(IterationResult::Stopped, Next::Stop(Stop::Interrupted));
+        return interrupted();
     }
     if let GateRun::CannotRun { message, hint } = &f.gate {
         let full = format!("{message}\nhint: {hint}");
@@ -484,9 +494,7 @@ fn ended_before_a_verdict(f: &Facts, j: &Judgement) -> Option<Judgement> {
         return Some(e);
     }
     match f.agent.as_ref()? {
-        AgentError::Stopped { reason: StopReason::Interrupted } => {
-            early(IterationResult::Stopped, Next::Stop(Stop::Interrupted))
-        }
+        AgentError::Stopped { reason: StopReason::Interrupted } => interrupted(),
         AgentError::Auth { message } => {
             let message = format!(
                 "the agent could not authenticate: {message}\nhint: log the agent CLI in again \

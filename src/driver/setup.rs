@@ -8,7 +8,7 @@ use chrono::{Local, Utc};
 
 use super::{Options, Paths, Run};
 use crate::agent::{Backend, Tool};
-use crate::circuit::{Breaker, Signals};
+use crate::circuit::Breaker;
 use crate::config::Config;
 use crate::error::Error;
 use crate::event::{Event, Level, Reporter};
@@ -393,23 +393,38 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Continues a run that did not end: the iteration it died in counts as
-    /// a failed one, and the next prompt says so.
+    /// Continues a run that did not end. An iteration cut off by ralph's
+    /// own death (a crash, `kill -9`) runs again: it is not counted against
+    /// the agent, nor against the run's N, and its prompt says to look for
+    /// partial work.
     fn resume(&mut self, old: &RunState) {
-        self.notice(format!(
-            "resuming run {} after iteration {} (it ended without finishing; --fresh starts over)",
-            old.run_id, old.iteration
-        ));
-        if matches!(old.phase, Phase::Agent | Phase::Gate)
-            && let Some(id) = old.story.clone()
-        {
-            let signals =
-                Signals { iteration: u64::from(old.iteration), failed: true, ..Signals::default() };
-            self.record_breaker(&signals);
+        let cut_off = matches!(old.phase, Phase::Agent | Phase::Gate);
+        if cut_off {
+            self.state.iteration = old.iteration.saturating_sub(1);
+        }
+        let mut used = format!(
+            "{} of {} iteration{} used",
+            self.state.iteration,
+            self.state.max_iterations,
+            crate::text::plural(self.state.max_iterations as usize)
+        );
+        if self.state.cost_usd > 0.0 {
+            used.push_str(&format!(", ${:.2}", self.state.cost_usd));
+            if let Some(max) = self.cfg.budget.max_cost {
+                used.push_str(&format!(" of ${max:.2}"));
+            }
+            used.push_str(" spent");
+        }
+        let again = if cut_off {
+            format!("; iteration {} was cut off and runs again", old.iteration)
+        } else {
+            String::new()
+        };
+        self.notice(format!("resuming run {} ({used}){again}; --fresh starts over", old.run_id));
+        if cut_off && let Some(id) = old.story.clone() {
             self.state.feedback = Some(format!(
-                "The previous iteration ({}) on {id} was cut off (ralph stopped or crashed) before it \
-                 finished. Check the work tree and git log for partial work before going on.",
-                old.iteration
+                "The previous attempt at {id} was cut off (ralph stopped or crashed) before it \
+                 finished. Check the work tree and git log for partial work before going on."
             ));
         }
     }

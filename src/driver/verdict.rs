@@ -74,7 +74,7 @@ impl Run<'_> {
             self.state.note_verified(&id, verified);
         }
         self.state.note_uncommitted(&id, j.uncommitted);
-        if j.counts {
+        if j.result != IterationResult::Transient {
             self.state.feedback = (!j.feedback.is_empty()).then(|| j.feedback.join("\n\n"));
         }
         if let Some(h) = &c.handoff {

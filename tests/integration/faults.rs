@@ -414,3 +414,40 @@ fn a_resume_never_ends_another_projects_processes_even_with_the_same_run_id() {
     // SAFETY: ending the test's own leftover (b's resume looked for a's id).
     unsafe { libc::kill(stray_b, libc::SIGKILL) };
 }
+
+#[test]
+fn ralphs_own_crashes_are_neither_agent_failures_nor_used_iterations() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run 1-3]\nsleep 60\n[run *]\nimplement\n");
+    for run in 1..=3 {
+        let mut child = p.spawn(&["3"]);
+        assert!(eventually(Duration::from_secs(20), || p.agent_runs().len() == run));
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        let _ = child.wait();
+    }
+    // Three crashes on one story: the breaker is untouched, and all three
+    // of the run's iterations are still there for the three stories.
+    let r = p.run(&["3"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(!r.stdout.contains("circuit"), "{r:?}");
+    assert_eq!(p.agent_runs().len(), 6, "{r:?}");
+    assert!(r.stdout.contains("iteration 3/3 · US-003"), "{r:?}");
+}
+
+#[test]
+fn an_interrupted_iteration_does_not_use_up_one_of_the_n() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run 1]\nsleep 60\n[run *]\nimplement\n");
+    let child = p.spawn(&["3"]);
+    assert!(eventually(Duration::from_secs(20), || p.agent_runs().len() == 1));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let r = to_run(child.wait_with_output().unwrap());
+    assert_eq!(r.code, code(exit::TERMINATED), "{r:?}");
+    assert!(r.stdout.contains("iteration 1 was stopped"), "{r:?}");
+    let r = p.run(&[]);
+    assert_eq!(r.code, code(exit::COMPLETE), "three stories in the run's three iterations: {r:?}");
+    assert!(r.stdout.contains("iteration 1/3 · US-001"), "{r:?}");
+    assert!(p.prompt(2).contains("was interrupted (Ctrl-C or SIGTERM)"), "{}", p.prompt(2));
+}

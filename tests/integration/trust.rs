@@ -189,3 +189,29 @@ fn the_closest_iteration_is_one_that_did_work() {
     assert!(r.stdout.contains("closest to passing: iteration 1 (gate failed: exit 1)"), "{r:?}");
     assert!(!r.stdout.contains("git checkout"), "{r:?}");
 }
+
+#[test]
+fn completion_beats_the_breaker() {
+    let p = Project::with_prd(ONE_STORY);
+    // The iteration that finishes the last story also trips the breaker
+    // (a permission denial, with a threshold of one).
+    p.write(".ralph/config.toml", "[circuit]\npermission_denials = 1\n");
+    let result = r#"{"type":"result","subtype":"success","is_error":false,"num_turns":2,"result":"done","session_id":"s","total_cost_usd":0.01,"permission_denials":[{"tool_name":"Bash","tool_input":{"command":"rm -rf /tmp/x"}}]}"#;
+    p.script(&format!("[run *]\nimplement\nprint {result}\n"));
+    let run = || {
+        to_run(
+            p.ralph()
+                .args(["3", "--gate", "test -f src/us-001.txt"])
+                .env("RALPH_AGENT_FORMAT", "claude")
+                .output()
+                .unwrap(),
+        )
+    };
+    let r = run();
+    assert!(r.stdout.contains("circuit CLOSED → OPEN"), "{r:?}");
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    // And a run that finds the breaker open with everything verified is done, not stuck.
+    let r = run();
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert_eq!(p.agent_runs().len(), 1, "{r:?}");
+}

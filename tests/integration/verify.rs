@@ -240,11 +240,24 @@ fn a_run_killed_mid_iteration_resumes_with_nothing_lost() {
     let r = p.run(&["10"]);
     assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     assert!(r.stdout.contains("resuming run"), "{r:?}");
-    assert!(r.stdout.contains("iteration 3/10"), "{r:?}");
+    assert!(
+        r.stdout.contains("(1 of 10 iterations used); iteration 2 was cut off and runs again"),
+        "{r:?}"
+    );
     assert!(r.stdout.contains("iteration 2 died before US-002 was verified"), "{r:?}");
     assert!(p.passes("US-001") && p.passes("US-002") && p.passes("US-003"));
-    // Iteration 3 redid US-002, which the dead iteration never finished.
+    // Iteration 2 ran again and redid US-002, which the dead one never finished.
     assert_eq!(p.agent_runs(), ["US-001", "US-002", "US-002", "US-003"]);
+    assert!(r.stdout.contains("iteration 2/10 · US-002"), "{r:?}");
+    assert!(r.stdout.contains("after 3 iterations"), "{r:?}");
+    assert!(
+        p.path(".ralph/logs")
+            .read_dir()
+            .unwrap()
+            .flatten()
+            .any(|run| run.path().join("iter-2.retry-2.log").exists()),
+        "the dead attempt's log was overwritten"
+    );
 }
 
 #[test]
