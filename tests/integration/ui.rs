@@ -315,9 +315,11 @@ fn the_live_display_counts_down_a_limit() {
     };
     let screen = frames(&raw).join("\n");
     assert_eq!(code, 0, "{screen}");
-    assert!(Regex::new(r"waiting [3-5]s until").unwrap().is_match(&screen), "{screen}");
+    // How many seconds are left when the screen is drawn depends on the
+    // machine's load; that there is a wait and a countdown does not.
+    assert!(Regex::new(r"waiting [1-5]s until").unwrap().is_match(&screen), "{screen}");
     assert!(
-        Regex::new(r"waiting [1-4]s left · the agent's usage limit").unwrap().is_match(&screen),
+        Regex::new(r"waiting [1-5]s left · the agent's usage limit").unwrap().is_match(&screen),
         "no countdown:\n{screen}"
     );
     assert!(screen.contains("2/2 stories pass after 2 iterations"), "{screen}");
