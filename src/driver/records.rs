@@ -70,9 +70,20 @@ impl Run<'_> {
         }
     }
 
-    /// Writes the checkpoint. Entering and leaving an iteration is durable
-    /// (fsync): those are what a resume after a crash or power cut relies
-    /// on. The mid-iteration phase only informs `ralph status`.
+    /// Writes the checkpoint durably (fsync): entering and leaving an
+    /// iteration, and a verdict that verified a story, are what a resume
+    /// after a crash or a power cut relies on. It failing (a full disk) is
+    /// the end of the run: going on would make the next resume undo work.
+    pub(super) fn save_checkpoint(&mut self, phase: Phase) -> Result<(), Error> {
+        self.state.phase = phase;
+        self.state.elapsed_ms = self.elapsed_ms();
+        self.state.save(&self.paths.store).map_err(|e| {
+            Error::io(format!("write the checkpoint {}", self.paths.store.state().display()), e)
+        })
+    }
+
+    /// Writes the checkpoint where it only informs (`ralph status`, the
+    /// end of a run): not fsynced for the gate phase, a failure a warning.
     pub(super) fn checkpoint(&mut self, phase: Phase) {
         self.state.phase = phase;
         self.state.elapsed_ms = self.elapsed_ms();

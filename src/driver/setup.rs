@@ -155,7 +155,7 @@ pub(super) fn start<'a>(
         passing: prd.passing(),
         resumed_from: resume.as_ref().map(|s| s.iteration),
     });
-    run.checkpoint(Phase::Idle);
+    run.save_checkpoint(Phase::Idle)?;
     Ok(run)
 }
 
@@ -398,7 +398,10 @@ impl Run<'_> {
     /// the agent, nor against the run's N, and its prompt says to look for
     /// partial work.
     fn resume(&mut self, old: &RunState) {
-        let cut_off = matches!(old.phase, Phase::Agent | Phase::Gate);
+        // An iteration whose verdict was recorded finished; only its last
+        // checkpoint was lost (a full disk).
+        let judged = old.story.as_ref().is_some_and(|id| old.verified.contains(id));
+        let cut_off = matches!(old.phase, Phase::Agent | Phase::Gate) && !judged;
         if cut_off {
             self.state.iteration = old.iteration.saturating_sub(1);
         }

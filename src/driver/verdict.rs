@@ -61,6 +61,12 @@ impl Run<'_> {
         j: Judgement,
     ) -> Result<Option<End>, Error> {
         let id = c.story.id.clone();
+        if j.verified == Some(true) {
+            // The verdict is on disk before anything acts on it: a resume
+            // after a crash from here on keeps the story verified.
+            self.state.note_verified(&id, true);
+            self.save_checkpoint(Phase::Gate)?;
+        }
         let prd = self.reconcile(&c, &j)?;
         guard.settle();
         self.commit(&c, &j)?;
@@ -121,7 +127,7 @@ impl Run<'_> {
                 return Ok(Some(End::new(RunOutcome::Environment, message.clone())));
             }
             Next::Stop(Stop::Blocked { message }) => {
-                self.checkpoint(Phase::Idle);
+                self.save_checkpoint(Phase::Idle)?;
                 return Ok(Some(End::new(RunOutcome::Blocked, message.clone())));
             }
             Next::UsageLimit { resets_at, message } => {
@@ -135,13 +141,16 @@ impl Run<'_> {
                     "usage limit: {message} — calls resume at {}",
                     resume.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S")
                 ));
-                self.checkpoint(Phase::Idle);
+                self.save_checkpoint(Phase::Idle)?;
                 return Ok(None);
             }
-            Next::Backoff { message } => return Ok(self.back_off(message)),
+            Next::Backoff { message } => {
+                self.save_checkpoint(Phase::Idle)?;
+                return Ok(self.back_off(message));
+            }
             Next::Continue | Next::Stop(Stop::Budget) => {}
         }
-        self.checkpoint(Phase::Idle);
+        self.save_checkpoint(Phase::Idle)?;
         if let Some(signals) = &j.breaker {
             // An open breaker stops the loop at its next turn, unless every
             // story is done by then.

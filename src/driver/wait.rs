@@ -9,7 +9,6 @@ use chrono::{DateTime, Local, Utc};
 use super::{End, Run};
 use crate::event::{Event, RunOutcome};
 use crate::limits::{Backoff, Wait, Why};
-use crate::state::Phase;
 
 fn why_text(why: Why) -> &'static str {
     match why {
@@ -61,7 +60,6 @@ impl Run<'_> {
     pub(super) fn back_off(&mut self, message: &str) -> Option<End> {
         let decision = self.limits.back_off(self.max_wait());
         let _ = self.limits.save(&self.paths.store);
-        self.checkpoint(Phase::Idle);
         match decision {
             Backoff::GiveUp(count) => Some(End::new(
                 RunOutcome::RateLimited,

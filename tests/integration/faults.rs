@@ -451,3 +451,30 @@ fn an_interrupted_iteration_does_not_use_up_one_of_the_n() {
     assert!(r.stdout.contains("iteration 1/3 · US-001"), "{r:?}");
     assert!(p.prompt(2).contains("was interrupted (Ctrl-C or SIGTERM)"), "{}", p.prompt(2));
 }
+
+#[test]
+fn a_checkpoint_that_cannot_be_written_stops_the_run_and_loses_no_verification() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run *]\nimplement\n");
+    // The first iteration's end-of-iteration checkpoint cannot be written,
+    // as on a full disk: its hook puts a directory where ralph's temporary
+    // file for state.json goes.
+    let hook = r#"sh -c 'test "$RALPH_ITERATION" = 1 && mkdir "$RALPH_PROJECT_DIR/.ralph/.state.json.tmp$PPID"; true'"#;
+    p.write(".ralph/config.toml", &format!("[hooks]\non_iteration_end = {hook:?}\n"));
+    let r = p.run(&["5", "--gate", "true"]);
+    assert_eq!(r.code, code(exit::ENVIRONMENT), "{r:?}");
+    assert!(r.stdout.contains("cannot write the checkpoint"), "{r:?}");
+    assert!(r.stdout.contains("state.json"), "{r:?}");
+    assert!(p.passes("US-001"), "{r:?}");
+    assert_eq!(p.read(".ralph/runs.jsonl").lines().count(), 1, "the run's end is not on record");
+    // Once there is room again, the resume keeps US-001 verified and goes on.
+    for e in std::fs::read_dir(p.path(".ralph")).unwrap().flatten() {
+        if e.file_name().to_string_lossy().starts_with(".state.json.tmp") {
+            std::fs::remove_dir(e.path()).unwrap();
+        }
+    }
+    let r = p.run(&["5", "--gate", "true"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(!r.stdout.contains("marked unfinished again"), "{r:?}");
+    assert_eq!(p.agent_runs(), ["US-001", "US-002", "US-003"], "{r:?}");
+}
