@@ -218,6 +218,85 @@ impl Repo {
         }
     }
 
+    /// git's lock files that a writer killed mid-write left behind: open in
+    /// no live process, and older than `since` (the run's start) or than a
+    /// few seconds. They are removed and returned. A lock a live process
+    /// holds is waited for up to `wait`, then it is an error naming it.
+    /// Without this, one `kill -9` inside a commit makes every later commit
+    /// — the agent's and ralph's — fail.
+    pub fn clear_stale_locks(
+        &self,
+        since: std::time::SystemTime,
+        wait: std::time::Duration,
+    ) -> Result<Vec<PathBuf>, GitError> {
+        let mut cleared = Vec::new();
+        for lock in self.lock_files() {
+            let until = std::time::Instant::now() + wait;
+            while let Ok(meta) = std::fs::symlink_metadata(&lock) {
+                match crate::process::holder_of(&lock) {
+                    Some(pid) if std::time::Instant::now() >= until => {
+                        return Err(GitError {
+                            message: format!(
+                                "{} is held by a running process (pid {pid})",
+                                lock.display()
+                            ),
+                            hint: Some(
+                                "another git command is at work in this repository: let it finish \
+                                 (or end it), then run ralph again"
+                                    .into(),
+                            ),
+                        });
+                    }
+                    Some(_) => std::thread::sleep(std::time::Duration::from_millis(100)),
+                    None => {
+                        let modified = meta.modified().unwrap_or(std::time::SystemTime::now());
+                        let age = modified.elapsed().unwrap_or_default();
+                        if modified >= since && age < std::time::Duration::from_secs(5) {
+                            // Just made by a writer that has not opened it
+                            // yet, or closed it a moment ago: not ours to take.
+                            std::thread::sleep(std::time::Duration::from_millis(100));
+                            if std::time::Instant::now() < until {
+                                continue;
+                            }
+                            break;
+                        }
+                        std::fs::remove_file(&lock).map_err(|e| GitError {
+                            message: format!("cannot remove the stale {}: {e}", lock.display()),
+                            hint: None,
+                        })?;
+                        cleared.push(lock.clone());
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(cleared)
+    }
+
+    /// The lock files git and libgit2 take for the writes ralph and agents
+    /// make: the index, HEAD, packed refs, config and every branch ref.
+    fn lock_files(&self) -> Vec<PathBuf> {
+        let git = self.repo.path();
+        let mut found: Vec<PathBuf> =
+            ["index.lock", "HEAD.lock", "ORIG_HEAD.lock", "packed-refs.lock", "config.lock"]
+                .iter()
+                .map(|name| git.join(name))
+                .filter(|p| p.exists())
+                .collect();
+        let mut dirs = vec![git.join("refs/heads")];
+        while let Some(dir) = dirs.pop() {
+            for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = e.path();
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|x| x == "lock") {
+                    found.push(path);
+                }
+            }
+        }
+        found
+    }
+
     /// Tracked files with staged or unstaged changes.
     fn tracked_changes(&self) -> Result<Vec<String>, GitError> {
         let mut opts = StatusOptions::new();
@@ -463,6 +542,46 @@ mod tests {
         let after = repo.snapshot().unwrap();
         assert!(after.dirty.is_empty(), "{:?}", after.dirty);
         assert_eq!(repo.commit_paths(&paths[..2], "again").unwrap(), id);
+    }
+
+    #[test]
+    fn stale_locks_are_cleared_and_held_ones_named() {
+        // A sweep in a parallel test would end the child holding the lock.
+        let _serial = crate::agent::supervise::serial();
+        let (dir, repo) = repo_with_commit();
+        let git = dir.path().join(".git");
+        let start = std::time::SystemTime::now();
+        std::fs::create_dir_all(git.join("refs/heads/ralph")).unwrap();
+        for name in ["index.lock", "refs/heads/ralph/x.lock"] {
+            fs::write(git.join(name), "").unwrap();
+        }
+        // Made before the run started: a dead writer's.
+        let cleared =
+            repo.clear_stale_locks(start + std::time::Duration::from_secs(1), Default::default());
+        assert_eq!(cleared.unwrap().len(), 2);
+        assert!(!git.join("index.lock").exists());
+        fs::write(dir.path().join("a.txt"), "b").unwrap();
+        repo.commit_paths(&[Path::new("a.txt")], "after the crash").unwrap();
+        // Held by a live process (here: this one's child holding it open).
+        fs::write(git.join("index.lock"), "").unwrap();
+        let mut holder = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("exec 3<index.lock; sleep 30")
+            .current_dir(&git)
+            .spawn()
+            .unwrap();
+        let held = || crate::process::holder_of(&git.join("index.lock")).is_some();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !held() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let e = repo
+            .clear_stale_locks(std::time::SystemTime::now(), std::time::Duration::from_millis(200))
+            .unwrap_err();
+        assert!(e.message.contains("index.lock is held by a running process"), "{}", e.message);
+        assert!(git.join("index.lock").exists(), "a held lock was removed");
+        let _ = holder.kill();
+        let _ = holder.wait();
     }
 
     #[test]

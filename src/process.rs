@@ -109,6 +109,20 @@ pub fn end_processes_of_run(run_id: &str, project: &Path, grace: Duration) -> us
     pids.len()
 }
 
+/// A process (other than this one) that has `path` open, if one this user
+/// may look at does: git holds its `.lock` files open while it writes them.
+pub fn holder_of(path: &Path) -> Option<u32> {
+    let me = std::process::id();
+    let target = path.canonicalize().ok()?;
+    let procs = std::fs::read_dir("/proc").ok()?;
+    procs.flatten().filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok()).find(|&pid| {
+        pid != me
+            && std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+                fds.flatten().any(|fd| std::fs::read_link(fd.path()).is_ok_and(|p| p == target))
+            })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

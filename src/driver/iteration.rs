@@ -79,6 +79,7 @@ impl Run<'_> {
             story_id: story.id.clone(),
             story_title: story.title.clone(),
         });
+        self.clear_stale_git_locks()?;
         let before = match self.reusable_snapshot.take() {
             Some(s) => s,
             None => self.repo.snapshot()?,

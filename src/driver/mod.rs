@@ -123,6 +123,9 @@ struct Run<'a> {
     /// The last PRD that was valid, for restoring what an agent breaks.
     good_prd: Prd,
     started: Instant,
+    /// When this process started the run: git locks older than this are a
+    /// dead writer's.
+    started_at: std::time::SystemTime,
     /// Run time spent by earlier processes of this run (from the checkpoint).
     elapsed_before: u64,
     deadline: Option<Instant>,
@@ -272,6 +275,23 @@ impl Run<'_> {
         let category = crate::learn::events::Category::GateNotRun;
         self.record_failure("", category, &e.message, &e.message, None, &[]);
         End::new(RunOutcome::Environment, format!("{}\nhint: {}", e.message, e.hint))
+    }
+
+    /// Removes git lock files a writer killed mid-write left behind (and
+    /// says so), before ralph or an agent writes to the repository.
+    fn clear_stale_git_locks(&mut self) -> Result<(), Error> {
+        let wait = std::time::Duration::from_secs(5);
+        let cleared = self.repo.clear_stale_locks(self.started_at, wait);
+        // Another git command at work is the machine's state, not a usage error.
+        let cleared =
+            cleared.map_err(|e| Error::Environment { message: e.message, hint: e.hint })?;
+        for lock in cleared {
+            self.warn(format!(
+                "removed {}: a git lock left by a process that died mid-write",
+                lock.display()
+            ));
+        }
+        Ok(())
     }
 
     fn notice(&mut self, message: impl Into<String>) {

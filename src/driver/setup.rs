@@ -120,6 +120,7 @@ pub(super) fn start<'a>(
         limits,
         good_prd: prd.clone(),
         started: Instant::now(),
+        started_at: std::time::SystemTime::now(),
         elapsed_before: state.elapsed_ms,
         deadline,
         log_dir,
@@ -131,6 +132,7 @@ pub(super) fn start<'a>(
         redactor,
         state,
     };
+    run.clear_stale_git_locks()?;
     run.setup_branch(&prd)?;
     if let Some(old) = &unfinished {
         run.clean_up_after(old)?;

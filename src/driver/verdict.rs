@@ -230,6 +230,7 @@ impl Run<'_> {
         paths.sort();
         paths.dedup();
         self.reusable_snapshot = None;
+        self.clear_stale_git_locks()?;
         let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
         if let Err(e) = self.repo.commit_paths(&refs, &message) {
             self.warn(format!(

@@ -478,3 +478,40 @@ fn a_checkpoint_that_cannot_be_written_stops_the_run_and_loses_no_verification()
     assert!(!r.stdout.contains("marked unfinished again"), "{r:?}");
     assert_eq!(p.agent_runs(), ["US-001", "US-002", "US-003"], "{r:?}");
 }
+
+#[test]
+fn git_locks_left_by_a_writer_killed_mid_commit_are_cleared_with_a_word() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.git(&["branch", "ralph/demo"]);
+    // What a kill -9 inside a commit leaves: the index's and the branch's lock.
+    p.write(".git/index.lock", "");
+    p.write(".git/refs/heads/ralph/demo.lock", "");
+    std::thread::sleep(Duration::from_millis(20));
+    p.script("[run *]\nimplement\n");
+    let r = p.run(&["5", "--gate", "true"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(r.stdout.contains("index.lock: a git lock left by a process that died"), "{r:?}");
+    assert!(r.stdout.contains("ralph/demo.lock"), "{r:?}");
+    assert_eq!(p.log().len(), 5, "every story committed: {:?}", p.log());
+}
+
+#[test]
+fn a_git_lock_a_live_process_holds_is_named_not_taken() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.write(".git/index.lock", "");
+    let mut holder = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("exec 3<.git/index.lock; sleep 60")
+        .current_dir(p.dir())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    p.script("[run *]\nimplement\n");
+    let r = p.run(&["5"]);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_eq!(r.code, code(exit::ENVIRONMENT), "{r:?}");
+    assert!(r.stderr.contains("index.lock is held by a running process"), "{r:?}");
+    assert!(p.agent_runs().is_empty(), "{r:?}");
+    assert!(p.path(".git/index.lock").exists());
+}
