@@ -18,6 +18,9 @@ use crate::cli::{DemoArgs, Global};
 use crate::config::Layers;
 use crate::error::Error;
 use crate::git::Repo;
+use crate::paths::Paths;
+
+use super::common::reporter;
 
 /// The demo stories: id, title, file, content.
 const STORIES: &[(&str, &str, &str, &str)] = &[
@@ -93,8 +96,8 @@ pub fn run(g: &Global, args: &DemoArgs) -> Result<u8, Error> {
         layers.flag("ui.color", s(c.name()), "--color");
     }
     let config = layers.resolve();
-    let (mut reporter, style) = crate::commands::reporter(g, &config);
-    let paths = crate::driver::Paths::resolve(&dir, None)?;
+    let (mut reporter, style) = reporter(g, &config);
+    let paths = Paths::resolve(&dir, None)?;
     let opts = crate::driver::Options {
         config,
         max_iterations: 8,
