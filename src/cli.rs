@@ -1,6 +1,6 @@
-//! The command line, declared with clap and nothing else: flags become
-//! configuration layers in `lib.rs`, and the rest of the program never
-//! looks at raw arguments.
+//! The command line, declared with clap and nothing else: the flags that are
+//! settings become the top configuration layer (`commands::flags`), and the
+//! rest of the program never looks at raw arguments.
 
 use std::path::PathBuf;
 
@@ -69,6 +69,7 @@ pub struct Global {
     /// Path of prd.json (default: ./prd.json, else ./scripts/ralph/prd.json)
     #[arg(long, global = true, value_name = "PATH", env = "RALPH_PRD_FILE")]
     pub prd: Option<PathBuf>,
+    // The one global option that is a setting: the `flag` of ui.color.
     /// When to use colour; auto: when stdout is a terminal and NO_COLOR is unset
     #[arg(long, global = true, value_enum, value_name = "WHEN")]
     pub color: Option<Color>,
@@ -87,9 +88,30 @@ pub struct Global {
     pub no_config: bool,
 }
 
+/// The options of a run. Those that set a configuration key are in
+/// [`SettingArgs`]; the rest act on this run only.
 #[derive(Debug, Args, Clone, Default, PartialEq)]
 #[command(next_help_heading = "Run options")]
 pub struct RunArgs {
+    #[command(flatten)]
+    pub settings: SettingArgs,
+    /// Reset the circuit breaker to CLOSED and exit
+    #[arg(long)]
+    pub reset_circuit: bool,
+    /// Start a new run instead of resuming one that crashed
+    #[arg(long)]
+    pub fresh: bool,
+    /// Run inside a tmux session with status and log panes
+    #[arg(long)]
+    pub monitor: bool,
+}
+
+/// Run options that set a configuration key: each is the `flag` of one row
+/// of `config::KEYS` (as is the global `--color`), so `config show` names it
+/// as the value's source. A test fails when one is missing from the table.
+#[derive(Debug, Args, Clone, Default, PartialEq)]
+#[command(next_help_heading = "Run options")]
+pub struct SettingArgs {
     /// Most iterations to run [default: 10, or run.max_iterations]
     #[arg(value_name = "MAX_ITERATIONS", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_iterations: Option<u32>,
@@ -98,7 +120,7 @@ pub struct RunArgs {
     pub tool: Option<Tool>,
     /// Any other agent command (split like a shell splits words, never run by one);
     /// {prompt} / {prompt_file} put the prompt in argv / a file, else it goes to stdin
-    #[arg(long, value_name = "COMMAND")]
+    #[arg(long, value_name = "COMMAND", value_parser = command)]
     pub agent_cmd: Option<String>,
     /// Model for the agent CLI (passed as --model)
     #[arg(long, value_name = "MODEL")]
@@ -107,7 +129,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub safe: bool,
     /// Verification gate: a story passes only when this command passes
-    #[arg(long, value_name = "COMMAND")]
+    #[arg(long, value_name = "COMMAND", value_parser = command)]
     pub gate: Option<String>,
     /// Wall-clock limit per iteration; 0 = none [default: 30m]
     #[arg(long, value_name = "DURATION", value_parser = duration)]
@@ -125,7 +147,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub max_duration: Option<String>,
     /// Stop once the agents report spending this many USD
-    #[arg(long, value_name = "USD")]
+    #[arg(long, value_name = "USD", value_parser = usd)]
     pub max_cost: Option<f64>,
     /// Stop once the agents report using this many tokens
     #[arg(long, value_name = "TOKENS")]
@@ -142,19 +164,21 @@ pub struct RunArgs {
     /// Start with a closed circuit breaker, whatever state it was left in
     #[arg(long)]
     pub auto_reset: bool,
-    /// Reset the circuit breaker to CLOSED and exit
-    #[arg(long)]
-    pub reset_circuit: bool,
-    /// Start a new run instead of resuming one that crashed
-    #[arg(long)]
-    pub fresh: bool,
-    /// Run inside a tmux session with status and log panes
-    #[arg(long)]
-    pub monitor: bool,
 }
 
 fn duration(s: &str) -> Result<String, String> {
     crate::config::parse_duration(s).map(|_| s.to_string())
+}
+
+fn command(s: &str) -> Result<String, String> {
+    crate::agent::words::split(s).map(|_| s.to_string())
+}
+
+fn usd(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(c) if c >= 0.0 && c.is_finite() => Ok(c),
+        _ => Err("expected a non-negative number".into()),
+    }
 }
 
 #[derive(Debug, Subcommand)]

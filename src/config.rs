@@ -1,11 +1,13 @@
 //! Settings, resolved in layers: built-in defaults < `~/.config/ralph/config.toml`
 //! < `.ralph/config.toml` < `RALPH_*` environment < command-line flags.
 //!
-//! Every setting is one row of [`KEYS`]: its TOML key, type, default and
-//! help. The same table drives validation, `ralph config show` (each value
-//! with the layer it came from), the commented `config.toml` that `ralph
-//! init` writes, and the environment variable names. Unknown keys and
-//! values of the wrong type are errors that name the file and the key.
+//! Every setting is one row of [`KEYS`]: its TOML key, type, default, the
+//! command-line flag that sets it (if any) and help. The same table drives
+//! validation, `ralph config show` (each value with the layer it came from),
+//! the commented `config.toml` that `ralph init` writes, the environment
+//! variable names, and which flag lands on which key. Unknown keys and
+//! values of the wrong type are errors that name the file (or flag) and the
+//! key.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -83,12 +85,21 @@ pub struct Key {
     pub kind: Kind,
     /// The default as TOML text.
     pub default: &'static str,
+    /// The command-line flag that sets it, as typed (`--timeout`; the
+    /// positional count is `MAX_ITERATIONS`). `commands::flags` reads each
+    /// one; its tests check that every flag named here exists, and that
+    /// every flag in `cli::SettingArgs` is named here.
+    pub flag: Option<&'static str>,
     pub help: &'static str,
 }
 
+/// `key!(key, Kind, default, help)`, or `key!(key, Kind, default, flag "--x", help)`.
 macro_rules! key {
     ($key:literal, $kind:ident, $default:literal, $help:literal) => {
-        Key { key: $key, kind: Kind::$kind, default: $default, help: $help }
+        Key { key: $key, kind: Kind::$kind, default: $default, flag: None, help: $help }
+    };
+    ($key:literal, $kind:ident, $default:literal, flag $flag:literal, $help:literal) => {
+        Key { key: $key, kind: Kind::$kind, default: $default, flag: Some($flag), help: $help }
     };
 }
 
@@ -98,12 +109,14 @@ pub const KEYS: &[Key] = &[
         "agent.tool",
         Tool,
         "\"claude\"",
+        flag "--tool",
         "Agent CLI to run: claude, amp, codex, gemini, opencode, cursor-agent, aider, custom."
     ),
     key!(
         "agent.command",
         Command,
         "[]",
+        flag "--agent-cmd",
         "Command for tool = custom (or to replace a named tool's program), e.g. [\"my-agent\", \"--fast\"]. {prompt} and {prompt_file} place the prompt in argv or a file; otherwise it goes to stdin."
     ),
     key!(
@@ -116,6 +129,7 @@ pub const KEYS: &[Key] = &[
         "agent.model",
         Str,
         "\"\"",
+        flag "--model",
         "Model passed to the agent CLI (--model); empty: the CLI's default."
     ),
     key!("agent.args", List, "[]", "Extra arguments appended to the agent's command line."),
@@ -123,6 +137,7 @@ pub const KEYS: &[Key] = &[
         "agent.safe",
         Bool,
         "false",
+        flag "--safe",
         "Use the CLI's safer permission mode (e.g. claude --permission-mode acceptEdits --allowedTools, codex --sandbox workspace-write) instead of allowing everything."
     ),
     key!(
@@ -135,12 +150,14 @@ pub const KEYS: &[Key] = &[
         "agent.timeout",
         Duration,
         "\"30m\"",
+        flag "--timeout",
         "Wall-clock limit of one iteration's agent run (\"0\": none)."
     ),
     key!(
         "agent.idle_timeout",
         Duration,
         "\"10m\"",
+        flag "--idle-timeout",
         "Stop the agent after this long without output (\"0\": never)."
     ),
     key!(
@@ -153,9 +170,10 @@ pub const KEYS: &[Key] = &[
         "run.max_iterations",
         Int,
         "10",
+        flag "MAX_ITERATIONS",
         "Iterations per run when no number is given on the command line."
     ),
-    key!("run.pause", Duration, "\"0s\"", "Pause between iterations."),
+    key!("run.pause", Duration, "\"0s\"", flag "--pause", "Pause between iterations."),
     key!(
         "run.require_handoff",
         Bool,
@@ -166,12 +184,14 @@ pub const KEYS: &[Key] = &[
         "run.prompt",
         Str,
         "\"\"",
+        flag "--prompt",
         "Prompt template file (default: .ralph/prompt.md if present, else the built-in one)."
     ),
     key!(
         "gate.command",
         Command,
         "[]",
+        flag "--gate",
         "Verification gate, e.g. [\"cargo\", \"test\"]: a story passes only when this passes. Empty: no gate (the agent's word is taken)."
     ),
     key!("gate.timeout", Duration, "\"10m\"", "Wall-clock limit of one gate run (\"0\": none)."),
@@ -223,23 +243,32 @@ pub const KEYS: &[Key] = &[
         "\"30m\"",
         "An open circuit becomes half-open after this long."
     ),
-    key!("circuit.auto_reset", Bool, "false", "Start every run with a closed circuit."),
+    key!(
+        "circuit.auto_reset",
+        Bool,
+        "false",
+        flag "--auto-reset",
+        "Start every run with a closed circuit."
+    ),
     key!(
         "limits.calls_per_hour",
         Int,
         "100",
+        flag "--calls-per-hour",
         "Agent runs allowed in any 60-minute window (0: no limit)."
     ),
     key!(
         "limits.wait",
         Bool,
         "true",
+        flag "--no-wait",
         "Wait out rate and usage limits (false: stop with exit code 4)."
     ),
     key!(
         "limits.max_wait",
         Duration,
         "\"6h\"",
+        flag "--max-wait",
         "Longest single wait for a limit; a longer one stops the run with exit code 4."
     ),
     key!(
@@ -283,18 +312,21 @@ pub const KEYS: &[Key] = &[
         "budget.max_duration",
         Duration,
         "\"0\"",
+        flag "--max-duration",
         "Wall clock for the whole run (\"0\": none). No agent starts after it; the running one is stopped."
     ),
     key!(
         "budget.max_cost",
         Float,
         "0",
+        flag "--max-cost",
         "USD the agents may report spending in one run (0: no limit)."
     ),
     key!(
         "budget.max_tokens",
         Int,
         "0",
+        flag "--max-tokens",
         "Tokens the agents may report using in one run (0: no limit)."
     ),
     key!(
@@ -309,6 +341,7 @@ pub const KEYS: &[Key] = &[
         "ui.color",
         Color,
         "\"auto\"",
+        flag "--color",
         "Colour: auto, always, never (NO_COLOR is honoured in auto)."
     ),
 ];
@@ -424,19 +457,22 @@ impl Layers {
         Ok(())
     }
 
-    /// Sets a value from a command-line flag (already typed by clap).
-    pub fn flag(&mut self, key: &str, value: toml::Value, flag: &str) {
-        if let Some(k) = find(key) {
-            self.values.insert(k.key, (value, Source::Flag(flag.to_string())));
-        }
+    /// Sets a value from a command-line flag (already typed by clap). A key
+    /// that is not in [`KEYS`], or a value of the wrong type, is an error
+    /// rather than a flag that silently does nothing.
+    pub fn flag(&mut self, key: &str, value: toml::Value, flag: &str) -> Result<(), ConfigError> {
+        let k = find(key).ok_or_else(|| ConfigError(format!("{flag}: unknown key `{key}`")))?;
+        check(k, &value).map_err(|e| ConfigError(format!("{flag}: {e}")))?;
+        self.values.insert(k.key, (value, Source::Flag(flag.to_string())));
+        Ok(())
     }
 
     /// Each key with its value (as TOML text) and source, in table order.
-    pub fn show(&self) -> Vec<(&'static str, String, &Source)> {
+    pub fn show(&self) -> Vec<(&'static Key, String, &Source)> {
         KEYS.iter()
             .map(|k| {
                 let (v, s) = &self.values[k.key];
-                (k.key, v.to_string(), s)
+                (k, v.to_string(), s)
             })
             .collect()
     }
@@ -601,7 +637,7 @@ fn check(key: &Key, value: &toml::Value) -> Result<(), String> {
     let ok = match (key.kind, value) {
         (Kind::Str, V::String(_)) | (Kind::Bool, V::Boolean(_)) => true,
         (Kind::Int, V::Integer(i)) => *i >= 0,
-        (Kind::Float, V::Float(f)) => *f >= 0.0,
+        (Kind::Float, V::Float(f)) => *f >= 0.0 && f.is_finite(),
         (Kind::Float, V::Integer(i)) => *i >= 0,
         (Kind::Duration, V::String(s)) => parse_duration(s).is_ok(),
         (Kind::List, V::Array(a)) => a.iter().all(V::is_str),
@@ -659,8 +695,13 @@ pub fn template() -> String {
             out.push_str(&format!("\n[{sec}]\n"));
             section = sec;
         }
+        let flag = match k.flag {
+            Some(f) if f.starts_with('-') => format!(", flag {f}"),
+            Some(f) => format!(", argument {f}"),
+            None => String::new(),
+        };
         out.push_str(&format!(
-            "# {}\n# (env {})\n# {name} = {}\n",
+            "# {}\n# (env {}{flag})\n# {name} = {}\n",
             k.help,
             env_name(k.key),
             k.default
@@ -813,9 +854,10 @@ mod tests {
             let env = |k: &str| (k == var).then(|| env_value.map(str::to_string)).flatten();
             let mut layers = Layers::load(Some(&user), &project, &env).unwrap();
             if let Some(v) = flag {
-                layers.flag(key, v.clone(), "--timeout");
+                layers.flag(key, v.clone(), "--timeout").unwrap();
             }
-            let (_, value, src) = layers.show().into_iter().find(|(k, _, _)| k == key).unwrap();
+            let (_, value, src) =
+                layers.show().into_iter().find(|(k, _, _)| k.key == *key).unwrap();
             assert_eq!(value, *want, "{key}");
             assert!(src.to_string().starts_with(source), "{key}: {src}");
         }
@@ -851,6 +893,30 @@ mod tests {
     }
 
     #[test]
+    fn a_flag_for_an_unknown_key_or_of_the_wrong_type_is_an_error() {
+        let mut layers = Layers::defaults();
+        let s = |v: &str| toml::Value::String(v.into());
+        let cases: &[(&str, toml::Value, Option<&str>)] = &[
+            ("agent.timeout", s("5m"), None),
+            ("agent.timeuot", s("5m"), Some("--timeout: unknown key `agent.timeuot`")),
+            ("agent.timeout", s("soon"), Some("--timeout: expected a duration")),
+            ("budget.max_cost", toml::Value::Float(f64::INFINITY), Some("expected a non-negative")),
+            ("budget.max_cost", toml::Value::Float(-1.0), Some("expected a non-negative")),
+        ];
+        for (key, value, want) in cases {
+            let got = layers.flag(key, value.clone(), "--timeout");
+            match want {
+                None => assert!(got.is_ok(), "{key} = {value}: {got:?}"),
+                Some(w) => {
+                    let e = got.unwrap_err().to_string();
+                    assert!(e.contains(w), "{key} = {value}: {e}");
+                }
+            }
+        }
+        assert_eq!(layers.resolve().agent.timeout, Duration::from_secs(300));
+    }
+
+    #[test]
     fn template_lists_every_key_and_parses_when_uncommented() {
         let t = template();
         let uncommented: String = t
@@ -869,7 +935,7 @@ mod tests {
         std::fs::write(&p, uncommented).unwrap();
         let layers = Layers::load(None, &p, &no_env).unwrap();
         for (key, _, source) in layers.show() {
-            assert!(matches!(source, Source::Project(_)), "{key} not in the template");
+            assert!(matches!(source, Source::Project(_)), "{} not in the template", key.key);
         }
     }
 }

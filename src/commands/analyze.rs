@@ -6,10 +6,11 @@ use std::io::{BufRead, Write};
 use chrono::Utc;
 
 use crate::analyze::Format;
-use crate::cli::{AnalyzeArgs, Global};
+use crate::cli::{AnalyzeArgs, Global, SettingArgs};
 use crate::error::Error;
 
-use super::common::{layers, project_dir};
+use super::common::project_dir;
+use super::flags::layers;
 
 fn guess_format(head: &[u8]) -> Format {
     let text = String::from_utf8_lossy(head);
@@ -54,7 +55,7 @@ pub fn run(g: &Global, args: &AnalyzeArgs) -> Result<u8, Error> {
             guess_format(&head[..head.len().min(64 * 1024)])
         }
     };
-    let config = layers(g, &project_dir(g)?, &Default::default())?.resolve();
+    let config = layers(g, &project_dir(g)?, &SettingArgs::default())?.resolve();
     let patterns = crate::driver::patterns(&config)?;
     let end = crate::analyze::ProcessEnd { exit_code: Some(0), ..Default::default() };
     let outcome = crate::analyze::analyze_reader(reader, format, patterns, &end, Utc::now())

@@ -14,13 +14,14 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::cli::{DemoArgs, Global};
+use crate::cli::{DemoArgs, Global, SettingArgs};
 use crate::config::Layers;
 use crate::error::Error;
 use crate::git::Repo;
 use crate::paths::Paths;
 
 use super::common::reporter;
+use super::flags;
 
 /// The demo stories: id, title, file, content.
 const STORIES: &[(&str, &str, &str, &str)] = &[
@@ -87,14 +88,13 @@ pub fn run(g: &Global, args: &DemoArgs) -> Result<u8, Error> {
         s("--pace"),
         s(&format!("{}", args.pace.clamp(0.0, 5.0))),
     ]);
-    layers.flag("agent.tool", s("custom"), "ralph demo");
-    layers.flag("agent.command", command, "ralph demo");
-    layers.flag("agent.timeout", s("2m"), "ralph demo");
-    layers.flag("agent.idle_timeout", s("1m"), "ralph demo");
-    layers.flag("limits.calls_per_hour", toml::Value::Integer(0), "ralph demo");
-    if let Some(c) = g.color {
-        layers.flag("ui.color", s(c.name()), "--color");
-    }
+    layers.flag("agent.tool", s("custom"), "ralph demo")?;
+    layers.flag("agent.command", command, "ralph demo")?;
+    layers.flag("agent.timeout", s("2m"), "ralph demo")?;
+    layers.flag("agent.idle_timeout", s("1m"), "ralph demo")?;
+    layers.flag("limits.calls_per_hour", toml::Value::Integer(0), "ralph demo")?;
+    // The global setting flags (--color); the demo takes no run options.
+    flags::apply(&mut layers, g, &SettingArgs::default())?;
     let config = layers.resolve();
     let (mut reporter, style) = reporter(g, &config);
     let paths = Paths::resolve(&dir, None)?;

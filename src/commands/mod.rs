@@ -1,12 +1,14 @@
 //! The subcommands, one file each, dispatched from [`dispatch`]. Each turns
 //! parsed arguments into calls on the library and returns an exit code;
-//! what they share is in [`common`].
+//! the setting flags become configuration in [`flags`], and what else they
+//! share is in [`common`].
 
 mod agents;
 mod analyze;
 mod common;
 mod config;
 mod demo;
+mod flags;
 mod generate;
 mod init;
 mod monitor;

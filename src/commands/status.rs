@@ -9,7 +9,7 @@ use chrono::{DateTime, Local, Utc};
 use serde::Serialize;
 
 use crate::circuit::Breaker;
-use crate::cli::{Global, StatusArgs};
+use crate::cli::{Global, SettingArgs, StatusArgs};
 use crate::error::Error;
 use crate::limits::Limits;
 use crate::paths::Paths;
@@ -17,7 +17,8 @@ use crate::prd::View;
 use crate::state::{Phase, RunState};
 use crate::store;
 
-use super::common::{layers, project_dir};
+use super::common::project_dir;
+use super::flags::layers;
 
 #[derive(Debug, Serialize)]
 pub struct Status {
@@ -268,7 +269,7 @@ pub fn render(s: &Status) -> String {
 pub fn run(g: &Global, args: &StatusArgs) -> Result<u8, Error> {
     let project = project_dir(g)?;
     let paths = Paths::resolve(&project, g.prd.as_deref())?;
-    let config = layers(g, &paths.project, &Default::default())?.resolve();
+    let config = layers(g, &paths.project, &SettingArgs::default())?.resolve();
     crate::signals::install();
     loop {
         let s = gather(&paths, config.limits.calls_per_hour, config.circuit.cooldown, Utc::now());
