@@ -2,12 +2,14 @@
 //! `.ralph/logs/` or any file), streamed, as the loop would see it.
 
 use std::io::{BufRead, Write};
+use std::path::Path;
 
 use chrono::Utc;
 
-use crate::analyze::Format;
+use crate::analyze::{Format, Outcome};
 use crate::cli::{AnalyzeArgs, Global, SettingArgs};
 use crate::error::Error;
+use crate::ui::plural;
 
 use super::common::project_dir;
 use super::flags::layers;
@@ -65,12 +67,18 @@ pub fn run(g: &Global, args: &AnalyzeArgs) -> Result<u8, Error> {
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         return Ok(0);
     }
+    let _ = std::io::stdout().write_all(render(&args.file, format, &outcome).as_bytes());
+    Ok(0)
+}
+
+/// The human view of an analysis.
+fn render(file: &Path, format: Format, outcome: &Outcome) -> String {
+    let (lines, bytes) = (outcome.output_lines, outcome.output_bytes);
     let mut o = format!(
-        "{} ({} lines, {} bytes, format {:?})\n",
-        args.file.display(),
-        outcome.output_lines,
-        outcome.output_bytes,
-        format
+        "{} ({lines} line{}, {bytes} byte{}, format {format:?})\n",
+        file.display(),
+        plural(lines as usize),
+        plural(bytes as usize),
     );
     let yes = |b: bool| if b { "yes" } else { "no" };
     o.push_str(&format!("claimed COMPLETE: {}\n", yes(outcome.claimed_complete)));
@@ -120,6 +128,47 @@ pub fn run(g: &Global, args: &AnalyzeArgs) -> Result<u8, Error> {
             .collect();
         o.push_str(&format!("final text (end):\n{}\n", crate::agent::display::clean(&text)));
     }
-    let _ = std::io::stdout().write_all(o.as_bytes());
-    Ok(0)
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_line_counts_in_the_singular_and_the_plural() {
+        let cases =
+            [(1, 1, "(1 line, 1 byte, format Text)"), (2, 0, "(2 lines, 0 bytes, format Text)")];
+        for (lines, bytes, want) in cases {
+            let outcome =
+                Outcome { output_lines: lines, output_bytes: bytes, ..Default::default() };
+            let text = render(Path::new("out.log"), Format::Text, &outcome);
+            let first = text.lines().next().unwrap();
+            assert_eq!(first, format!("out.log {want}"));
+        }
+    }
+
+    #[test]
+    fn what_the_analysis_found_is_shown_and_what_it_did_not_is_left_out() {
+        let outcome = Outcome {
+            claimed_complete: true,
+            permission_denials: vec!["Bash(rm -rf /)".into()],
+            cost_usd: Some(0.12345),
+            final_text: "done".into(),
+            ..Default::default()
+        };
+        let text = render(Path::new("out.log"), Format::Claude, &outcome);
+        for want in [
+            "claimed COMPLETE: yes\n",
+            "status block: none\n",
+            "permission denials: Bash(rm -rf /)\n",
+            "cost: $0.1235\n",
+            "final text (end):\ndone\n",
+        ] {
+            assert!(text.contains(want), "{want:?} missing from:\n{text}");
+        }
+        for absent in ["session:", "tokens:", "turns:", "error:"] {
+            assert!(!text.contains(absent), "{absent:?} in:\n{text}");
+        }
+    }
 }
