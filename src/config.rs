@@ -20,7 +20,7 @@ use crate::analyze::Format;
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Source {
+pub(crate) enum Source {
     Default,
     User(PathBuf),
     Project(PathBuf),
@@ -40,7 +40,7 @@ impl fmt::Display for Source {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Str,
     Bool,
     Int,
@@ -80,17 +80,17 @@ impl Kind {
 
 /// One setting.
 #[derive(Debug)]
-pub struct Key {
-    pub key: &'static str,
-    pub kind: Kind,
+pub(crate) struct Key {
+    pub(crate) key: &'static str,
+    pub(crate) kind: Kind,
     /// The default as TOML text.
-    pub default: &'static str,
+    pub(crate) default: &'static str,
     /// The command-line flag that sets it, as typed (`--timeout`; the
     /// positional count is `MAX_ITERATIONS`). `commands::flags` reads each
     /// one; its tests check that every flag named here exists, and that
     /// every flag in `cli::SettingArgs` is named here.
-    pub flag: Option<&'static str>,
-    pub help: &'static str,
+    pub(crate) flag: Option<&'static str>,
+    pub(crate) help: &'static str,
 }
 
 /// `key!(key, Kind, default, help)`, or `key!(key, Kind, default, flag "--x", help)`.
@@ -104,7 +104,7 @@ macro_rules! key {
 }
 
 /// Every setting ralph has.
-pub const KEYS: &[Key] = &[
+pub(crate) const KEYS: &[Key] = &[
     key!(
         "agent.tool",
         Tool,
@@ -355,7 +355,7 @@ pub enum Color {
 }
 
 impl Color {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Color::Auto => "auto",
             Color::Always => "always",
@@ -366,7 +366,7 @@ impl Color {
 
 /// A configuration error, naming where the bad value came from.
 #[derive(Debug)]
-pub struct ConfigError(pub String);
+pub struct ConfigError(pub(crate) String);
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -378,13 +378,13 @@ impl std::error::Error for ConfigError {}
 
 /// Every key's value and where it came from.
 #[derive(Debug, Clone)]
-pub struct Layers {
+pub(crate) struct Layers {
     values: BTreeMap<&'static str, (toml::Value, Source)>,
 }
 
 impl Layers {
     /// Only the built-in defaults.
-    pub fn defaults() -> Layers {
+    pub(crate) fn defaults() -> Layers {
         let values = KEYS
             .iter()
             .map(|k| {
@@ -400,7 +400,7 @@ impl Layers {
 
     /// Loads the user and project files and the environment on top of the defaults.
     /// `env` is passed in so tests can give a fixed environment.
-    pub fn load(
+    pub(crate) fn load(
         user_file: Option<&Path>,
         project_file: &Path,
         env: &dyn Fn(&str) -> Option<String>,
@@ -460,7 +460,12 @@ impl Layers {
     /// Sets a value from a command-line flag (already typed by clap). A key
     /// that is not in [`KEYS`], or a value of the wrong type, is an error
     /// rather than a flag that silently does nothing.
-    pub fn flag(&mut self, key: &str, value: toml::Value, flag: &str) -> Result<(), ConfigError> {
+    pub(crate) fn flag(
+        &mut self,
+        key: &str,
+        value: toml::Value,
+        flag: &str,
+    ) -> Result<(), ConfigError> {
         let k = find(key).ok_or_else(|| ConfigError(format!("{flag}: unknown key `{key}`")))?;
         check(k, &value).map_err(|e| ConfigError(format!("{flag}: {e}")))?;
         self.values.insert(k.key, (value, Source::Flag(flag.to_string())));
@@ -468,7 +473,7 @@ impl Layers {
     }
 
     /// Each key with its value (as TOML text) and source, in table order.
-    pub fn show(&self) -> Vec<(&'static Key, String, &Source)> {
+    pub(crate) fn show(&self) -> Vec<(&'static Key, String, &Source)> {
         KEYS.iter()
             .map(|k| {
                 let (v, s) = &self.values[k.key];
@@ -526,7 +531,7 @@ impl Layers {
     }
 
     /// The typed configuration.
-    pub fn resolve(&self) -> Config {
+    pub(crate) fn resolve(&self) -> Config {
         let tool = tool_from(&self.str("agent.tool")).unwrap_or(Tool::Claude);
         let nonzero = |d: Duration| (!d.is_zero()).then_some(d);
         Config {
@@ -597,7 +602,7 @@ impl Layers {
 }
 
 /// `agent.idle_timeout` → `RALPH_AGENT_IDLE_TIMEOUT`.
-pub fn env_name(key: &str) -> String {
+pub(crate) fn env_name(key: &str) -> String {
     format!("RALPH_{}", key.replace('.', "_").to_uppercase())
 }
 
@@ -623,7 +628,7 @@ fn format_from(s: &str) -> Option<Format> {
 }
 
 /// "30m", "1h 30m", "90s", "0" → a duration.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     if t == "0" {
         return Ok(Duration::ZERO);
@@ -682,7 +687,7 @@ fn parse_text(key: &Key, text: &str) -> Result<toml::Value, String> {
 }
 
 /// The commented `config.toml` that `ralph init` writes: every key at its default.
-pub fn template() -> String {
+pub(crate) fn template() -> String {
     let mut out = String::from(
         "# ralph configuration. Every setting is shown at its default, commented out.\n\
          # Precedence: defaults < ~/.config/ralph/config.toml < this file < RALPH_* env < flags.\n\
@@ -711,7 +716,7 @@ pub fn template() -> String {
 }
 
 /// The user's config file: `$XDG_CONFIG_HOME/ralph/config.toml` or `~/.config/ralph/config.toml`.
-pub fn user_file(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+pub(crate) fn user_file(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     if let Some(x) = env("XDG_CONFIG_HOME").filter(|x| !x.is_empty()) {
         return Some(PathBuf::from(x).join("ralph/config.toml"));
     }
@@ -722,78 +727,78 @@ pub fn user_file(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
 
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub agent: AgentConfig,
-    pub run: RunConfig,
-    pub gate: GateConfig,
-    pub circuit: CircuitConfig,
-    pub limits: LimitsConfig,
-    pub budget: BudgetConfig,
-    pub patterns: crate::analyze::PatternTexts,
-    pub hooks: HooksConfig,
-    pub color: Color,
+    pub(crate) agent: AgentConfig,
+    pub(crate) run: RunConfig,
+    pub(crate) gate: GateConfig,
+    pub(crate) circuit: CircuitConfig,
+    pub(crate) limits: LimitsConfig,
+    pub(crate) budget: BudgetConfig,
+    pub(crate) patterns: crate::analyze::PatternTexts,
+    pub(crate) hooks: HooksConfig,
+    pub(crate) color: Color,
 }
 
 #[derive(Debug, Clone)]
-pub struct AgentConfig {
-    pub tool: Tool,
-    pub command: Vec<String>,
-    pub format: Format,
-    pub model: Option<String>,
-    pub args: Vec<String>,
-    pub safe: bool,
-    pub allowed_tools: Vec<String>,
-    pub timeout: Duration,
-    pub idle_timeout: Option<Duration>,
-    pub grace: Duration,
+pub(crate) struct AgentConfig {
+    pub(crate) tool: Tool,
+    pub(crate) command: Vec<String>,
+    pub(crate) format: Format,
+    pub(crate) model: Option<String>,
+    pub(crate) args: Vec<String>,
+    pub(crate) safe: bool,
+    pub(crate) allowed_tools: Vec<String>,
+    pub(crate) timeout: Duration,
+    pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) grace: Duration,
 }
 
 #[derive(Debug, Clone)]
-pub struct RunConfig {
-    pub max_iterations: u32,
-    pub pause: Duration,
-    pub prompt: Option<PathBuf>,
-    pub require_handoff: bool,
+pub(crate) struct RunConfig {
+    pub(crate) max_iterations: u32,
+    pub(crate) pause: Duration,
+    pub(crate) prompt: Option<PathBuf>,
+    pub(crate) require_handoff: bool,
 }
 
 #[derive(Debug, Clone)]
-pub struct GateConfig {
-    pub command: Vec<String>,
-    pub timeout: Duration,
-    pub tail_bytes: usize,
-    pub fatal_signatures: Vec<String>,
-    pub baseline: bool,
+pub(crate) struct GateConfig {
+    pub(crate) command: Vec<String>,
+    pub(crate) timeout: Duration,
+    pub(crate) tail_bytes: usize,
+    pub(crate) fatal_signatures: Vec<String>,
+    pub(crate) baseline: bool,
 }
 
 #[derive(Debug, Clone)]
-pub struct CircuitConfig {
-    pub no_progress: u32,
-    pub same_error: u32,
-    pub permission_denials: u32,
-    pub failures: u32,
-    pub cooldown: Duration,
-    pub auto_reset: bool,
+pub(crate) struct CircuitConfig {
+    pub(crate) no_progress: u32,
+    pub(crate) same_error: u32,
+    pub(crate) permission_denials: u32,
+    pub(crate) failures: u32,
+    pub(crate) cooldown: Duration,
+    pub(crate) auto_reset: bool,
 }
 
 #[derive(Debug, Clone)]
-pub struct LimitsConfig {
-    pub calls_per_hour: u32,
-    pub wait: bool,
-    pub max_wait: Duration,
-    pub usage_limit_wait: Duration,
+pub(crate) struct LimitsConfig {
+    pub(crate) calls_per_hour: u32,
+    pub(crate) wait: bool,
+    pub(crate) max_wait: Duration,
+    pub(crate) usage_limit_wait: Duration,
 }
 
 #[derive(Debug, Clone)]
-pub struct BudgetConfig {
-    pub max_duration: Option<Duration>,
-    pub max_cost: Option<f64>,
-    pub max_tokens: Option<u64>,
+pub(crate) struct BudgetConfig {
+    pub(crate) max_duration: Option<Duration>,
+    pub(crate) max_cost: Option<f64>,
+    pub(crate) max_tokens: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
-pub struct HooksConfig {
-    pub on_iteration_end: Vec<String>,
-    pub on_complete: Vec<String>,
-    pub on_halt: Vec<String>,
+pub(crate) struct HooksConfig {
+    pub(crate) on_iteration_end: Vec<String>,
+    pub(crate) on_complete: Vec<String>,
+    pub(crate) on_halt: Vec<String>,
 }
 
 impl Default for Config {

@@ -1,15 +1,15 @@
 //! ralph: runs a coding agent in a loop over the stories of a `prd.json`,
 //! one fresh agent process per story, until every story is verified done.
 //!
-//! `main.rs` only calls [`run`]; everything else lives in the library so the
-//! integration tests and benches can reach it.
+//! `main.rs` only calls [`main_entry`]; everything else lives in the library
+//! so the fuzz targets and benches can reach it.
 
 pub mod agent;
 pub mod analyze;
 pub mod archive;
 pub mod circuit;
-pub mod cli;
-pub mod commands;
+mod cli;
+mod commands;
 pub mod config;
 pub mod driver;
 pub mod error;
@@ -24,6 +24,7 @@ pub mod paths;
 pub mod prd;
 pub mod process;
 pub mod prompt;
+pub mod redact;
 pub mod signals;
 pub mod state;
 pub mod store;
@@ -45,4 +46,3 @@ pub fn main_entry() -> u8 {
         }
     }
 }
-pub mod redact;

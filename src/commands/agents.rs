@@ -10,16 +10,16 @@ use crate::error::Error;
 
 /// One line of `ralph agents`.
 #[derive(Debug, serde::Serialize)]
-pub struct AgentInfo {
-    pub tool: String,
-    pub program: String,
-    pub path: Option<String>,
-    pub version: Option<String>,
-    pub problems: Vec<String>,
+pub(crate) struct AgentInfo {
+    pub(crate) tool: String,
+    pub(crate) program: String,
+    pub(crate) path: Option<String>,
+    pub(crate) version: Option<String>,
+    pub(crate) problems: Vec<String>,
 }
 
 /// Every known CLI, found or not.
-pub fn run(g: &Global) -> Result<u8, Error> {
+pub(crate) fn run(g: &Global) -> Result<u8, Error> {
     // SAFETY: geteuid has no preconditions.
     let is_root = crate::process::euid() == 0;
     let env = |k: &str| std::env::var(k).ok();

@@ -44,7 +44,7 @@ fn guess_format(head: &[u8]) -> Format {
     Format::Text
 }
 
-pub fn run(g: &Global, args: &AnalyzeArgs) -> Result<u8, Error> {
+pub(crate) fn run(g: &Global, args: &AnalyzeArgs) -> Result<u8, Error> {
     let file = std::fs::File::open(&args.file)
         .map_err(|e| Error::Usage(format!("cannot open {}: {e}", args.file.display())))?;
     let mut reader = std::io::BufReader::with_capacity(256 * 1024, file);

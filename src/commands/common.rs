@@ -12,7 +12,7 @@ use crate::event::Reporter;
 use crate::ui::{self, Mode, Style};
 
 /// `-C DIR`, or the current directory.
-pub fn project_dir(g: &Global) -> Result<PathBuf, Error> {
+pub(crate) fn project_dir(g: &Global) -> Result<PathBuf, Error> {
     match &g.dir {
         Some(d) => Ok(d.clone()),
         None => std::env::current_dir().map_err(|e| Error::io("read the current directory", e)),
@@ -20,12 +20,12 @@ pub fn project_dir(g: &Global) -> Result<PathBuf, Error> {
 }
 
 /// The process environment, as `config::Layers::load` takes it.
-pub fn env(k: &str) -> Option<String> {
+pub(crate) fn env(k: &str) -> Option<String> {
     std::env::var(k).ok()
 }
 
 /// The renderer for this terminal and these flags.
-pub fn reporter(g: &Global, config: &Config) -> (Box<dyn Reporter>, Style) {
+pub(crate) fn reporter(g: &Global, config: &Config) -> (Box<dyn Reporter>, Style) {
     let tty = std::io::stdout().is_terminal();
     let (mode, color) = ui::decide(
         g.json,

@@ -9,7 +9,7 @@ use crate::error::Error;
 use super::common::project_dir;
 use super::flags::layers;
 
-pub fn show(g: &Global) -> Result<u8, Error> {
+pub(crate) fn show(g: &Global) -> Result<u8, Error> {
     let project = project_dir(g)?;
     // Run flags go with `ralph run`, so only the global ones (--color) apply.
     let layers = layers(g, &project, &SettingArgs::default())?;

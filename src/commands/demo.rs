@@ -57,7 +57,7 @@ fn prd_json(exe: &str) -> String {
 }
 
 /// Creates the demo project and runs the loop on it.
-pub fn run(g: &Global, args: &DemoArgs) -> Result<u8, Error> {
+pub(crate) fn run(g: &Global, args: &DemoArgs) -> Result<u8, Error> {
     let dir = match &args.into {
         Some(d) => d.clone(),
         None => std::env::temp_dir()
@@ -146,7 +146,7 @@ fn read_task(prompt: &str) -> Option<Task> {
 }
 
 /// `ralph __demo-agent`: one iteration of the scripted agent.
-pub fn agent(pace: f64) -> u8 {
+pub(crate) fn agent(pace: f64) -> u8 {
     let pause = || std::thread::sleep(Duration::from_secs_f64(pace.clamp(0.0, 5.0)));
     let say = |line: &str| {
         println!("{line}");
@@ -258,7 +258,7 @@ fn commit_all(dir: &Path, message: &str) -> Result<(), git2::Error> {
 }
 
 /// `ralph __demo-check STORY`: the demo's per-story gate.
-pub fn check(story: &str) -> u8 {
+pub(crate) fn check(story: &str) -> u8 {
     let Some(&(_, _, file, content)) = STORIES.iter().find(|s| s.0 == story) else {
         eprintln!("unknown story {story}");
         return 2;

@@ -20,7 +20,7 @@ use crate::store::Store;
 use super::common::env;
 
 /// The configuration layers for a project, with the setting flags on top.
-pub fn layers(g: &Global, project: &Path, settings: &SettingArgs) -> Result<Layers, Error> {
+pub(crate) fn layers(g: &Global, project: &Path, settings: &SettingArgs) -> Result<Layers, Error> {
     let mut layers = if g.no_config {
         Layers::load(None, &project.join(".ralph/none"), &env)?
     } else {
@@ -35,7 +35,11 @@ pub fn layers(g: &Global, project: &Path, settings: &SettingArgs) -> Result<Laye
 }
 
 /// Puts every setting flag that was given on top of `layers`.
-pub fn apply(layers: &mut Layers, g: &Global, settings: &SettingArgs) -> Result<(), ConfigError> {
+pub(crate) fn apply(
+    layers: &mut Layers,
+    g: &Global,
+    settings: &SettingArgs,
+) -> Result<(), ConfigError> {
     for key in KEYS {
         let Some(flag) = key.flag else { continue };
         if let Some(v) = value(g, settings, flag) {

@@ -8,11 +8,10 @@ use crate::error::Error;
 
 use super::common::project_dir;
 
-pub const PRD_EXAMPLE: &str = include_str!("../../prd.json.example");
-pub const CONFIG_TEMPLATE: &str = include_str!("../../templates/config.toml");
-pub const AGENTS_TEMPLATE: &str = include_str!("../../templates/AGENTS.md");
-pub const SKILL_PRD: &str = include_str!("../../skills/prd/SKILL.md");
-pub const SKILL_RALPH: &str = include_str!("../../skills/ralph/SKILL.md");
+const PRD_EXAMPLE: &str = include_str!("../../prd.json.example");
+const AGENTS_TEMPLATE: &str = include_str!("../../templates/AGENTS.md");
+const SKILL_PRD: &str = include_str!("../../skills/prd/SKILL.md");
+const SKILL_RALPH: &str = include_str!("../../skills/ralph/SKILL.md");
 
 /// What `init` did, one line per file, with paths relative to the project.
 struct Done {
@@ -71,7 +70,7 @@ fn ignore(project: &Path, entry: &str, done: &mut Done) -> Result<(), Error> {
 }
 
 /// Scaffolds the project. Idempotent: never overwrites a file.
-pub fn run(g: &Global, args: &InitArgs) -> Result<u8, Error> {
+pub(crate) fn run(g: &Global, args: &InitArgs) -> Result<u8, Error> {
     let project = project_dir(g)?;
     let project: PathBuf = project.canonicalize().map_err(|e| {
         Error::Usage(format!("cannot use {} as the project directory: {e}", project.display()))
@@ -88,7 +87,9 @@ pub fn run(g: &Global, args: &InitArgs) -> Result<u8, Error> {
         create(&project.join("prd.json"), PRD_EXAMPLE, &mut done)?;
         ignore(&project, "/.last-branch", &mut done)?;
     }
-    create(&store.config(), CONFIG_TEMPLATE, &mut done)?;
+    // Straight from the settings table; templates/config.toml is the same
+    // text, kept in the repository for people to read.
+    create(&store.config(), &crate::config::template(), &mut done)?;
     let prompt = format!(
         "<!-- ralph's iteration prompt. Edit it to suit this project, or delete this file to use the\n     built-in one. Placeholders like {{{{story_id}}}} are filled in each iteration. -->\n{}",
         crate::prompt::BUILTIN
@@ -119,20 +120,17 @@ pub fn run(g: &Global, args: &InitArgs) -> Result<u8, Error> {
 mod tests {
     #[test]
     fn the_config_template_file_matches_the_settings_table() {
-        // templates/config.toml is what `ralph init` writes; it is generated
-        // from the settings table so the two can never drift apart.
+        // templates/config.toml shows what `ralph init` writes, which is
+        // generated from the settings table; the two can never drift apart.
         // `RALPH_BLESS=1 cargo test` rewrites it.
+        const FILE: &str = include_str!("../../templates/config.toml");
         let want = crate::config::template();
         if std::env::var_os("RALPH_BLESS").is_some() {
             std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/templates/config.toml"), &want)
                 .unwrap();
             return;
         }
-        assert_eq!(
-            super::CONFIG_TEMPLATE,
-            want,
-            "templates/config.toml is stale: run RALPH_BLESS=1 cargo test"
-        );
+        assert_eq!(FILE, want, "templates/config.toml is stale: run RALPH_BLESS=1 cargo test");
     }
 
     #[test]

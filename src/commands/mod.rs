@@ -21,7 +21,7 @@ use crate::cli::{Cli, Command, ConfigCommand, Global, RunArgs};
 use crate::error::Error;
 
 /// Runs what the command line asks for.
-pub fn dispatch(cli: Cli) -> Result<u8, Error> {
+pub(crate) fn dispatch(cli: Cli) -> Result<u8, Error> {
     let g = &cli.global;
     if let Some(command) = &cli.command
         && cli.run != RunArgs::default()

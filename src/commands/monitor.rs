@@ -36,7 +36,7 @@ fn quote(s: &str) -> String {
     }
 }
 
-pub fn run(g: &Global) -> Result<u8, Error> {
+pub(crate) fn run(g: &Global) -> Result<u8, Error> {
     let tmux = which::which("tmux").map_err(|_| Error::Environment {
         message: "ralph monitor needs tmux, which is not installed".into(),
         hint: Some("install it (apt install tmux / brew install tmux), or run `ralph` and `ralph status --watch` in two terminals".into()),

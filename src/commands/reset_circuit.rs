@@ -10,7 +10,7 @@ use crate::store;
 
 use super::common::project_dir;
 
-pub fn run(g: &Global) -> Result<u8, Error> {
+pub(crate) fn run(g: &Global) -> Result<u8, Error> {
     let store = store::Store::new(&project_dir(g)?);
     // A running loop holds its own copy of the breaker and would overwrite
     // the reset at its next save.

@@ -30,7 +30,7 @@ fn print_card(g: &Global, card: &Card, verb: &str) {
     }
 }
 
-pub fn run(g: &Global, cmd: RulesCommand) -> Result<u8, Error> {
+pub(crate) fn run(g: &Global, cmd: RulesCommand) -> Result<u8, Error> {
     let store = Store::new(&project_dir(g)?);
     let now = Utc::now();
     match cmd {

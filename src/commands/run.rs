@@ -7,7 +7,7 @@ use crate::paths::Paths;
 use super::common::{project_dir, reporter};
 use super::flags::layers;
 
-pub fn run(g: &Global, args: &RunArgs) -> Result<u8, Error> {
+pub(crate) fn run(g: &Global, args: &RunArgs) -> Result<u8, Error> {
     let project = project_dir(g)?;
     let paths = Paths::resolve(&project, g.prd.as_deref())?;
     let layers = layers(g, &paths.project, &args.settings)?;

@@ -21,64 +21,64 @@ use super::common::project_dir;
 use super::flags::layers;
 
 #[derive(Debug, Serialize)]
-pub struct Status {
+pub(crate) struct Status {
     /// Bumped when a field changes meaning or disappears.
-    pub version: u32,
-    pub project_dir: String,
-    pub prd: String,
-    pub project: Option<String>,
+    pub(crate) version: u32,
+    pub(crate) project_dir: String,
+    pub(crate) prd: String,
+    pub(crate) project: Option<String>,
     /// The checked-out git branch.
-    pub branch: Option<String>,
+    pub(crate) branch: Option<String>,
     /// The branch the PRD names.
-    pub prd_branch: Option<String>,
-    pub prd_error: Option<String>,
-    pub stories: Vec<StoryLine>,
-    pub passing: usize,
-    pub total: usize,
-    pub circuit: CircuitLine,
-    pub calls_this_hour: usize,
-    pub calls_per_hour: u32,
-    pub usage_limit_until: Option<DateTime<Utc>>,
+    pub(crate) prd_branch: Option<String>,
+    pub(crate) prd_error: Option<String>,
+    pub(crate) stories: Vec<StoryLine>,
+    pub(crate) passing: usize,
+    pub(crate) total: usize,
+    pub(crate) circuit: CircuitLine,
+    pub(crate) calls_this_hour: usize,
+    pub(crate) calls_per_hour: u32,
+    pub(crate) usage_limit_until: Option<DateTime<Utc>>,
     /// The pid of the ralph holding the lock, if one is running.
-    pub running_pid: Option<u32>,
-    pub current_run: Option<RunLine>,
-    pub last_run: Option<serde_json::Value>,
-    pub warnings: Vec<String>,
+    pub(crate) running_pid: Option<u32>,
+    pub(crate) current_run: Option<RunLine>,
+    pub(crate) last_run: Option<serde_json::Value>,
+    pub(crate) warnings: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
-pub struct StoryLine {
-    pub id: String,
-    pub title: String,
-    pub priority: Option<f64>,
-    pub passes: bool,
-    pub next: bool,
+pub(crate) struct StoryLine {
+    pub(crate) id: String,
+    pub(crate) title: String,
+    pub(crate) priority: Option<f64>,
+    pub(crate) passes: bool,
+    pub(crate) next: bool,
 }
 
 #[derive(Debug, Serialize)]
-pub struct CircuitLine {
-    pub state: String,
-    pub reason: String,
-    pub iterations_without_progress: u32,
-    pub total_opens: u64,
-    pub opened_at: Option<DateTime<Utc>>,
+pub(crate) struct CircuitLine {
+    pub(crate) state: String,
+    pub(crate) reason: String,
+    pub(crate) iterations_without_progress: u32,
+    pub(crate) total_opens: u64,
+    pub(crate) opened_at: Option<DateTime<Utc>>,
     /// What a person can do when it is open.
-    pub advice: Vec<String>,
+    pub(crate) advice: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
-pub struct RunLine {
-    pub run_id: String,
-    pub iteration: u32,
-    pub max_iterations: u32,
-    pub phase: Phase,
-    pub story: Option<String>,
-    pub cost_usd: f64,
-    pub outcome: Option<String>,
+pub(crate) struct RunLine {
+    pub(crate) run_id: String,
+    pub(crate) iteration: u32,
+    pub(crate) max_iterations: u32,
+    pub(crate) phase: Phase,
+    pub(crate) story: Option<String>,
+    pub(crate) cost_usd: f64,
+    pub(crate) outcome: Option<String>,
 }
 
 /// Gathers the status of the project at `paths`.
-pub fn gather(
+pub(crate) fn gather(
     paths: &Paths,
     calls_per_hour: u32,
     cooldown: std::time::Duration,
@@ -156,7 +156,7 @@ pub fn gather(
 }
 
 /// The human view.
-pub fn render(s: &Status) -> String {
+pub(crate) fn render(s: &Status) -> String {
     let mut o = String::new();
     let project = s.project.as_deref().unwrap_or("(no project name)");
     o.push_str(&format!("{project} — {}\n", s.prd));
@@ -266,7 +266,7 @@ pub fn render(s: &Status) -> String {
     o
 }
 
-pub fn run(g: &Global, args: &StatusArgs) -> Result<u8, Error> {
+pub(crate) fn run(g: &Global, args: &StatusArgs) -> Result<u8, Error> {
     let project = project_dir(g)?;
     let paths = Paths::resolve(&project, g.prd.as_deref())?;
     let config = layers(g, &paths.project, &SettingArgs::default())?.resolve();
