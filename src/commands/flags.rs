@@ -89,7 +89,8 @@ mod tests {
 
     use super::*;
     use crate::cli::Cli;
-    use crate::config::{Kind, Source};
+    use crate::config::Source;
+    use crate::config::keys::Kind;
 
     /// An argument as a person types it: `--timeout`, or `MAX_ITERATIONS`.
     fn shown(arg: &clap::Arg) -> String {
