@@ -339,3 +339,13 @@ pub(crate) enum ConfigCommand {
     )]
     Show,
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        // clap's own checks (duplicate flags, bad defaults, conflicting
+        // settings), which otherwise run only when a debug build parses.
+        <super::Cli as clap::CommandFactory>::command().debug_assert();
+    }
+}

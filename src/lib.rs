@@ -2,7 +2,7 @@
 //! one fresh agent process per story, until every story is verified done.
 //!
 //! `main.rs` only calls [`main_entry`]; everything else lives in the library
-//! so the fuzz targets and benches can reach it.
+//! so the fuzz targets and the integration tests can reach what they need.
 
 pub mod agent;
 pub mod analyze;
