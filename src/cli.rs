@@ -1,6 +1,6 @@
-//! The command line, declared with clap and nothing else: flags become
-//! configuration layers in `lib.rs`, and the rest of the program never
-//! looks at raw arguments.
+//! The command line, declared with clap and nothing else: the flags that are
+//! settings become the top configuration layer (`commands::flags`), and the
+//! rest of the program never looks at raw arguments.
 
 use std::path::PathBuf;
 
@@ -52,113 +52,137 @@ ralph again and it resumes.",
     override_usage = "ralph [OPTIONS] [MAX_ITERATIONS]\n       ralph [OPTIONS] <COMMAND>",
     subcommand_value_name = "COMMAND"
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(flatten)]
-    pub global: Global,
+    pub(crate) global: Global,
     #[command(flatten)]
-    pub run: RunArgs,
+    pub(crate) run: RunArgs,
     #[command(subcommand)]
-    pub command: Option<Command>,
+    pub(crate) command: Option<Command>,
 }
 
 #[derive(Debug, Args, Clone, Default)]
-pub struct Global {
+pub(crate) struct Global {
     /// Project directory (default: the current directory)
     #[arg(short = 'C', long = "dir", global = true, value_name = "DIR", env = "RALPH_PROJECT_DIR")]
-    pub dir: Option<PathBuf>,
+    pub(crate) dir: Option<PathBuf>,
     /// Path of prd.json (default: ./prd.json, else ./scripts/ralph/prd.json)
     #[arg(long, global = true, value_name = "PATH", env = "RALPH_PRD_FILE")]
-    pub prd: Option<PathBuf>,
+    pub(crate) prd: Option<PathBuf>,
+    // The one global option that is a setting: the `flag` of ui.color.
     /// When to use colour; auto: when stdout is a terminal and NO_COLOR is unset
     #[arg(long, global = true, value_enum, value_name = "WHEN")]
-    pub color: Option<Color>,
+    pub(crate) color: Option<Color>,
     /// Only iteration results and the final report; no agent output
     #[arg(short, long, global = true)]
-    pub quiet: bool,
+    pub(crate) quiet: bool,
     /// More detail (agent output on the live display too)
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
-    pub verbose: u8,
+    pub(crate) verbose: u8,
     /// Machine-readable output: one JSON object per event of a run (see
     /// docs/events.md), one JSON document for other commands
     #[arg(long, global = true)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Ignore ~/.config/ralph/config.toml and .ralph/config.toml
     #[arg(long, global = true)]
-    pub no_config: bool,
+    pub(crate) no_config: bool,
 }
 
+/// The options of a run. Those that set a configuration key are in
+/// [`SettingArgs`]; the rest act on this run only.
 #[derive(Debug, Args, Clone, Default, PartialEq)]
 #[command(next_help_heading = "Run options")]
-pub struct RunArgs {
-    /// Most iterations to run [default: 10, or run.max_iterations]
-    #[arg(value_name = "MAX_ITERATIONS", value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_iterations: Option<u32>,
-    /// Agent CLI to drive
-    #[arg(long, value_enum, value_name = "TOOL")]
-    pub tool: Option<Tool>,
-    /// Any other agent command (split like a shell splits words, never run by one);
-    /// {prompt} / {prompt_file} put the prompt in argv / a file, else it goes to stdin
-    #[arg(long, value_name = "COMMAND")]
-    pub agent_cmd: Option<String>,
-    /// Model for the agent CLI (passed as --model)
-    #[arg(long, value_name = "MODEL")]
-    pub model: Option<String>,
-    /// Use the agent CLI's safer permission mode instead of "allow everything"
-    #[arg(long)]
-    pub safe: bool,
-    /// Verification gate: a story passes only when this command passes
-    #[arg(long, value_name = "COMMAND")]
-    pub gate: Option<String>,
-    /// Wall-clock limit per iteration; 0 = none [default: 30m]
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
-    pub timeout: Option<String>,
-    /// Stop the agent after this long without output; 0 = never [default: 10m]
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
-    pub idle_timeout: Option<String>,
-    /// Pause between iterations [default: 0s]
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
-    pub pause: Option<String>,
-    /// Prompt template (default: .ralph/prompt.md, else the built-in one)
-    #[arg(long, value_name = "FILE")]
-    pub prompt: Option<PathBuf>,
-    /// Wall clock for the whole run
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
-    pub max_duration: Option<String>,
-    /// Stop once the agents report spending this many USD
-    #[arg(long, value_name = "USD")]
-    pub max_cost: Option<f64>,
-    /// Stop once the agents report using this many tokens
-    #[arg(long, value_name = "TOKENS")]
-    pub max_tokens: Option<u64>,
-    /// Agent runs allowed per hour; 0 = no limit [default: 100]
-    #[arg(long, value_name = "N")]
-    pub calls_per_hour: Option<u32>,
-    /// Stop (exit 4) at a rate or usage limit instead of waiting it out
-    #[arg(long)]
-    pub no_wait: bool,
-    /// Longest wait for a limit before stopping with exit 4 [default: 6h]
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
-    pub max_wait: Option<String>,
-    /// Start with a closed circuit breaker, whatever state it was left in
-    #[arg(long)]
-    pub auto_reset: bool,
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    pub(crate) settings: SettingArgs,
     /// Reset the circuit breaker to CLOSED and exit
     #[arg(long)]
-    pub reset_circuit: bool,
+    pub(crate) reset_circuit: bool,
     /// Start a new run instead of resuming one that crashed
     #[arg(long)]
-    pub fresh: bool,
+    pub(crate) fresh: bool,
     /// Run inside a tmux session with status and log panes
     #[arg(long)]
-    pub monitor: bool,
+    pub(crate) monitor: bool,
+}
+
+/// Run options that set a configuration key: each is the `flag` of one row
+/// of `config::KEYS` (as is the global `--color`), so `config show` names it
+/// as the value's source. A test fails when one is missing from the table.
+#[derive(Debug, Args, Clone, Default, PartialEq)]
+#[command(next_help_heading = "Run options")]
+pub(crate) struct SettingArgs {
+    /// Most iterations to run [default: 10, or run.max_iterations]
+    #[arg(value_name = "MAX_ITERATIONS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_iterations: Option<u32>,
+    /// Agent CLI to drive
+    #[arg(long, value_enum, value_name = "TOOL")]
+    pub(crate) tool: Option<Tool>,
+    /// Any other agent command (split like a shell splits words, never run by one);
+    /// {prompt} / {prompt_file} put the prompt in argv / a file, else it goes to stdin
+    #[arg(long, value_name = "COMMAND", value_parser = command)]
+    pub(crate) agent_cmd: Option<String>,
+    /// Model for the agent CLI (passed as --model)
+    #[arg(long, value_name = "MODEL")]
+    pub(crate) model: Option<String>,
+    /// Use the agent CLI's safer permission mode instead of "allow everything"
+    #[arg(long)]
+    pub(crate) safe: bool,
+    /// Verification gate: a story passes only when this command passes
+    #[arg(long, value_name = "COMMAND", value_parser = command)]
+    pub(crate) gate: Option<String>,
+    /// Wall-clock limit per iteration; 0 = none [default: 30m]
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub(crate) timeout: Option<String>,
+    /// Stop the agent after this long without output; 0 = never [default: 10m]
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub(crate) idle_timeout: Option<String>,
+    /// Pause between iterations [default: 0s]
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub(crate) pause: Option<String>,
+    /// Prompt template (default: .ralph/prompt.md, else the built-in one)
+    #[arg(long, value_name = "FILE")]
+    pub(crate) prompt: Option<PathBuf>,
+    /// Wall clock for the whole run
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub(crate) max_duration: Option<String>,
+    /// Stop once the agents report spending this many USD
+    #[arg(long, value_name = "USD", value_parser = usd)]
+    pub(crate) max_cost: Option<f64>,
+    /// Stop once the agents report using this many tokens
+    #[arg(long, value_name = "TOKENS")]
+    pub(crate) max_tokens: Option<u64>,
+    /// Agent runs allowed per hour; 0 = no limit [default: 100]
+    #[arg(long, value_name = "N")]
+    pub(crate) calls_per_hour: Option<u32>,
+    /// Stop (exit 4) at a rate or usage limit instead of waiting it out
+    #[arg(long)]
+    pub(crate) no_wait: bool,
+    /// Longest wait for a limit before stopping with exit 4 [default: 6h]
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub(crate) max_wait: Option<String>,
+    /// Start with a closed circuit breaker, whatever state it was left in
+    #[arg(long)]
+    pub(crate) auto_reset: bool,
 }
 
 fn duration(s: &str) -> Result<String, String> {
     crate::config::parse_duration(s).map(|_| s.to_string())
 }
 
+fn command(s: &str) -> Result<String, String> {
+    crate::agent::words::split(s).map(|_| s.to_string())
+}
+
+fn usd(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(c) if c >= 0.0 && c.is_finite() => Ok(c),
+        _ => Err("expected a non-negative number".into()),
+    }
+}
+
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run the loop (the default command)
     #[command(
         after_help = "Examples:\n  ralph run 20 --tool amp --gate \"npm test\"\n  ralph run --max-cost 5 --max-duration 2h --json >> ralph.jsonl"
@@ -233,43 +257,43 @@ init again is safe.",
 }
 
 #[derive(Debug, Args)]
-pub struct StatusArgs {
+pub(crate) struct StatusArgs {
     /// Redraw every few seconds until interrupted
     #[arg(long)]
-    pub watch: bool,
+    pub(crate) watch: bool,
     /// Seconds between redraws with --watch
     #[arg(long, default_value_t = 2, value_name = "SECONDS")]
-    pub interval: u64,
+    pub(crate) interval: u64,
 }
 
 #[derive(Debug, Args)]
-pub struct AnalyzeArgs {
+pub(crate) struct AnalyzeArgs {
     /// The file to analyse
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// How the agent formatted it (default: guessed from the content)
     #[arg(long, value_enum)]
-    pub format: Option<crate::analyze::Format>,
+    pub(crate) format: Option<crate::analyze::Format>,
 }
 
 #[derive(Debug, Args)]
-pub struct DemoArgs {
+pub(crate) struct DemoArgs {
     /// Where to create the demo project (default: a new temporary folder)
     #[arg(long, value_name = "DIR")]
-    pub into: Option<PathBuf>,
+    pub(crate) into: Option<PathBuf>,
     /// Seconds the scripted agent pauses between steps
     #[arg(long, default_value = "0.3", value_name = "SECONDS")]
-    pub pace: f64,
+    pub(crate) pace: f64,
 }
 
 #[derive(Debug, Args)]
-pub struct InitArgs {
+pub(crate) struct InitArgs {
     /// The agent whose skills folder receives the prd and ralph skills
     #[arg(long, value_enum, default_value = "claude")]
-    pub tool: Tool,
+    pub(crate) tool: Tool,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum RulesCommand {
+pub(crate) enum RulesCommand {
     /// All rule cards, candidates first
     List,
     /// One card in full
@@ -308,10 +332,20 @@ pub enum RulesCommand {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum ConfigCommand {
+pub(crate) enum ConfigCommand {
     /// Every setting with its value and where it came from
     #[command(
         after_help = "Sources, lowest first: default, ~/.config/ralph/config.toml, .ralph/config.toml, RALPH_* environment, flags.\n\nExample:\n  ralph config show"
     )]
     Show,
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        // clap's own checks (duplicate flags, bad defaults, conflicting
+        // settings), which otherwise run only when a debug build parses.
+        <super::Cli as clap::CommandFactory>::command().debug_assert();
+    }
 }

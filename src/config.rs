@@ -1,11 +1,13 @@
 //! Settings, resolved in layers: built-in defaults < `~/.config/ralph/config.toml`
 //! < `.ralph/config.toml` < `RALPH_*` environment < command-line flags.
 //!
-//! Every setting is one row of [`KEYS`]: its TOML key, type, default and
+//! Every setting is one row of [`KEYS`] (in `config/keys.rs`): its TOML
+//! key, type, default, the command-line flag that sets it (if any) and
 //! help. The same table drives validation, `ralph config show` (each value
 //! with the layer it came from), the commented `config.toml` that `ralph
-//! init` writes, and the environment variable names. Unknown keys and
-//! values of the wrong type are errors that name the file and the key.
+//! init` writes, the environment variable names, and which flag lands on
+//! which key. Unknown keys and values of the wrong type are errors that
+//! name the file (or flag) and the key.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -15,10 +17,15 @@ use std::time::Duration;
 use crate::agent::Tool;
 use crate::analyze::Format;
 
+pub(crate) mod keys;
+
+pub(crate) use keys::{KEYS, Key, env_name, parse_duration};
+use keys::{check, find, format_from, parse_text, tool_from};
+
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Source {
+pub(crate) enum Source {
     Default,
     User(PathBuf),
     Project(PathBuf),
@@ -37,288 +44,6 @@ impl fmt::Display for Source {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Str,
-    Bool,
-    Int,
-    Float,
-    Duration,
-    /// A list of strings (TOML array, or comma-separated in the environment).
-    List,
-    /// A command: an argv array, or a string split like a shell splits words.
-    Command,
-    Tool,
-    Format,
-    Color,
-}
-
-impl Kind {
-    fn expected(self) -> &'static str {
-        match self {
-            Kind::Str => "a string",
-            Kind::Bool => "true or false",
-            Kind::Int => "a non-negative integer",
-            Kind::Float => "a non-negative number",
-            Kind::Duration => {
-                "a duration such as \"30m\", \"90s\" or \"1h 30m\" (\"0\" turns it off)"
-            }
-            Kind::List => "an array of strings",
-            Kind::Command => {
-                "a command: an array of strings, or a string (split like a shell, never run by one)"
-            }
-            Kind::Tool => {
-                "one of claude, amp, codex, gemini, opencode, cursor-agent, aider, custom"
-            }
-            Kind::Format => "one of text, claude, amp, codex, gemini, opencode, cursor",
-            Kind::Color => "one of auto, always, never",
-        }
-    }
-}
-
-/// One setting.
-#[derive(Debug)]
-pub struct Key {
-    pub key: &'static str,
-    pub kind: Kind,
-    /// The default as TOML text.
-    pub default: &'static str,
-    pub help: &'static str,
-}
-
-macro_rules! key {
-    ($key:literal, $kind:ident, $default:literal, $help:literal) => {
-        Key { key: $key, kind: Kind::$kind, default: $default, help: $help }
-    };
-}
-
-/// Every setting ralph has.
-pub const KEYS: &[Key] = &[
-    key!(
-        "agent.tool",
-        Tool,
-        "\"claude\"",
-        "Agent CLI to run: claude, amp, codex, gemini, opencode, cursor-agent, aider, custom."
-    ),
-    key!(
-        "agent.command",
-        Command,
-        "[]",
-        "Command for tool = custom (or to replace a named tool's program), e.g. [\"my-agent\", \"--fast\"]. {prompt} and {prompt_file} place the prompt in argv or a file; otherwise it goes to stdin."
-    ),
-    key!(
-        "agent.format",
-        Format,
-        "\"text\"",
-        "Output format of a custom command: text, claude, amp, codex, gemini, opencode, cursor."
-    ),
-    key!(
-        "agent.model",
-        Str,
-        "\"\"",
-        "Model passed to the agent CLI (--model); empty: the CLI's default."
-    ),
-    key!("agent.args", List, "[]", "Extra arguments appended to the agent's command line."),
-    key!(
-        "agent.safe",
-        Bool,
-        "false",
-        "Use the CLI's safer permission mode (e.g. claude --permission-mode acceptEdits --allowedTools, codex --sandbox workspace-write) instead of allowing everything."
-    ),
-    key!(
-        "agent.allowed_tools",
-        List,
-        "[]",
-        "Claude tools allowed in safe mode; empty: ralph's default list (edits, git, common build tools)."
-    ),
-    key!(
-        "agent.timeout",
-        Duration,
-        "\"30m\"",
-        "Wall-clock limit of one iteration's agent run (\"0\": none)."
-    ),
-    key!(
-        "agent.idle_timeout",
-        Duration,
-        "\"10m\"",
-        "Stop the agent after this long without output (\"0\": never)."
-    ),
-    key!(
-        "agent.grace",
-        Duration,
-        "\"10s\"",
-        "Time between SIGTERM and SIGKILL when stopping the agent."
-    ),
-    key!(
-        "run.max_iterations",
-        Int,
-        "10",
-        "Iterations per run when no number is given on the command line."
-    ),
-    key!("run.pause", Duration, "\"0s\"", "Pause between iterations."),
-    key!(
-        "run.require_handoff",
-        Bool,
-        "true",
-        "Treat a missing .ralph/handoff.json as a failed iteration (an invalid one always is)."
-    ),
-    key!(
-        "run.commit_leftovers",
-        Bool,
-        "true",
-        "When a story passes with the agent's work uncommitted, ralph commits it (as feat: <ID> - <title>); false: the story does not count until the agent commits."
-    ),
-    key!(
-        "run.prompt",
-        Str,
-        "\"\"",
-        "Prompt template file (default: .ralph/prompt.md if present, else the built-in one)."
-    ),
-    key!(
-        "gate.command",
-        Command,
-        "[]",
-        "Verification gate, e.g. [\"cargo\", \"test\"]: a story passes only when this passes. Empty: no gate (the agent's word is taken)."
-    ),
-    key!("gate.timeout", Duration, "\"10m\"", "Wall-clock limit of one gate run (\"0\": none)."),
-    key!(
-        "gate.tail_bytes",
-        Int,
-        "4096",
-        "Bytes of the gate's stdout and of its stderr kept for the next prompt."
-    ),
-    key!(
-        "gate.fatal_signatures",
-        List,
-        "[]",
-        "Text in the gate's output that means the environment is broken (not the code), e.g. \"No space left on device\"."
-    ),
-    key!(
-        "gate.baseline",
-        Bool,
-        "true",
-        "Run the gate once before the first iteration (fails fast when it cannot run)."
-    ),
-    key!(
-        "circuit.no_progress",
-        Int,
-        "3",
-        "Open the circuit after this many iterations in a row without progress."
-    ),
-    key!(
-        "circuit.same_error",
-        Int,
-        "5",
-        "Open the circuit after the same error this many iterations in a row."
-    ),
-    key!(
-        "circuit.permission_denials",
-        Int,
-        "2",
-        "Open the circuit after permission denials in this many iterations in a row."
-    ),
-    key!(
-        "circuit.failures",
-        Int,
-        "3",
-        "Open the circuit after this many failed agent runs in a row (non-zero exit, error result, timeout)."
-    ),
-    key!(
-        "circuit.cooldown",
-        Duration,
-        "\"30m\"",
-        "An open circuit becomes half-open after this long."
-    ),
-    key!("circuit.auto_reset", Bool, "false", "Start every run with a closed circuit."),
-    key!(
-        "limits.calls_per_hour",
-        Int,
-        "100",
-        "Agent runs allowed in any 60-minute window (0: no limit)."
-    ),
-    key!(
-        "limits.wait",
-        Bool,
-        "true",
-        "Wait out rate and usage limits (false: stop with exit code 4)."
-    ),
-    key!(
-        "limits.max_wait",
-        Duration,
-        "\"6h\"",
-        "Longest single wait for a limit; a longer one stops the run with exit code 4."
-    ),
-    key!(
-        "limits.usage_limit_wait",
-        Duration,
-        "\"60m\"",
-        "Wait after a usage limit whose reset time is unknown."
-    ),
-    key!(
-        "patterns.usage_limit",
-        List,
-        "[]",
-        "Extra regular expressions (regex crate syntax; (?i) for any case) that mark a usage-limit message in the agent's error text. Built-in ones cover Claude, Codex, Gemini."
-    ),
-    key!(
-        "patterns.billing",
-        List,
-        "[]",
-        "Extra regexes for out-of-credit messages (stop the run: waiting will not help)."
-    ),
-    key!("patterns.auth", List, "[]", "Extra regexes for authentication failures (stop the run)."),
-    key!(
-        "patterns.rate_limit",
-        List,
-        "[]",
-        "Extra regexes for API rate limits (back off and retry)."
-    ),
-    key!(
-        "patterns.overload",
-        List,
-        "[]",
-        "Extra regexes for an overloaded API (back off and retry)."
-    ),
-    key!(
-        "patterns.unreachable",
-        List,
-        "[]",
-        "Extra regexes for an unreachable API (back off and retry)."
-    ),
-    key!(
-        "budget.max_duration",
-        Duration,
-        "\"0\"",
-        "Wall clock for the whole run (\"0\": none). No agent starts after it; the running one is stopped."
-    ),
-    key!(
-        "budget.max_cost",
-        Float,
-        "0",
-        "USD the agents may report spending in one run (0: no limit)."
-    ),
-    key!(
-        "budget.max_tokens",
-        Int,
-        "0",
-        "Tokens the agents may report using in one run (0: no limit)."
-    ),
-    key!(
-        "hooks.on_iteration_end",
-        Command,
-        "[]",
-        "Command run after each iteration (RALPH_* variables describe it). A failing hook is logged, never fatal."
-    ),
-    key!("hooks.on_complete", Command, "[]", "Command run when every story passes."),
-    key!("hooks.on_halt", Command, "[]", "Command run when a run stops for any other reason."),
-    key!(
-        "ui.color",
-        Color,
-        "\"auto\"",
-        "Colour: auto, always, never (NO_COLOR is honoured in auto)."
-    ),
-];
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Color {
@@ -328,7 +53,7 @@ pub enum Color {
 }
 
 impl Color {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Color::Auto => "auto",
             Color::Always => "always",
@@ -339,7 +64,7 @@ impl Color {
 
 /// A configuration error, naming where the bad value came from.
 #[derive(Debug)]
-pub struct ConfigError(pub String);
+pub struct ConfigError(pub(crate) String);
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -351,13 +76,13 @@ impl std::error::Error for ConfigError {}
 
 /// Every key's value and where it came from.
 #[derive(Debug, Clone)]
-pub struct Layers {
+pub(crate) struct Layers {
     values: BTreeMap<&'static str, (toml::Value, Source)>,
 }
 
 impl Layers {
     /// Only the built-in defaults.
-    pub fn defaults() -> Layers {
+    pub(crate) fn defaults() -> Layers {
         let values = KEYS
             .iter()
             .map(|k| {
@@ -373,7 +98,7 @@ impl Layers {
 
     /// Loads the user and project files and the environment on top of the defaults.
     /// `env` is passed in so tests can give a fixed environment.
-    pub fn load(
+    pub(crate) fn load(
         user_file: Option<&Path>,
         project_file: &Path,
         env: &dyn Fn(&str) -> Option<String>,
@@ -430,19 +155,27 @@ impl Layers {
         Ok(())
     }
 
-    /// Sets a value from a command-line flag (already typed by clap).
-    pub fn flag(&mut self, key: &str, value: toml::Value, flag: &str) {
-        if let Some(k) = find(key) {
-            self.values.insert(k.key, (value, Source::Flag(flag.to_string())));
-        }
+    /// Sets a value from a command-line flag (already typed by clap). A key
+    /// that is not in [`KEYS`], or a value of the wrong type, is an error
+    /// rather than a flag that silently does nothing.
+    pub(crate) fn flag(
+        &mut self,
+        key: &str,
+        value: toml::Value,
+        flag: &str,
+    ) -> Result<(), ConfigError> {
+        let k = find(key).ok_or_else(|| ConfigError(format!("{flag}: unknown key `{key}`")))?;
+        check(k, &value).map_err(|e| ConfigError(format!("{flag}: {e}")))?;
+        self.values.insert(k.key, (value, Source::Flag(flag.to_string())));
+        Ok(())
     }
 
     /// Each key with its value (as TOML text) and source, in table order.
-    pub fn show(&self) -> Vec<(&'static str, String, &Source)> {
+    pub(crate) fn show(&self) -> Vec<(&'static Key, String, &Source)> {
         KEYS.iter()
             .map(|k| {
                 let (v, s) = &self.values[k.key];
-                (k.key, v.to_string(), s)
+                (k, v.to_string(), s)
             })
             .collect()
     }
@@ -496,7 +229,7 @@ impl Layers {
     }
 
     /// The typed configuration.
-    pub fn resolve(&self) -> Config {
+    pub(crate) fn resolve(&self) -> Config {
         let tool = tool_from(&self.str("agent.tool")).unwrap_or(Tool::Claude);
         let nonzero = |d: Duration| (!d.is_zero()).then_some(d);
         Config {
@@ -567,93 +300,8 @@ impl Layers {
     }
 }
 
-/// `agent.idle_timeout` → `RALPH_AGENT_IDLE_TIMEOUT`.
-pub fn env_name(key: &str) -> String {
-    format!("RALPH_{}", key.replace('.', "_").to_uppercase())
-}
-
-fn find(key: &str) -> Option<&'static Key> {
-    KEYS.iter().find(|k| k.key == key)
-}
-
-fn tool_from(s: &str) -> Option<Tool> {
-    <Tool as clap::ValueEnum>::from_str(s, true).ok()
-}
-
-fn format_from(s: &str) -> Option<Format> {
-    Some(match s {
-        "text" => Format::Text,
-        "claude" => Format::Claude,
-        "amp" => Format::Amp,
-        "codex" => Format::Codex,
-        "gemini" => Format::Gemini,
-        "opencode" => Format::Opencode,
-        "cursor" | "cursor-agent" => Format::Cursor,
-        _ => return None,
-    })
-}
-
-/// "30m", "1h 30m", "90s", "0" → a duration.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    if t == "0" {
-        return Ok(Duration::ZERO);
-    }
-    humantime::parse_duration(t).map_err(|e| format!("{t:?} is not a duration ({e})"))
-}
-
-/// Checks a TOML value against a key's type.
-fn check(key: &Key, value: &toml::Value) -> Result<(), String> {
-    use toml::Value as V;
-    let ok = match (key.kind, value) {
-        (Kind::Str, V::String(_)) | (Kind::Bool, V::Boolean(_)) => true,
-        (Kind::Int, V::Integer(i)) => *i >= 0,
-        (Kind::Float, V::Float(f)) => *f >= 0.0,
-        (Kind::Float, V::Integer(i)) => *i >= 0,
-        (Kind::Duration, V::String(s)) => parse_duration(s).is_ok(),
-        (Kind::List, V::Array(a)) => a.iter().all(V::is_str),
-        (Kind::Command, V::Array(a)) => a.iter().all(V::is_str),
-        (Kind::Command, V::String(s)) => crate::agent::words::split(s).is_ok(),
-        (Kind::Tool, V::String(s)) => tool_from(s).is_some(),
-        (Kind::Format, V::String(s)) => format_from(s).is_some(),
-        (Kind::Color, V::String(s)) => matches!(s.as_str(), "auto" | "always" | "never"),
-        _ => false,
-    };
-    if ok { Ok(()) } else { Err(format!("expected {}, found {value}", key.kind.expected())) }
-}
-
-/// Parses an environment variable's text as a key's value.
-fn parse_text(key: &Key, text: &str) -> Result<toml::Value, String> {
-    use toml::Value as V;
-    let value = match key.kind {
-        Kind::Str | Kind::Duration | Kind::Tool | Kind::Format | Kind::Color | Kind::Command => {
-            V::String(text.into())
-        }
-        Kind::Bool => match text.to_ascii_lowercase().as_str() {
-            "1" | "true" | "yes" | "on" => V::Boolean(true),
-            "0" | "false" | "no" | "off" => V::Boolean(false),
-            _ => return Err(format!("expected {}", key.kind.expected())),
-        },
-        Kind::Int => V::Integer(
-            text.trim().parse::<i64>().map_err(|_| format!("expected {}", key.kind.expected()))?,
-        ),
-        Kind::Float => V::Float(
-            text.trim().parse::<f64>().map_err(|_| format!("expected {}", key.kind.expected()))?,
-        ),
-        Kind::List => V::Array(
-            text.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(|s| V::String(s.into()))
-                .collect(),
-        ),
-    };
-    check(key, &value)?;
-    Ok(value)
-}
-
 /// The commented `config.toml` that `ralph init` writes: every key at its default.
-pub fn template() -> String {
+pub(crate) fn template() -> String {
     let mut out = String::from(
         "# ralph configuration. Every setting is shown at its default, commented out.\n\
          # Precedence: defaults < ~/.config/ralph/config.toml < this file < RALPH_* env < flags.\n\
@@ -666,8 +314,13 @@ pub fn template() -> String {
             out.push_str(&format!("\n[{sec}]\n"));
             section = sec;
         }
+        let flag = match k.flag {
+            Some(f) if f.starts_with('-') => format!(", flag {f}"),
+            Some(f) => format!(", argument {f}"),
+            None => String::new(),
+        };
         out.push_str(&format!(
-            "# {}\n# (env {})\n# {name} = {}\n",
+            "# {}\n# (env {}{flag})\n# {name} = {}\n",
             k.help,
             env_name(k.key),
             k.default
@@ -677,7 +330,7 @@ pub fn template() -> String {
 }
 
 /// The user's config file: `$XDG_CONFIG_HOME/ralph/config.toml` or `~/.config/ralph/config.toml`.
-pub fn user_file(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+pub(crate) fn user_file(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     if let Some(x) = env("XDG_CONFIG_HOME").filter(|x| !x.is_empty()) {
         return Some(PathBuf::from(x).join("ralph/config.toml"));
     }
@@ -688,79 +341,79 @@ pub fn user_file(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
 
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub agent: AgentConfig,
-    pub run: RunConfig,
-    pub gate: GateConfig,
-    pub circuit: CircuitConfig,
-    pub limits: LimitsConfig,
-    pub budget: BudgetConfig,
-    pub patterns: crate::analyze::PatternTexts,
-    pub hooks: HooksConfig,
-    pub color: Color,
+    pub(crate) agent: AgentConfig,
+    pub(crate) run: RunConfig,
+    pub(crate) gate: GateConfig,
+    pub(crate) circuit: CircuitConfig,
+    pub(crate) limits: LimitsConfig,
+    pub(crate) budget: BudgetConfig,
+    pub(crate) patterns: crate::analyze::PatternTexts,
+    pub(crate) hooks: HooksConfig,
+    pub(crate) color: Color,
 }
 
 #[derive(Debug, Clone)]
-pub struct AgentConfig {
-    pub tool: Tool,
-    pub command: Vec<String>,
-    pub format: Format,
-    pub model: Option<String>,
-    pub args: Vec<String>,
-    pub safe: bool,
-    pub allowed_tools: Vec<String>,
-    pub timeout: Duration,
-    pub idle_timeout: Option<Duration>,
-    pub grace: Duration,
+pub(crate) struct AgentConfig {
+    pub(crate) tool: Tool,
+    pub(crate) command: Vec<String>,
+    pub(crate) format: Format,
+    pub(crate) model: Option<String>,
+    pub(crate) args: Vec<String>,
+    pub(crate) safe: bool,
+    pub(crate) allowed_tools: Vec<String>,
+    pub(crate) timeout: Duration,
+    pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) grace: Duration,
 }
 
 #[derive(Debug, Clone)]
-pub struct RunConfig {
-    pub max_iterations: u32,
-    pub pause: Duration,
-    pub prompt: Option<PathBuf>,
-    pub require_handoff: bool,
-    pub commit_leftovers: bool,
+pub(crate) struct RunConfig {
+    pub(crate) max_iterations: u32,
+    pub(crate) pause: Duration,
+    pub(crate) prompt: Option<PathBuf>,
+    pub(crate) require_handoff: bool,
+    pub(crate) commit_leftovers: bool,
 }
 
 #[derive(Debug, Clone)]
-pub struct GateConfig {
-    pub command: Vec<String>,
-    pub timeout: Duration,
-    pub tail_bytes: usize,
-    pub fatal_signatures: Vec<String>,
-    pub baseline: bool,
+pub(crate) struct GateConfig {
+    pub(crate) command: Vec<String>,
+    pub(crate) timeout: Duration,
+    pub(crate) tail_bytes: usize,
+    pub(crate) fatal_signatures: Vec<String>,
+    pub(crate) baseline: bool,
 }
 
 #[derive(Debug, Clone)]
-pub struct CircuitConfig {
-    pub no_progress: u32,
-    pub same_error: u32,
-    pub permission_denials: u32,
-    pub failures: u32,
-    pub cooldown: Duration,
-    pub auto_reset: bool,
+pub(crate) struct CircuitConfig {
+    pub(crate) no_progress: u32,
+    pub(crate) same_error: u32,
+    pub(crate) permission_denials: u32,
+    pub(crate) failures: u32,
+    pub(crate) cooldown: Duration,
+    pub(crate) auto_reset: bool,
 }
 
 #[derive(Debug, Clone)]
-pub struct LimitsConfig {
-    pub calls_per_hour: u32,
-    pub wait: bool,
-    pub max_wait: Duration,
-    pub usage_limit_wait: Duration,
+pub(crate) struct LimitsConfig {
+    pub(crate) calls_per_hour: u32,
+    pub(crate) wait: bool,
+    pub(crate) max_wait: Duration,
+    pub(crate) usage_limit_wait: Duration,
 }
 
 #[derive(Debug, Clone)]
-pub struct BudgetConfig {
-    pub max_duration: Option<Duration>,
-    pub max_cost: Option<f64>,
-    pub max_tokens: Option<u64>,
+pub(crate) struct BudgetConfig {
+    pub(crate) max_duration: Option<Duration>,
+    pub(crate) max_cost: Option<f64>,
+    pub(crate) max_tokens: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
-pub struct HooksConfig {
-    pub on_iteration_end: Vec<String>,
-    pub on_complete: Vec<String>,
-    pub on_halt: Vec<String>,
+pub(crate) struct HooksConfig {
+    pub(crate) on_iteration_end: Vec<String>,
+    pub(crate) on_complete: Vec<String>,
+    pub(crate) on_halt: Vec<String>,
 }
 
 impl Default for Config {
@@ -821,9 +474,10 @@ mod tests {
             let env = |k: &str| (k == var).then(|| env_value.map(str::to_string)).flatten();
             let mut layers = Layers::load(Some(&user), &project, &env).unwrap();
             if let Some(v) = flag {
-                layers.flag(key, v.clone(), "--timeout");
+                layers.flag(key, v.clone(), "--timeout").unwrap();
             }
-            let (_, value, src) = layers.show().into_iter().find(|(k, _, _)| k == key).unwrap();
+            let (_, value, src) =
+                layers.show().into_iter().find(|(k, _, _)| k.key == *key).unwrap();
             assert_eq!(value, *want, "{key}");
             assert!(src.to_string().starts_with(source), "{key}: {src}");
         }
@@ -859,6 +513,30 @@ mod tests {
     }
 
     #[test]
+    fn a_flag_for_an_unknown_key_or_of_the_wrong_type_is_an_error() {
+        let mut layers = Layers::defaults();
+        let s = |v: &str| toml::Value::String(v.into());
+        let cases: &[(&str, toml::Value, Option<&str>)] = &[
+            ("agent.timeout", s("5m"), None),
+            ("agent.timeuot", s("5m"), Some("--timeout: unknown key `agent.timeuot`")),
+            ("agent.timeout", s("soon"), Some("--timeout: expected a duration")),
+            ("budget.max_cost", toml::Value::Float(f64::INFINITY), Some("expected a non-negative")),
+            ("budget.max_cost", toml::Value::Float(-1.0), Some("expected a non-negative")),
+        ];
+        for (key, value, want) in cases {
+            let got = layers.flag(key, value.clone(), "--timeout");
+            match want {
+                None => assert!(got.is_ok(), "{key} = {value}: {got:?}"),
+                Some(w) => {
+                    let e = got.unwrap_err().to_string();
+                    assert!(e.contains(w), "{key} = {value}: {e}");
+                }
+            }
+        }
+        assert_eq!(layers.resolve().agent.timeout, Duration::from_secs(300));
+    }
+
+    #[test]
     fn template_lists_every_key_and_parses_when_uncommented() {
         let t = template();
         let uncommented: String = t
@@ -877,7 +555,7 @@ mod tests {
         std::fs::write(&p, uncommented).unwrap();
         let layers = Layers::load(None, &p, &no_env).unwrap();
         for (key, _, source) in layers.show() {
-            assert!(matches!(source, Source::Project(_)), "{key} not in the template");
+            assert!(matches!(source, Source::Project(_)), "{} not in the template", key.key);
         }
     }
 }

@@ -1,17 +1,16 @@
 //! ralph: runs a coding agent in a loop over the stories of a `prd.json`,
 //! one fresh agent process per story, until every story is verified done.
 //!
-//! `main.rs` only calls [`run`]; everything else lives in the library so the
-//! integration tests and benches can reach it.
+//! `main.rs` only calls [`main_entry`]; everything else lives in the library
+//! so the fuzz targets and the integration tests can reach what they need.
 
 pub mod agent;
 pub mod analyze;
 pub mod archive;
 pub mod circuit;
-pub mod cli;
-pub mod commands;
+mod cli;
+mod commands;
 pub mod config;
-pub mod demo;
 pub mod driver;
 pub mod error;
 pub mod event;
@@ -19,18 +18,15 @@ pub mod exit;
 pub mod gate;
 pub mod git;
 pub mod handoff;
-pub mod init;
 pub mod learn;
 pub mod limits;
-pub mod monitor;
 pub mod paths;
 pub mod prd;
 pub mod process;
 pub mod prompt;
-pub mod rules_cmd;
+pub mod redact;
 pub mod signals;
 pub mod state;
-pub mod status;
 pub mod store;
 pub mod text;
 pub mod ui;
@@ -51,4 +47,3 @@ pub fn main_entry() -> u8 {
         }
     }
 }
-pub mod redact;

@@ -406,25 +406,28 @@ fn config_line(stdout: &str, key: &str) -> (String, String) {
 fn config_show_lists_every_key_with_its_source() {
     let p = Project::new();
     // A command of fixed length: the comments' column depends on the values.
-    let r = to_run(
-        p.ralph()
-            .args(["config", "show"])
-            .env("RALPH_AGENT_COMMAND", "my-agent --fast")
-            .output()
-            .unwrap(),
-    );
+    let show = |args: &[&str]| {
+        to_run(p.ralph().args(args).env("RALPH_AGENT_COMMAND", "my-agent --fast").output().unwrap())
+    };
+    let r = show(&["config", "show"]);
     assert_eq!(r.code, 0, "{r:?}");
-    for key in ralph::config::KEYS {
-        config_line(&r.stdout, key.key);
-    }
-    assert_eq!(r.stdout.lines().count(), ralph::config::KEYS.len(), "{r:?}");
     insta::assert_snapshot!("config_show", shown(&r, &p));
-    let json = p.run(&["config", "show", "--json"]);
+    // The two views show the same keys, one line (one object) each.
+    let json = show(&["config", "show", "--json"]);
     let rows: Vec<Value> = serde_json::from_str(&json.stdout).expect("config show --json");
-    assert_eq!(rows.len(), ralph::config::KEYS.len());
+    for row in &rows {
+        let key = row["key"].as_str().expect("a key");
+        let (value, source) = config_line(&r.stdout, key);
+        assert_eq!(row["value"], value, "{key}");
+        assert_eq!(row["source"], source, "{key}");
+    }
+    assert_eq!(r.stdout.lines().count(), rows.len(), "{r:?}");
     let timeout = rows.iter().find(|r| r["key"] == "agent.timeout").unwrap();
     assert_eq!(timeout["env"], "RALPH_AGENT_TIMEOUT");
+    assert_eq!(timeout["flag"], "--timeout");
     assert_eq!(timeout["source"], "default");
+    let grace = rows.iter().find(|r| r["key"] == "agent.grace").unwrap();
+    assert_eq!(grace["flag"], Value::Null, "agent.grace has no flag");
 }
 
 #[test]

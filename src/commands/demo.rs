@@ -14,10 +14,14 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::cli::{DemoArgs, Global};
+use crate::cli::{DemoArgs, Global, SettingArgs};
 use crate::config::Layers;
 use crate::error::Error;
 use crate::git::Repo;
+use crate::paths::Paths;
+
+use super::common::reporter;
+use super::flags;
 
 /// The demo stories: id, title, file, content.
 const STORIES: &[(&str, &str, &str, &str)] = &[
@@ -53,7 +57,7 @@ fn prd_json(exe: &str) -> String {
 }
 
 /// Creates the demo project and runs the loop on it.
-pub fn run(g: &Global, args: &DemoArgs) -> Result<u8, Error> {
+pub(crate) fn run(g: &Global, args: &DemoArgs) -> Result<u8, Error> {
     let dir = match &args.into {
         Some(d) => d.clone(),
         None => std::env::temp_dir()
@@ -84,17 +88,16 @@ pub fn run(g: &Global, args: &DemoArgs) -> Result<u8, Error> {
         s("--pace"),
         s(&format!("{}", args.pace.clamp(0.0, 5.0))),
     ]);
-    layers.flag("agent.tool", s("custom"), "ralph demo");
-    layers.flag("agent.command", command, "ralph demo");
-    layers.flag("agent.timeout", s("2m"), "ralph demo");
-    layers.flag("agent.idle_timeout", s("1m"), "ralph demo");
-    layers.flag("limits.calls_per_hour", toml::Value::Integer(0), "ralph demo");
-    if let Some(c) = g.color {
-        layers.flag("ui.color", s(c.name()), "--color");
-    }
+    layers.flag("agent.tool", s("custom"), "ralph demo")?;
+    layers.flag("agent.command", command, "ralph demo")?;
+    layers.flag("agent.timeout", s("2m"), "ralph demo")?;
+    layers.flag("agent.idle_timeout", s("1m"), "ralph demo")?;
+    layers.flag("limits.calls_per_hour", toml::Value::Integer(0), "ralph demo")?;
+    // The global setting flags (--color); the demo takes no run options.
+    flags::apply(&mut layers, g, &SettingArgs::default())?;
     let config = layers.resolve();
-    let (mut reporter, style) = crate::commands::reporter(g, &config);
-    let paths = crate::driver::Paths::resolve(&dir, None)?;
+    let (mut reporter, style) = reporter(g, &config);
+    let paths = Paths::resolve(&dir, None)?;
     let opts = crate::driver::Options {
         config,
         max_iterations: 8,
@@ -143,7 +146,7 @@ fn read_task(prompt: &str) -> Option<Task> {
 }
 
 /// `ralph __demo-agent`: one iteration of the scripted agent.
-pub fn agent(pace: f64) -> u8 {
+pub(crate) fn agent(pace: f64) -> u8 {
     let pause = || std::thread::sleep(Duration::from_secs_f64(pace.clamp(0.0, 5.0)));
     let say = |line: &str| {
         println!("{line}");
@@ -255,7 +258,7 @@ fn commit_all(dir: &Path, message: &str) -> Result<(), git2::Error> {
 }
 
 /// `ralph __demo-check STORY`: the demo's per-story gate.
-pub fn check(story: &str) -> u8 {
+pub(crate) fn check(story: &str) -> u8 {
     let Some(&(_, _, file, content)) = STORIES.iter().find(|s| s.0 == story) else {
         eprintln!("unknown story {story}");
         return 2;

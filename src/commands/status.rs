@@ -1,18 +1,15 @@
-//! `ralph status`, `ralph reset-circuit` and `ralph analyze`: read-only
-//! views of a project's state (status never takes the lock, so it works
-//! while a loop runs, and in a directory ralph has never run in).
+//! `ralph status`: a read-only view of a project's state. It never takes
+//! the lock, so it works while a loop runs, and in a directory ralph has
+//! never run in.
 
 use std::fmt::Write as _;
-use std::io::{BufRead, Write};
-use std::path::Path;
+use std::io::Write;
 
 use chrono::{DateTime, Local, Utc};
 use serde::Serialize;
 
-use crate::analyze::Format;
 use crate::circuit::Breaker;
-use crate::cli::{AnalyzeArgs, Global, StatusArgs};
-use crate::commands::{layers, project_dir};
+use crate::cli::{Global, SettingArgs, StatusArgs};
 use crate::error::Error;
 use crate::limits::Limits;
 use crate::paths::Paths;
@@ -20,65 +17,68 @@ use crate::prd::View;
 use crate::state::{Phase, RunState};
 use crate::store;
 
+use super::common::project_dir;
+use super::flags::layers;
+
 #[derive(Debug, Serialize)]
-pub struct Status {
+pub(crate) struct Status {
     /// Bumped when a field changes meaning or disappears.
-    pub version: u32,
-    pub project_dir: String,
-    pub prd: String,
-    pub project: Option<String>,
+    pub(crate) version: u32,
+    pub(crate) project_dir: String,
+    pub(crate) prd: String,
+    pub(crate) project: Option<String>,
     /// The checked-out git branch.
-    pub branch: Option<String>,
+    pub(crate) branch: Option<String>,
     /// The branch the PRD names.
-    pub prd_branch: Option<String>,
-    pub prd_error: Option<String>,
-    pub stories: Vec<StoryLine>,
-    pub passing: usize,
-    pub total: usize,
-    pub circuit: CircuitLine,
-    pub calls_this_hour: usize,
-    pub calls_per_hour: u32,
-    pub usage_limit_until: Option<DateTime<Utc>>,
+    pub(crate) prd_branch: Option<String>,
+    pub(crate) prd_error: Option<String>,
+    pub(crate) stories: Vec<StoryLine>,
+    pub(crate) passing: usize,
+    pub(crate) total: usize,
+    pub(crate) circuit: CircuitLine,
+    pub(crate) calls_this_hour: usize,
+    pub(crate) calls_per_hour: u32,
+    pub(crate) usage_limit_until: Option<DateTime<Utc>>,
     /// The pid of the ralph holding the lock, if one is running.
-    pub running_pid: Option<u32>,
-    pub current_run: Option<RunLine>,
-    pub last_run: Option<serde_json::Value>,
-    pub warnings: Vec<String>,
+    pub(crate) running_pid: Option<u32>,
+    pub(crate) current_run: Option<RunLine>,
+    pub(crate) last_run: Option<serde_json::Value>,
+    pub(crate) warnings: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
-pub struct StoryLine {
-    pub id: String,
-    pub title: String,
-    pub priority: Option<f64>,
-    pub passes: bool,
-    pub next: bool,
+pub(crate) struct StoryLine {
+    pub(crate) id: String,
+    pub(crate) title: String,
+    pub(crate) priority: Option<f64>,
+    pub(crate) passes: bool,
+    pub(crate) next: bool,
 }
 
 #[derive(Debug, Serialize)]
-pub struct CircuitLine {
-    pub state: String,
-    pub reason: String,
-    pub iterations_without_progress: u32,
-    pub total_opens: u64,
-    pub opened_at: Option<DateTime<Utc>>,
+pub(crate) struct CircuitLine {
+    pub(crate) state: String,
+    pub(crate) reason: String,
+    pub(crate) iterations_without_progress: u32,
+    pub(crate) total_opens: u64,
+    pub(crate) opened_at: Option<DateTime<Utc>>,
     /// What a person can do when it is open.
-    pub advice: Vec<String>,
+    pub(crate) advice: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
-pub struct RunLine {
-    pub run_id: String,
-    pub iteration: u32,
-    pub max_iterations: u32,
-    pub phase: Phase,
-    pub story: Option<String>,
-    pub cost_usd: f64,
-    pub outcome: Option<String>,
+pub(crate) struct RunLine {
+    pub(crate) run_id: String,
+    pub(crate) iteration: u32,
+    pub(crate) max_iterations: u32,
+    pub(crate) phase: Phase,
+    pub(crate) story: Option<String>,
+    pub(crate) cost_usd: f64,
+    pub(crate) outcome: Option<String>,
 }
 
 /// Gathers the status of the project at `paths`.
-pub fn gather(
+pub(crate) fn gather(
     paths: &Paths,
     calls_per_hour: u32,
     cooldown: std::time::Duration,
@@ -156,7 +156,7 @@ pub fn gather(
 }
 
 /// The human view.
-pub fn render(s: &Status) -> String {
+pub(crate) fn render(s: &Status) -> String {
     let mut o = String::new();
     let project = s.project.as_deref().unwrap_or("(no project name)");
     o.push_str(&format!("{project} — {}\n", s.prd));
@@ -266,10 +266,10 @@ pub fn render(s: &Status) -> String {
     o
 }
 
-pub fn command(g: &Global, args: &StatusArgs) -> Result<u8, Error> {
+pub(crate) fn run(g: &Global, args: &StatusArgs) -> Result<u8, Error> {
     let project = project_dir(g)?;
     let paths = Paths::resolve(&project, g.prd.as_deref())?;
-    let config = layers(g, &paths.project, &Default::default())?.resolve();
+    let config = layers(g, &paths.project, &SettingArgs::default())?.resolve();
     crate::signals::install();
     loop {
         let s = gather(&paths, config.limits.calls_per_hour, config.circuit.cooldown, Utc::now());
@@ -301,139 +301,4 @@ pub fn command(g: &Global, args: &StatusArgs) -> Result<u8, Error> {
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
     }
-}
-
-/// `ralph reset-circuit` / `ralph --reset-circuit`.
-pub fn reset_circuit(project: &Path) -> Result<u8, Error> {
-    let store = store::Store::new(project);
-    // A running loop holds its own copy of the breaker and would overwrite
-    // the reset at its next save.
-    if let Some(pid) = store::lock_holder(&store.lock_path()) {
-        return Err(Error::Locked { pid: Some(pid), lock: store.lock_path() });
-    }
-    store.ensure().map_err(|e| Error::io(format!("create {}", store.root().display()), e))?;
-    let now = Utc::now();
-    let (mut breaker, warning) =
-        Breaker::load(&store, now).map_err(|e| Error::io("read .ralph/circuit.json", e))?;
-    if let Some(w) = warning {
-        eprintln!("warning: {w}");
-    }
-    let before = breaker.state();
-    breaker.reset(now, "reset by hand (ralph reset-circuit)");
-    breaker.save(&store).map_err(|e| Error::io("write .ralph/circuit.json", e))?;
-    println!("circuit breaker reset: {before} → CLOSED (recorded in .ralph/circuit-history.jsonl)");
-    Ok(0)
-}
-
-fn guess_format(head: &[u8]) -> Format {
-    let text = String::from_utf8_lossy(head);
-    for line in text.lines().map(str::trim_start).filter(|l| l.starts_with('{')) {
-        let kind = |k: &str| {
-            line.contains(&format!("\"type\":\"{k}")) || line.contains(&format!("\"type\": \"{k}"))
-        };
-        if kind("thread.") || kind("turn.") || kind("item.") {
-            return Format::Codex;
-        }
-        if kind("step_start") || kind("step_finish") || line.contains("\"sessionID\"") {
-            return Format::Opencode;
-        }
-        if kind("init") || (kind("message") && line.contains("\"role\"")) {
-            return Format::Gemini;
-        }
-        if kind("tool_call") {
-            return Format::Cursor;
-        }
-        if kind("system")
-            || kind("assistant")
-            || kind("result")
-            || kind("user")
-            || kind("rate_limit_event")
-        {
-            return Format::Claude;
-        }
-    }
-    Format::Text
-}
-
-/// `ralph analyze FILE`: the analysis of a saved agent output, streamed.
-pub fn analyze(g: &Global, args: &AnalyzeArgs) -> Result<u8, Error> {
-    let file = std::fs::File::open(&args.file)
-        .map_err(|e| Error::Usage(format!("cannot open {}: {e}", args.file.display())))?;
-    let mut reader = std::io::BufReader::with_capacity(256 * 1024, file);
-    let format = match args.format {
-        Some(f) => f,
-        None => {
-            let head = reader
-                .fill_buf()
-                .map_err(|e| Error::io(format!("read {}", args.file.display()), e))?;
-            guess_format(&head[..head.len().min(64 * 1024)])
-        }
-    };
-    let config = layers(g, &project_dir(g)?, &Default::default())?.resolve();
-    let patterns = crate::driver::patterns(&config)?;
-    let end = crate::analyze::ProcessEnd { exit_code: Some(0), ..Default::default() };
-    let outcome = crate::analyze::analyze_reader(reader, format, patterns, &end, Utc::now())
-        .map_err(|e| Error::io(format!("read {}", args.file.display()), e))?;
-    if g.json {
-        let v = serde_json::json!({"file": args.file, "format": format, "outcome": outcome});
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
-        return Ok(0);
-    }
-    let mut o = format!(
-        "{} ({} lines, {} bytes, format {:?})\n",
-        args.file.display(),
-        outcome.output_lines,
-        outcome.output_bytes,
-        format
-    );
-    let yes = |b: bool| if b { "yes" } else { "no" };
-    o.push_str(&format!("claimed COMPLETE: {}\n", yes(outcome.claimed_complete)));
-    match &outcome.status_block {
-        Some(b) => o.push_str(&format!(
-            "status block: status {:?}, exit signal {:?}, tasks {:?}, files {:?}, tests {:?}\n",
-            b.status, b.exit_signal, b.tasks_completed, b.files_modified, b.tests_status
-        )),
-        None => o.push_str("status block: none\n"),
-    }
-    if let Some(e) = &outcome.status_block_error {
-        o.push_str(&format!("status block problem: {e}\n"));
-    }
-    if let Some(e) = &outcome.error {
-        o.push_str(&format!("error: {}\n", e));
-    }
-    if let Some(sig) = &outcome.error_signature {
-        o.push_str(&format!("error signature: {sig}\n"));
-    }
-    if !outcome.permission_denials.is_empty() {
-        o.push_str(&format!("permission denials: {}\n", outcome.permission_denials.join(", ")));
-    }
-    if let Some(s) = &outcome.session_id {
-        o.push_str(&format!("session: {s}\n"));
-    }
-    if let Some(c) = outcome.cost_usd {
-        o.push_str(&format!("cost: ${c:.4}\n"));
-    }
-    if let Some(t) = outcome.tokens {
-        o.push_str(&format!(
-            "tokens: {} in, {} out, {} cache read, {} cache write\n",
-            t.input, t.output, t.cache_read, t.cache_write
-        ));
-    }
-    if let Some(t) = outcome.turns {
-        o.push_str(&format!("turns: {t}\n"));
-    }
-    if !outcome.final_text.is_empty() {
-        let text: String = outcome
-            .final_text
-            .chars()
-            .rev()
-            .take(600)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
-        o.push_str(&format!("final text (end):\n{}\n", crate::agent::display::clean(&text)));
-    }
-    let _ = std::io::stdout().write_all(o.as_bytes());
-    Ok(0)
 }

@@ -1,18 +1,17 @@
-//! `ralph init` (scaffold a project) and `ralph agents` (which agent CLIs
-//! are installed and what each still needs).
+//! `ralph init`: scaffolds a project (prd.json, `.ralph/config.toml`, the
+//! prompt, AGENTS.md and the agent skills), never overwriting a file.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use crate::agent::{Backend, Tool};
 use crate::cli::{Global, InitArgs};
 use crate::error::Error;
 
-pub const PRD_EXAMPLE: &str = include_str!("../prd.json.example");
-pub const CONFIG_TEMPLATE: &str = include_str!("../templates/config.toml");
-pub const AGENTS_TEMPLATE: &str = include_str!("../templates/AGENTS.md");
-pub const SKILL_PRD: &str = include_str!("../skills/prd/SKILL.md");
-pub const SKILL_RALPH: &str = include_str!("../skills/ralph/SKILL.md");
+use super::common::project_dir;
+
+const PRD_EXAMPLE: &str = include_str!("../../prd.json.example");
+const AGENTS_TEMPLATE: &str = include_str!("../../templates/AGENTS.md");
+const SKILL_PRD: &str = include_str!("../../skills/prd/SKILL.md");
+const SKILL_RALPH: &str = include_str!("../../skills/ralph/SKILL.md");
 
 /// What `init` did, one line per file, with paths relative to the project.
 struct Done {
@@ -70,8 +69,9 @@ fn ignore(project: &Path, entry: &str, done: &mut Done) -> Result<(), Error> {
     Ok(())
 }
 
-/// Scaffolds `project`. Idempotent: never overwrites a file.
-pub fn run(project: &Path, args: &InitArgs) -> Result<u8, Error> {
+/// Scaffolds the project. Idempotent: never overwrites a file.
+pub(crate) fn run(g: &Global, args: &InitArgs) -> Result<u8, Error> {
+    let project = project_dir(g)?;
     let project: PathBuf = project.canonicalize().map_err(|e| {
         Error::Usage(format!("cannot use {} as the project directory: {e}", project.display()))
     })?;
@@ -87,7 +87,9 @@ pub fn run(project: &Path, args: &InitArgs) -> Result<u8, Error> {
         create(&project.join("prd.json"), PRD_EXAMPLE, &mut done)?;
         ignore(&project, "/.last-branch", &mut done)?;
     }
-    create(&store.config(), CONFIG_TEMPLATE, &mut done)?;
+    // Straight from the settings table; templates/config.toml is the same
+    // text, kept in the repository for people to read.
+    create(&store.config(), &crate::config::template(), &mut done)?;
     let prompt = format!(
         "<!-- ralph's iteration prompt. Edit it to suit this project, or delete this file to use the\n     built-in one. Placeholders like {{{{story_id}}}} are filled in each iteration. -->\n{}",
         crate::prompt::BUILTIN
@@ -114,111 +116,21 @@ pub fn run(project: &Path, args: &InitArgs) -> Result<u8, Error> {
     Ok(0)
 }
 
-/// One line of `ralph agents`.
-#[derive(Debug, serde::Serialize)]
-pub struct AgentInfo {
-    pub tool: String,
-    pub program: String,
-    pub path: Option<String>,
-    pub version: Option<String>,
-    pub problems: Vec<String>,
-}
-
-/// `ralph agents`: every known CLI, found or not.
-pub fn agents(g: &Global) -> Result<u8, Error> {
-    // SAFETY: geteuid has no preconditions.
-    let is_root = crate::process::euid() == 0;
-    let env = |k: &str| std::env::var(k).ok();
-    let infos: Vec<AgentInfo> = Tool::ALL
-        .iter()
-        .filter(|t| **t != Tool::Custom)
-        .map(|&tool| {
-            let backend = Backend::new(tool);
-            let program = backend.program().to_string();
-            let path = which::which(&program).ok();
-            let mut problems = Vec::new();
-            let version = path.as_ref().and_then(|p| version(p));
-            match backend.preflight(is_root, &env) {
-                Ok(_) => {}
-                Err(e) => problems.push(e),
-            }
-            if tool == Tool::Claude && path.is_some() && env("ANTHROPIC_API_KEY").is_none() && env("CLAUDE_CODE_OAUTH_TOKEN").is_none() {
-                problems.push("no ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN in the environment (fine if you ran `claude login`)".into());
-            }
-            AgentInfo {
-                tool: tool.to_string(),
-                program,
-                path: path.map(|p| p.display().to_string()),
-                version,
-                problems,
-            }
-        })
-        .collect();
-    if g.json {
-        println!("{}", serde_json::to_string_pretty(&infos).unwrap_or_default());
-        return Ok(0);
-    }
-    for i in &infos {
-        let found = match (&i.path, &i.version) {
-            (Some(p), Some(v)) => format!("{v} ({p})"),
-            (Some(p), None) => p.clone(),
-            (None, _) => "not installed".into(),
-        };
-        println!("{:<13} {found}", i.tool);
-        for p in &i.problems {
-            println!("{:<13}   - {p}", "");
-        }
-    }
-    Ok(0)
-}
-
-/// `<program> --version`, first line, with a timeout.
-fn version(program: &Path) -> Option<String> {
-    let p = program.display().to_string();
-    let args = vec!["--version".to_string()];
-    let spec = crate::agent::supervise::Spec {
-        program: &p,
-        args: &args,
-        cwd: Path::new("/"),
-        env_remove: &[],
-        env_set: &[],
-        stdin: None,
-        limits: crate::agent::supervise::Limits {
-            timeout: Some(Duration::from_secs(10)),
-            idle: None,
-            grace: Duration::from_secs(1),
-            deadline: None,
-            interruptible: true,
-        },
-    };
-    let tail = || crate::agent::supervise::TailSink(crate::agent::capture::Tail::new(1024));
-    let (f, out, err) = crate::agent::supervise::run(&spec, tail(), tail(), &mut || {}).ok()?;
-    if !f.success() {
-        return None;
-    }
-    let text = out.0.text();
-    let text = if text.trim().is_empty() { err.0.text() } else { text };
-    text.lines().find(|l| !l.trim().is_empty()).map(|l| l.trim().to_string())
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
     fn the_config_template_file_matches_the_settings_table() {
-        // templates/config.toml is what `ralph init` writes; it is generated
-        // from the settings table so the two can never drift apart.
+        // templates/config.toml shows what `ralph init` writes, which is
+        // generated from the settings table; the two can never drift apart.
         // `RALPH_BLESS=1 cargo test` rewrites it.
+        const FILE: &str = include_str!("../../templates/config.toml");
         let want = crate::config::template();
         if std::env::var_os("RALPH_BLESS").is_some() {
             std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/templates/config.toml"), &want)
                 .unwrap();
             return;
         }
-        assert_eq!(
-            super::CONFIG_TEMPLATE,
-            want,
-            "templates/config.toml is stale: run RALPH_BLESS=1 cargo test"
-        );
+        assert_eq!(FILE, want, "templates/config.toml is stale: run RALPH_BLESS=1 cargo test");
     }
 
     #[test]

@@ -2,14 +2,14 @@
 //! from repeated failures. Only a person arms a rule; armed rules go into
 //! every prompt of the project.
 
-use std::path::Path;
-
 use chrono::Utc;
 
 use crate::cli::{Global, RulesCommand};
 use crate::error::Error;
 use crate::learn::rules::{self, Card, RulesError};
 use crate::store::Store;
+
+use super::common::project_dir;
 
 fn fail(e: RulesError) -> Error {
     match e {
@@ -30,8 +30,8 @@ fn print_card(g: &Global, card: &Card, verb: &str) {
     }
 }
 
-pub fn run(project: &Path, g: &Global, cmd: RulesCommand) -> Result<u8, Error> {
-    let store = Store::new(project);
+pub(crate) fn run(g: &Global, cmd: RulesCommand) -> Result<u8, Error> {
+    let store = Store::new(&project_dir(g)?);
     let now = Utc::now();
     match cmd {
         RulesCommand::List => {

@@ -4,8 +4,10 @@
 
 use std::process::Command;
 
-use crate::cli::{Global, RunArgs};
+use crate::cli::Global;
 use crate::error::Error;
+
+use super::common::project_dir;
 
 /// The arguments of this ralph, turned into the loop's own command line:
 /// `monitor` becomes `run`, `--monitor` is dropped.
@@ -34,12 +36,12 @@ fn quote(s: &str) -> String {
     }
 }
 
-pub fn start(g: &Global, _args: &RunArgs) -> Result<u8, Error> {
+pub(crate) fn run(g: &Global) -> Result<u8, Error> {
     let tmux = which::which("tmux").map_err(|_| Error::Environment {
         message: "ralph monitor needs tmux, which is not installed".into(),
         hint: Some("install it (apt install tmux / brew install tmux), or run `ralph` and `ralph status --watch` in two terminals".into()),
     })?;
-    let project = crate::commands::project_dir(g)?
+    let project = project_dir(g)?
         .canonicalize()
         .map_err(|e| Error::Usage(format!("cannot use the project directory: {e}")))?;
     let exe = std::env::current_exe().map_err(|e| Error::io("find ralph's own executable", e))?;

@@ -1,0 +1,230 @@
+//! The settings given on the command line, as the top configuration layer.
+//!
+//! Which flag sets which key is declared once, in the `flag` column of
+//! `config::KEYS`; [`value`] reads a declared flag from the parsed
+//! arguments. The flags that are settings are the fields of
+//! `cli::SettingArgs` plus the global `--color`; the tests below fail when
+//! one of them is missing from the table, when the table names a flag
+//! ralph does not have, or when a flag's help shows another default than
+//! its key's.
+
+use std::path::Path;
+
+use toml::Value;
+
+use crate::cli::{Global, SettingArgs};
+use crate::config::{ConfigError, KEYS, Layers};
+use crate::error::Error;
+use crate::store::Store;
+
+use super::common::env;
+
+/// The configuration layers for a project, with the setting flags on top.
+pub(crate) fn layers(g: &Global, project: &Path, settings: &SettingArgs) -> Result<Layers, Error> {
+    let mut layers = if g.no_config {
+        Layers::load(None, &project.join(".ralph/none"), &env)?
+    } else {
+        Layers::load(
+            crate::config::user_file(&env).as_deref(),
+            &Store::new(project).config(),
+            &env,
+        )?
+    };
+    apply(&mut layers, g, settings)?;
+    Ok(layers)
+}
+
+/// Puts every setting flag that was given on top of `layers`.
+pub(crate) fn apply(
+    layers: &mut Layers,
+    g: &Global,
+    settings: &SettingArgs,
+) -> Result<(), ConfigError> {
+    for key in KEYS {
+        let Some(flag) = key.flag else { continue };
+        if let Some(v) = value(g, settings, flag) {
+            layers.flag(key.key, v, flag)?;
+        }
+    }
+    // `--agent-cmd` alone means that command is the agent. (agent.command
+    // in a file, without agent.tool, replaces claude's program instead.)
+    if settings.agent_cmd.is_some() && settings.tool.is_none() {
+        layers.flag("agent.tool", Value::String("custom".into()), "--agent-cmd")?;
+    }
+    Ok(())
+}
+
+/// What `flag` says, as a value of its key; `None` when it was not given.
+/// Values are already checked by clap (`cli.rs`); [`Layers::flag`] checks
+/// them against the key's type once more.
+fn value(g: &Global, s: &SettingArgs, flag: &str) -> Option<Value> {
+    let text = |t: &Option<String>| t.as_deref().map(|t| Value::String(t.into()));
+    let given = |on: bool, value: bool| on.then_some(Value::Boolean(value));
+    match flag {
+        "MAX_ITERATIONS" => s.max_iterations.map(|n| Value::Integer(n.into())),
+        "--tool" => s.tool.map(|t| Value::String(t.name().into())),
+        "--agent-cmd" => text(&s.agent_cmd),
+        "--model" => text(&s.model),
+        "--safe" => given(s.safe, true),
+        "--gate" => text(&s.gate),
+        "--timeout" => text(&s.timeout),
+        "--idle-timeout" => text(&s.idle_timeout),
+        "--pause" => text(&s.pause),
+        "--prompt" => s.prompt.as_ref().map(|p| Value::String(p.display().to_string())),
+        "--max-duration" => text(&s.max_duration),
+        "--max-cost" => s.max_cost.map(Value::Float),
+        "--max-tokens" => s.max_tokens.map(|t| Value::Integer(t.min(i64::MAX as u64) as i64)),
+        "--calls-per-hour" => s.calls_per_hour.map(|n| Value::Integer(n.into())),
+        "--no-wait" => given(s.no_wait, false),
+        "--max-wait" => text(&s.max_wait),
+        "--auto-reset" => given(s.auto_reset, true),
+        "--color" => g.color.map(|c| Value::String(c.name().into())),
+        _ => unreachable!("config::KEYS names {flag}, which commands::flags::value does not read"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{Args, CommandFactory, Parser};
+
+    use super::*;
+    use crate::cli::Cli;
+    use crate::config::Source;
+    use crate::config::keys::Kind;
+
+    /// An argument as a person types it: `--timeout`, or `MAX_ITERATIONS`.
+    fn shown(arg: &clap::Arg) -> String {
+        match arg.get_long() {
+            Some(long) => format!("--{long}"),
+            None => arg
+                .get_value_names()
+                .and_then(|v| v.first())
+                .map_or_else(|| arg.get_id().to_string(), |v| v.to_string()),
+        }
+    }
+
+    fn declared() -> Vec<(&'static str, &'static str)> {
+        KEYS.iter().filter_map(|k| Some((k.flag?, k.key))).collect()
+    }
+
+    /// Every argument of `ralph` and `ralph run`, as typed.
+    fn every_argument() -> Vec<String> {
+        let cli = Cli::command();
+        let run = cli.find_subcommand("run").expect("ralph run").clone();
+        cli.get_arguments().chain(run.get_arguments()).map(shown).collect()
+    }
+
+    #[test]
+    fn every_setting_flag_is_in_the_table_and_every_flag_in_the_table_exists() {
+        let mut settings: Vec<String> =
+            SettingArgs::augment_args(clap::Command::new("s")).get_arguments().map(shown).collect();
+        settings.push("--color".into()); // the one global option that is a setting
+        let declared = declared();
+        for flag in &settings {
+            let rows = declared.iter().filter(|(f, _)| f == flag).count();
+            assert_eq!(
+                rows, 1,
+                "{flag} sets configuration (cli::SettingArgs) but {rows} KEYS rows name it"
+            );
+        }
+        let all = every_argument();
+        for (flag, key) in &declared {
+            assert!(
+                all.iter().any(|a| a == flag),
+                "KEYS row {key} names {flag}, which ralph does not have"
+            );
+            assert!(
+                settings.iter().any(|s| s == flag),
+                "KEYS row {key} names {flag}, which is not a setting (add it to cli::SettingArgs)"
+            );
+        }
+        assert!(all.iter().any(|a| a == "--fresh"), "the command line was not enumerated: {all:?}");
+    }
+
+    #[test]
+    fn each_declared_flag_sets_its_key_and_nothing_else() {
+        for (flag, key) in declared() {
+            let kind = KEYS.iter().find(|k| k.key == key).unwrap().kind;
+            let sample = match kind {
+                Kind::Bool => None,
+                Kind::Duration => Some("7m"),
+                Kind::Int | Kind::Float => Some("7"),
+                Kind::Str | Kind::List => Some("x"),
+                Kind::Command => Some("my-agent --fast"),
+                Kind::Tool | Kind::Format => Some("codex"),
+                Kind::Color => Some("never"),
+            };
+            let mut argv = vec!["ralph"];
+            match (flag.starts_with('-'), sample) {
+                (true, Some(v)) => argv.extend([flag, v]),
+                (true, None) => argv.push(flag),
+                (false, v) => argv.push(v.unwrap()),
+            }
+            let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+            let mut layers = Layers::defaults();
+            apply(&mut layers, &cli.global, &cli.run.settings).unwrap();
+            let defaults = Layers::defaults();
+            let changed: Vec<&str> = layers
+                .show()
+                .into_iter()
+                .zip(defaults.show())
+                .filter(|((_, v, s), (_, d, _))| v != d || **s != Source::Default)
+                .inspect(|((k, _, s), _)| {
+                    assert_eq!(**s, Source::Flag(flag.into()), "{argv:?}: {}", k.key)
+                })
+                .map(|((k, _, _), _)| k.key)
+                .collect();
+            let want: &[&str] = if flag == "--agent-cmd" { &["agent.tool", key] } else { &[key] };
+            assert_eq!(changed, want, "{argv:?}");
+        }
+    }
+
+    #[test]
+    fn agent_cmd_with_a_tool_replaces_that_tools_program() {
+        let cli =
+            Cli::try_parse_from(["ralph", "--tool", "codex", "--agent-cmd", "my-codex"]).unwrap();
+        let mut layers = Layers::defaults();
+        apply(&mut layers, &cli.global, &cli.run.settings).unwrap();
+        let c = layers.resolve();
+        assert_eq!(c.agent.tool, crate::agent::Tool::Codex);
+        assert_eq!(c.agent.command, ["my-codex"]);
+    }
+
+    #[test]
+    fn a_flags_help_shows_its_keys_default() {
+        let declared = declared();
+        let mut compared = 0;
+        let cli = Cli::command();
+        for arg in cli.get_arguments() {
+            let flag = shown(arg);
+            let Some((_, key)) = declared.iter().find(|(f, _)| *f == flag) else { continue };
+            let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+            let Some(shown_default) = help.split_once("[default: ").map(|(_, d)| d) else {
+                continue;
+            };
+            let shown_default = shown_default.split([',', ']']).next().unwrap();
+            let row = KEYS.iter().find(|k| k.key == *key).unwrap();
+            assert_eq!(shown_default, row.default.trim_matches('"'), "{flag}: {help}");
+            compared += 1;
+        }
+        assert!(compared >= 5, "only {compared} flags show a default");
+    }
+
+    #[test]
+    fn bad_flag_values_are_refused_when_parsed() {
+        let cases: &[(&[&str], bool)] = &[
+            (&["--gate", "cargo test"], true),
+            (&["--gate", "a 'b"], false),
+            (&["--agent-cmd", "my-agent \"x"], false),
+            (&["--max-cost", "2.5"], true),
+            (&["--max-cost", "inf"], false),
+            (&["--max-cost=-1"], false),
+            (&["--timeout", "5 parsecs"], false),
+            (&["0"], false),
+        ];
+        for (args, ok) in cases {
+            let argv = std::iter::once(&"ralph").chain(args.iter());
+            assert_eq!(Cli::try_parse_from(argv).is_ok(), *ok, "{args:?}");
+        }
+    }
+}

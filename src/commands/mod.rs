@@ -1,0 +1,64 @@
+//! The subcommands, one file each, dispatched from [`dispatch`]. Each turns
+//! parsed arguments into calls on the library and returns an exit code;
+//! the setting flags become configuration in [`flags`], and what else they
+//! share is in [`common`].
+
+mod agents;
+mod analyze;
+mod common;
+mod config;
+mod demo;
+mod flags;
+mod generate;
+mod init;
+mod monitor;
+mod reset_circuit;
+mod rules;
+mod run;
+mod status;
+
+use crate::cli::{Cli, Command, ConfigCommand, Global, RunArgs};
+use crate::error::Error;
+
+/// Runs what the command line asks for.
+pub(crate) fn dispatch(cli: Cli) -> Result<u8, Error> {
+    let g = &cli.global;
+    if let Some(command) = &cli.command
+        && cli.run != RunArgs::default()
+    {
+        let name =
+            format!("{command:?}").split([' ', '(', '{']).next().unwrap_or("").to_lowercase();
+        return Err(Error::Usage(format!(
+            "run options (an iteration count, --tool, --gate, …) go with `ralph run`, not before `{name}`"
+        )));
+    }
+    match cli.command {
+        None => run_or_alias(g, &cli.run),
+        Some(Command::Run(args)) => run_or_alias(g, &args),
+        Some(Command::Monitor(_)) => monitor::run(g),
+        Some(Command::Status(args)) => status::run(g, &args),
+        Some(Command::ResetCircuit) => reset_circuit::run(g),
+        Some(Command::Analyze(args)) => analyze::run(g, &args),
+        Some(Command::Demo(args)) => demo::run(g, &args),
+        Some(Command::DemoAgent { pace }) => Ok(demo::agent(pace)),
+        Some(Command::DemoCheck { story }) => Ok(demo::check(&story)),
+        Some(Command::Init(args)) => init::run(g, &args),
+        Some(Command::Agents) => agents::run(g),
+        Some(Command::Rules(cmd)) => rules::run(g, cmd),
+        Some(Command::Config(ConfigCommand::Show)) => config::show(g),
+        Some(Command::Completions { shell }) => generate::completions(shell),
+        Some(Command::Man) => generate::man(),
+    }
+}
+
+/// `ralph [run]`: the loop, unless `--reset-circuit` or `--monitor` names
+/// another command.
+fn run_or_alias(g: &Global, args: &RunArgs) -> Result<u8, Error> {
+    if args.reset_circuit {
+        return reset_circuit::run(g);
+    }
+    if args.monitor {
+        return monitor::run(g);
+    }
+    run::run(g, args)
+}

@@ -1,0 +1,32 @@
+//! `ralph reset-circuit` (also `ralph --reset-circuit`): closes the circuit
+//! breaker by hand, and records that in its history.
+
+use chrono::Utc;
+
+use crate::circuit::Breaker;
+use crate::cli::Global;
+use crate::error::Error;
+use crate::store;
+
+use super::common::project_dir;
+
+pub(crate) fn run(g: &Global) -> Result<u8, Error> {
+    let store = store::Store::new(&project_dir(g)?);
+    // A running loop holds its own copy of the breaker and would overwrite
+    // the reset at its next save.
+    if let Some(pid) = store::lock_holder(&store.lock_path()) {
+        return Err(Error::Locked { pid: Some(pid), lock: store.lock_path() });
+    }
+    store.ensure().map_err(|e| Error::io(format!("create {}", store.root().display()), e))?;
+    let now = Utc::now();
+    let (mut breaker, warning) =
+        Breaker::load(&store, now).map_err(|e| Error::io("read .ralph/circuit.json", e))?;
+    if let Some(w) = warning {
+        eprintln!("warning: {w}");
+    }
+    let before = breaker.state();
+    breaker.reset(now, "reset by hand (ralph reset-circuit)");
+    breaker.save(&store).map_err(|e| Error::io("write .ralph/circuit.json", e))?;
+    println!("circuit breaker reset: {before} → CLOSED (recorded in .ralph/circuit-history.jsonl)");
+    Ok(0)
+}

@@ -1,0 +1,406 @@
+//! The settings table: every key ralph has, with its type, default, the
+//! flag that sets it and its help, and how a value of each type is checked
+//! (files, flags) or parsed from text (the environment).
+
+use std::time::Duration;
+
+use crate::agent::Tool;
+use crate::analyze::Format;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Str,
+    Bool,
+    Int,
+    Float,
+    Duration,
+    /// A list of strings (TOML array, or comma-separated in the environment).
+    List,
+    /// A command: an argv array, or a string split like a shell splits words.
+    Command,
+    Tool,
+    Format,
+    Color,
+}
+
+impl Kind {
+    fn expected(self) -> &'static str {
+        match self {
+            Kind::Str => "a string",
+            Kind::Bool => "true or false",
+            Kind::Int => "a non-negative integer",
+            Kind::Float => "a non-negative number",
+            Kind::Duration => {
+                "a duration such as \"30m\", \"90s\" or \"1h 30m\" (\"0\" turns it off)"
+            }
+            Kind::List => "an array of strings",
+            Kind::Command => {
+                "a command: an array of strings, or a string (split like a shell, never run by one)"
+            }
+            Kind::Tool => {
+                "one of claude, amp, codex, gemini, opencode, cursor-agent, aider, custom"
+            }
+            Kind::Format => "one of text, claude, amp, codex, gemini, opencode, cursor",
+            Kind::Color => "one of auto, always, never",
+        }
+    }
+}
+
+/// One setting.
+#[derive(Debug)]
+pub(crate) struct Key {
+    pub(crate) key: &'static str,
+    pub(crate) kind: Kind,
+    /// The default as TOML text.
+    pub(crate) default: &'static str,
+    /// The command-line flag that sets it, as typed (`--timeout`; the
+    /// positional count is `MAX_ITERATIONS`). `commands::flags` reads each
+    /// one; its tests check that every flag named here exists, and that
+    /// every flag in `cli::SettingArgs` is named here.
+    pub(crate) flag: Option<&'static str>,
+    pub(crate) help: &'static str,
+}
+
+/// `key!(key, Kind, default, help)`, or `key!(key, Kind, default, flag "--x", help)`.
+macro_rules! key {
+    ($key:literal, $kind:ident, $default:literal, $help:literal) => {
+        Key { key: $key, kind: Kind::$kind, default: $default, flag: None, help: $help }
+    };
+    ($key:literal, $kind:ident, $default:literal, flag $flag:literal, $help:literal) => {
+        Key { key: $key, kind: Kind::$kind, default: $default, flag: Some($flag), help: $help }
+    };
+}
+
+/// Every setting ralph has.
+pub(crate) const KEYS: &[Key] = &[
+    key!(
+        "agent.tool",
+        Tool,
+        "\"claude\"",
+        flag "--tool",
+        "Agent CLI to run: claude, amp, codex, gemini, opencode, cursor-agent, aider, custom."
+    ),
+    key!(
+        "agent.command",
+        Command,
+        "[]",
+        flag "--agent-cmd",
+        "Command for tool = custom (or to replace a named tool's program), e.g. [\"my-agent\", \"--fast\"]. {prompt} and {prompt_file} place the prompt in argv or a file; otherwise it goes to stdin."
+    ),
+    key!(
+        "agent.format",
+        Format,
+        "\"text\"",
+        "Output format of a custom command: text, claude, amp, codex, gemini, opencode, cursor."
+    ),
+    key!(
+        "agent.model",
+        Str,
+        "\"\"",
+        flag "--model",
+        "Model passed to the agent CLI (--model); empty: the CLI's default."
+    ),
+    key!("agent.args", List, "[]", "Extra arguments appended to the agent's command line."),
+    key!(
+        "agent.safe",
+        Bool,
+        "false",
+        flag "--safe",
+        "Use the CLI's safer permission mode (e.g. claude --permission-mode acceptEdits --allowedTools, codex --sandbox workspace-write) instead of allowing everything."
+    ),
+    key!(
+        "agent.allowed_tools",
+        List,
+        "[]",
+        "Claude tools allowed in safe mode; empty: ralph's default list (edits, git, common build tools)."
+    ),
+    key!(
+        "agent.timeout",
+        Duration,
+        "\"30m\"",
+        flag "--timeout",
+        "Wall-clock limit of one iteration's agent run (\"0\": none)."
+    ),
+    key!(
+        "agent.idle_timeout",
+        Duration,
+        "\"10m\"",
+        flag "--idle-timeout",
+        "Stop the agent after this long without output (\"0\": never)."
+    ),
+    key!(
+        "agent.grace",
+        Duration,
+        "\"10s\"",
+        "Time between SIGTERM and SIGKILL when stopping the agent."
+    ),
+    key!(
+        "run.max_iterations",
+        Int,
+        "10",
+        flag "MAX_ITERATIONS",
+        "Iterations per run when no number is given on the command line."
+    ),
+    key!("run.pause", Duration, "\"0s\"", flag "--pause", "Pause between iterations."),
+    key!(
+        "run.require_handoff",
+        Bool,
+        "true",
+        "Expect the agent to write .ralph/handoff.json (false: a missing one is not reported; an invalid one always is)."
+    ),
+    key!(
+        "run.commit_leftovers",
+        Bool,
+        "true",
+        "When a story passes with the agent's work uncommitted, ralph commits it (as feat: <ID> - <title>); false: the story does not count until the agent commits."
+    ),
+    key!(
+        "run.prompt",
+        Str,
+        "\"\"",
+        flag "--prompt",
+        "Prompt template file (default: .ralph/prompt.md if present, else the built-in one)."
+    ),
+    key!(
+        "gate.command",
+        Command,
+        "[]",
+        flag "--gate",
+        "Verification gate, e.g. [\"cargo\", \"test\"]: a story passes only when this passes. Empty: no gate (the agent's word is taken)."
+    ),
+    key!("gate.timeout", Duration, "\"10m\"", "Wall-clock limit of one gate run (\"0\": none)."),
+    key!(
+        "gate.tail_bytes",
+        Int,
+        "4096",
+        "Bytes of the gate's stdout and of its stderr kept for the next prompt."
+    ),
+    key!(
+        "gate.fatal_signatures",
+        List,
+        "[]",
+        "Text in the gate's output that means the environment is broken (not the code), e.g. \"No space left on device\"."
+    ),
+    key!(
+        "gate.baseline",
+        Bool,
+        "true",
+        "Run the gate once before the first iteration (fails fast when it cannot run)."
+    ),
+    key!(
+        "circuit.no_progress",
+        Int,
+        "3",
+        "Open the circuit after this many iterations in a row without progress."
+    ),
+    key!(
+        "circuit.same_error",
+        Int,
+        "5",
+        "Open the circuit after the same error this many iterations in a row."
+    ),
+    key!(
+        "circuit.permission_denials",
+        Int,
+        "2",
+        "Open the circuit after permission denials in this many iterations in a row."
+    ),
+    key!(
+        "circuit.failures",
+        Int,
+        "3",
+        "Open the circuit after this many failed agent runs in a row (non-zero exit, error result, timeout)."
+    ),
+    key!(
+        "circuit.cooldown",
+        Duration,
+        "\"30m\"",
+        "An open circuit becomes half-open after this long."
+    ),
+    key!(
+        "circuit.auto_reset",
+        Bool,
+        "false",
+        flag "--auto-reset",
+        "Start every run with a closed circuit."
+    ),
+    key!(
+        "limits.calls_per_hour",
+        Int,
+        "100",
+        flag "--calls-per-hour",
+        "Agent runs allowed in any 60-minute window (0: no limit)."
+    ),
+    key!(
+        "limits.wait",
+        Bool,
+        "true",
+        flag "--no-wait",
+        "Wait out rate and usage limits (false: stop with exit code 4)."
+    ),
+    key!(
+        "limits.max_wait",
+        Duration,
+        "\"6h\"",
+        flag "--max-wait",
+        "Longest single wait for a limit; a longer one stops the run with exit code 4."
+    ),
+    key!(
+        "limits.usage_limit_wait",
+        Duration,
+        "\"60m\"",
+        "Wait after a usage limit whose reset time is unknown."
+    ),
+    key!(
+        "patterns.usage_limit",
+        List,
+        "[]",
+        "Extra regular expressions (regex crate syntax; (?i) for any case) that mark a usage-limit message in the agent's error text. Built-in ones cover Claude, Codex, Gemini."
+    ),
+    key!(
+        "patterns.billing",
+        List,
+        "[]",
+        "Extra regexes for out-of-credit messages (stop the run: waiting will not help)."
+    ),
+    key!("patterns.auth", List, "[]", "Extra regexes for authentication failures (stop the run)."),
+    key!(
+        "patterns.rate_limit",
+        List,
+        "[]",
+        "Extra regexes for API rate limits (back off and retry)."
+    ),
+    key!(
+        "patterns.overload",
+        List,
+        "[]",
+        "Extra regexes for an overloaded API (back off and retry)."
+    ),
+    key!(
+        "patterns.unreachable",
+        List,
+        "[]",
+        "Extra regexes for an unreachable API (back off and retry)."
+    ),
+    key!(
+        "budget.max_duration",
+        Duration,
+        "\"0\"",
+        flag "--max-duration",
+        "Wall clock for the whole run (\"0\": none). No agent starts after it; the running one is stopped."
+    ),
+    key!(
+        "budget.max_cost",
+        Float,
+        "0",
+        flag "--max-cost",
+        "USD the agents may report spending in one run (0: no limit)."
+    ),
+    key!(
+        "budget.max_tokens",
+        Int,
+        "0",
+        flag "--max-tokens",
+        "Tokens the agents may report using in one run (0: no limit)."
+    ),
+    key!(
+        "hooks.on_iteration_end",
+        Command,
+        "[]",
+        "Command run after each iteration (RALPH_* variables describe it). A failing hook is logged, never fatal."
+    ),
+    key!("hooks.on_complete", Command, "[]", "Command run when every story passes."),
+    key!("hooks.on_halt", Command, "[]", "Command run when a run stops for any other reason."),
+    key!(
+        "ui.color",
+        Color,
+        "\"auto\"",
+        flag "--color",
+        "Colour: auto, always, never (NO_COLOR is honoured in auto)."
+    ),
+];
+
+/// `agent.idle_timeout` → `RALPH_AGENT_IDLE_TIMEOUT`.
+pub(crate) fn env_name(key: &str) -> String {
+    format!("RALPH_{}", key.replace('.', "_").to_uppercase())
+}
+
+pub(super) fn find(key: &str) -> Option<&'static Key> {
+    KEYS.iter().find(|k| k.key == key)
+}
+
+pub(super) fn tool_from(s: &str) -> Option<Tool> {
+    <Tool as clap::ValueEnum>::from_str(s, true).ok()
+}
+
+pub(super) fn format_from(s: &str) -> Option<Format> {
+    Some(match s {
+        "text" => Format::Text,
+        "claude" => Format::Claude,
+        "amp" => Format::Amp,
+        "codex" => Format::Codex,
+        "gemini" => Format::Gemini,
+        "opencode" => Format::Opencode,
+        "cursor" | "cursor-agent" => Format::Cursor,
+        _ => return None,
+    })
+}
+
+/// "30m", "1h 30m", "90s", "0" → a duration.
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    if t == "0" {
+        return Ok(Duration::ZERO);
+    }
+    humantime::parse_duration(t).map_err(|e| format!("{t:?} is not a duration ({e})"))
+}
+
+/// Checks a TOML value against a key's type.
+pub(super) fn check(key: &Key, value: &toml::Value) -> Result<(), String> {
+    use toml::Value as V;
+    let ok = match (key.kind, value) {
+        (Kind::Str, V::String(_)) | (Kind::Bool, V::Boolean(_)) => true,
+        (Kind::Int, V::Integer(i)) => *i >= 0,
+        (Kind::Float, V::Float(f)) => *f >= 0.0 && f.is_finite(),
+        (Kind::Float, V::Integer(i)) => *i >= 0,
+        (Kind::Duration, V::String(s)) => parse_duration(s).is_ok(),
+        (Kind::List, V::Array(a)) => a.iter().all(V::is_str),
+        (Kind::Command, V::Array(a)) => a.iter().all(V::is_str),
+        (Kind::Command, V::String(s)) => crate::agent::words::split(s).is_ok(),
+        (Kind::Tool, V::String(s)) => tool_from(s).is_some(),
+        (Kind::Format, V::String(s)) => format_from(s).is_some(),
+        (Kind::Color, V::String(s)) => matches!(s.as_str(), "auto" | "always" | "never"),
+        _ => false,
+    };
+    if ok { Ok(()) } else { Err(format!("expected {}, found {value}", key.kind.expected())) }
+}
+
+/// Parses an environment variable's text as a key's value.
+pub(super) fn parse_text(key: &Key, text: &str) -> Result<toml::Value, String> {
+    use toml::Value as V;
+    let value = match key.kind {
+        Kind::Str | Kind::Duration | Kind::Tool | Kind::Format | Kind::Color | Kind::Command => {
+            V::String(text.into())
+        }
+        Kind::Bool => match text.to_ascii_lowercase().as_str() {
+            "1" | "true" | "yes" | "on" => V::Boolean(true),
+            "0" | "false" | "no" | "off" => V::Boolean(false),
+            _ => return Err(format!("expected {}", key.kind.expected())),
+        },
+        Kind::Int => V::Integer(
+            text.trim().parse::<i64>().map_err(|_| format!("expected {}", key.kind.expected()))?,
+        ),
+        Kind::Float => V::Float(
+            text.trim().parse::<f64>().map_err(|_| format!("expected {}", key.kind.expected()))?,
+        ),
+        Kind::List => V::Array(
+            text.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|s| V::String(s.into()))
+                .collect(),
+        ),
+    };
+    check(key, &value)?;
+    Ok(value)
+}
