@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::json::{DocBuffer, DocLine};
 use super::outcome::{AgentError, Outcome, Tokens};
 use super::patterns::{PatternKind, Patterns};
-use super::status::{self, Scanner};
+use super::status_block::{self, Scanner};
 use super::tail::{Tail, suffix};
 use super::tools::ToolTally;
 use super::{PROMISE_COMPLETE, claude, codex, gemini, opencode, reset, signature, text};
@@ -217,7 +217,7 @@ impl Facts {
         if self.error_texts.len() == MAX_ERROR_TEXTS {
             self.error_texts.remove(0);
         }
-        self.error_texts.push(status::truncate(text, ERROR_TEXT_CAP).to_string());
+        self.error_texts.push(status_block::truncate(text, ERROR_TEXT_CAP).to_string());
     }
 
     pub(crate) fn denial(&mut self, denial: String) {
@@ -346,7 +346,7 @@ impl Analyzer {
         let line = String::from_utf8_lossy(line);
         let line = line.trim();
         if !line.is_empty() {
-            self.plain.push(status::truncate(line, 1024));
+            self.plain.push(status_block::truncate(line, 1024));
             self.plain.push("\n");
         }
     }
@@ -387,7 +387,7 @@ impl Analyzer {
             (self.plain.into_string(), self.scanner.finish(), test_only)
         } else {
             let final_text = facts.result_text.unwrap_or_else(|| facts.last_text.into_string());
-            let parsed = status::parse(&final_text);
+            let parsed = status_block::parse(&final_text);
             (final_text, parsed, facts.tools.test_only())
         };
         let error_signature = match &error {
@@ -552,7 +552,7 @@ fn error_of(kind: PatternKind, message: String, resets_at: Option<DateTime<Utc>>
 
 fn first_line(text: &str) -> String {
     let line = text.trim().lines().next().unwrap_or("").trim();
-    status::truncate(line, 300).to_string()
+    status_block::truncate(line, 300).to_string()
 }
 
 /// The last non-empty line of `text` (that reads as an error, if `error`).
@@ -563,5 +563,5 @@ fn last_line(text: &str, error: bool) -> Option<String> {
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .find(|l| !error || text::is_error_line(l.as_bytes()))?;
-    Some(status::truncate(line, 300).to_string())
+    Some(status_block::truncate(line, 300).to_string())
 }

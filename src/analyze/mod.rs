@@ -22,7 +22,7 @@ mod patterns;
 mod reader;
 mod reset;
 mod signature;
-pub mod status;
+pub mod status_block;
 mod tail;
 #[cfg(test)]
 mod tests;
@@ -33,7 +33,7 @@ pub use analyzer::{Analyzer, Format, ProcessEnd, StopReason};
 pub use outcome::{AgentError, Outcome, Tokens};
 pub use patterns::{PatternError, PatternKind, PatternTexts, Patterns, Zone};
 pub use reader::{MAX_LINE, analyze_reader};
-pub use status::{Status, StatusBlock};
+pub use status_block::{Status, StatusBlock};
 
 /// The completion marker of the ralph.sh protocol.
 pub const PROMISE_COMPLETE: &str = "<promise>COMPLETE</promise>";

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::status::StatusBlock;
+use super::status_block::StatusBlock;
 
 /// Token counts the agent CLI reported. The four parts do not overlap, so
 /// [`Tokens::total`] counts each token once (Codex and Gemini report cached
