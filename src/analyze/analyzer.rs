@@ -25,6 +25,7 @@ use super::outcome::{AgentError, Outcome, Tokens};
 use super::patterns::{PatternKind, Patterns};
 use super::status_block::{self, Scanner};
 use super::tail::{Tail, suffix};
+use super::tool_errors::ToolErrors;
 use super::tools::ToolTally;
 use super::{PROMISE_COMPLETE, claude, codex, gemini, opencode, reset, signature, text};
 
@@ -147,6 +148,8 @@ pub(crate) struct Facts {
     pub(crate) permission_denials: Vec<String>,
     pub(crate) asked_user: bool,
     pub(crate) tools: ToolTally,
+    /// Error lines in the output of tool calls that failed.
+    pub(crate) tool_errors: ToolErrors,
     /// Usage of the assistant message being streamed (Claude repeats it on
     /// every event of one message) and the sum of the finished ones.
     pub(crate) message_usage: Option<(String, Tokens)>,
@@ -173,6 +176,7 @@ impl Facts {
             permission_denials: Vec::new(),
             asked_user: false,
             tools: ToolTally::default(),
+            tool_errors: ToolErrors::default(),
             message_usage: None,
             streamed_tokens: None,
         }
@@ -390,12 +394,16 @@ impl Analyzer {
             let parsed = status_block::parse(&final_text);
             (final_text, parsed, facts.tools.test_only())
         };
+        // The run's own error lines, else its error, else the errors of its
+        // failed tool calls: an agent that exits 0 while the same compiler
+        // error fails its every build still repeats an error.
         let error_signature = match &error {
             Some(AgentError::Stopped { .. }) => None,
-            Some(error) if self.error_lines.is_empty() => {
+            _ if !self.error_lines.is_empty() => signature::combine(&self.error_lines),
+            Some(error) => {
                 error.message().map(|m| signature::normalize(m.lines().next().unwrap_or("")))
             }
-            _ => signature::combine(&self.error_lines),
+            None => facts.tool_errors.signature(),
         };
         Outcome {
             asking_questions: facts.asked_user || text::asks_questions(&final_text),
@@ -412,6 +420,7 @@ impl Analyzer {
             error,
             permission_denials: facts.permission_denials,
             error_signature,
+            tool_errors: facts.tool_errors.into_lines(),
             test_only,
             output_bytes: self.output_bytes,
             output_lines: self.output_lines,

@@ -9,7 +9,8 @@
 //! [`Outcome`]; `analyzer.rs` says how failures are classified. Only the
 //! agent's own words count: its assistant messages and final result, never
 //! tool output or an echoed prompt, which may quote a limit message or the
-//! completion marker.
+//! completion marker. Tool output counts for one thing only: the error lines
+//! of a tool call that failed, for the error signature.
 
 mod analyzer;
 mod claude;
@@ -27,6 +28,7 @@ mod tail;
 #[cfg(test)]
 mod tests;
 mod text;
+mod tool_errors;
 mod tools;
 
 pub use analyzer::{Analyzer, Format, ProcessEnd, StopReason};

@@ -141,8 +141,14 @@ pub struct Outcome {
     pub error: Option<AgentError>,
     /// Tools the CLI refused to run, as `Tool(detail)` strings.
     pub permission_denials: Vec<String>,
-    /// A normalised signature of the error lines, for "same error N times".
+    /// A normalised signature of the error lines, for "same error N times":
+    /// the run's own, else its error's message, else its `tool_errors`.
     pub error_signature: Option<String>,
+    /// Error lines in the output of tool calls that failed (a build that
+    /// did not compile), newest last, each shape once, at most 8 of ~300
+    /// bytes. Tool output, not the agent's words: never an answer, a claim
+    /// or a limit.
+    pub tool_errors: Vec<String>,
     /// The agent only ran tests (no implementation work).
     pub test_only: bool,
     /// The agent ended by asking the user something (or tried to, through a
