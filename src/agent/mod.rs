@@ -77,6 +77,10 @@ impl Sink for OutSink {
         });
     }
 
+    fn stopping(&mut self) {
+        self.analyzer.stopping();
+    }
+
     fn finish(&mut self) {
         self.lines.flush(&self.log);
         let (analyzer, display) = (&mut self.analyzer, &mut self.display);
@@ -200,4 +204,62 @@ pub fn run(
         stderr_tail,
         hidden_lines,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::analyze::{AgentError, Format, StopReason};
+
+    /// Runs `script` as a claude-format agent with a 300 ms timeout.
+    fn run_claude(script: &str) -> AgentRun {
+        let _serial = supervise::serial();
+        let dir = tempfile::tempdir().unwrap();
+        let invocation = Invocation {
+            program: "sh".into(),
+            args: vec!["-c".into(), script.into()],
+            stdin: None,
+            prompt_file: None,
+            env_remove: Vec::new(),
+            env_set: Vec::new(),
+            format: Format::Claude,
+            channel: PromptChannel::Argv,
+        };
+        let limits = Limits {
+            timeout: Some(Duration::from_millis(300)),
+            idle: None,
+            grace: Duration::from_secs(5),
+            deadline: None,
+            interruptible: true,
+        };
+        let watch = Watch { on_spawn: &mut |_| {}, on_output: None };
+        let redactor = crate::redact::Redactor::new(Vec::new());
+        let log = dir.path().join("iter-1.log");
+        let analyzer = Analyzer::new(Format::Claude);
+        run(&invocation, dir.path(), &log, limits, analyzer, &redactor, watch).unwrap()
+    }
+
+    const RESULT: &str = r#"{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"Done.\",\"session_id\":\"s-1\"}"#;
+
+    /// claude answers SIGTERM by cancelling its tool and printing a
+    /// success; the run still timed out.
+    #[test]
+    fn a_success_printed_on_sigterm_is_still_a_timeout() {
+        let script = format!("trap 'echo \"{RESULT}\"; exit 0' TERM; sleep 30 & wait");
+        let run = run_claude(&script);
+        assert_eq!(run.finished.stopped, Some(StopReason::Timeout));
+        assert_eq!(run.outcome.final_text, "Done.");
+        assert_eq!(run.outcome.error, Some(AgentError::Stopped { reason: StopReason::Timeout }));
+    }
+
+    /// claude sometimes hangs after printing its result: that is a success.
+    #[test]
+    fn a_success_printed_before_the_timeout_stands() {
+        let script = format!("echo \"{RESULT}\"; sleep 30 & wait");
+        let run = run_claude(&script);
+        assert_eq!(run.finished.stopped, Some(StopReason::Timeout));
+        assert_eq!(run.outcome.error, None);
+    }
 }

@@ -35,6 +35,11 @@ const TICK: Duration = Duration::from_millis(50);
 /// Receives a stream's bytes on a pump thread.
 pub trait Sink: Send + 'static {
     fn write(&mut self, chunk: &[u8]);
+    /// ralph decided to stop the child (timeout, idle, signal, budget) and
+    /// is about to send SIGTERM. Called under the sink's lock, so every
+    /// chunk written before it was read before the decision and every
+    /// chunk after it is what the child printed on its way out.
+    fn stopping(&mut self) {}
     fn finish(&mut self) {}
 }
 
@@ -224,6 +229,8 @@ pub fn run_watched<O: Sink, E: Sink>(
         };
         if let Some(reason) = reason {
             stopped = Some(reason);
+            tell_stopping(&out);
+            tell_stopping(&err);
             break terminate(pgid, limits.grace, &done_rx, tick);
         }
     };
@@ -269,6 +276,12 @@ fn pipe_capacity(pipe: &std::process::ChildStdin) -> usize {
     {
         let _ = pipe.as_raw_fd();
         0
+    }
+}
+
+fn tell_stopping<S: Sink>(sink: &Mutex<Option<S>>) {
+    if let Some(s) = sink.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        s.stopping();
     }
 }
 
@@ -559,6 +572,35 @@ mod tests {
                 .unwrap();
         assert_eq!(f.stopped, Some(StopReason::Idle));
         assert_eq!(out.0.text(), "hi\n");
+    }
+
+    /// Records what a stream wrote, and where the stop came.
+    struct Recording(Vec<u8>);
+
+    impl Sink for Recording {
+        fn write(&mut self, chunk: &[u8]) {
+            self.0.extend_from_slice(chunk);
+        }
+        fn stopping(&mut self) {
+            self.0.extend_from_slice(b"<stopping>");
+        }
+    }
+
+    #[test]
+    fn sinks_hear_of_the_stop_between_what_came_before_and_after() {
+        let _serial = serial();
+        let args = sh("echo before; trap 'echo after; exit 0' TERM; sleep 30 & wait");
+        let (f, out, err) = run(
+            &spec(&args, limits(300)),
+            Recording(Vec::new()),
+            Recording(Vec::new()),
+            &mut || {},
+        )
+        .unwrap();
+        assert_eq!(f.stopped, Some(StopReason::Timeout));
+        assert_eq!(f.exit_code, Some(0));
+        assert_eq!(String::from_utf8_lossy(&out.0), "before\n<stopping>after\n");
+        assert_eq!(String::from_utf8_lossy(&err.0), "<stopping>");
     }
 
     #[test]

@@ -9,8 +9,10 @@
 //! 2. A terminal event decides when there is one (Claude's `result`, Codex
 //!    `turn.completed`/`turn.failed`, Gemini's result, opencode's last step),
 //!    whatever the exit code, which the CLIs get wrong both ways. A terminal
-//!    success also wins over an idle or timeout stop: claude sometimes hangs
-//!    after printing its result.
+//!    success also wins over an idle or timeout stop (claude sometimes hangs
+//!    after printing its result), but only one printed before ralph decided
+//!    to stop ([`Analyzer::stopping`]): claude answers SIGTERM by cancelling
+//!    its tool and printing a success, and a timeout must stay a timeout.
 //! 3. Otherwise a stop is `Stopped`, and a clean exit is success, except for
 //!    the CLIs that always print a terminal event (a missing one is a failure).
 //! 4. A failure is classified: a rejected `rate_limit_event`, then the HTTP
@@ -263,6 +265,8 @@ pub struct Analyzer {
     /// Text format: all of stdout's end; structured: stray non-JSON lines.
     plain: Tail,
     doc: DocBuffer,
+    /// The terminal event as it stood when ralph decided to stop the run.
+    terminal_at_stop: Option<Terminal>,
     // Text format only.
     scanner: Scanner,
     error_lines: Vec<String>,
@@ -287,6 +291,7 @@ impl Analyzer {
             output_lines: 0,
             plain: Tail::new(plain_cap),
             doc: DocBuffer::default(),
+            terminal_at_stop: None,
             scanner: Scanner::default(),
             error_lines: Vec::new(),
             text_tests: false,
@@ -380,6 +385,14 @@ impl Analyzer {
         }
     }
 
+    /// ralph decided to stop the run: output from here on is the agent's
+    /// reaction to the stop, and a terminal event in it does not decide
+    /// the outcome when the run ends [`StopReason::Timeout`] or
+    /// [`StopReason::Idle`].
+    pub fn stopping(&mut self) {
+        self.terminal_at_stop.get_or_insert(self.facts.terminal);
+    }
+
     /// The analysis, once the process has ended.
     pub fn finish(mut self, end: &ProcessEnd, now: DateTime<Utc>) -> Outcome {
         self.doc.abandon();
@@ -432,7 +445,11 @@ impl Analyzer {
         if let Some(reason @ (Interrupted | Budget)) = end.stopped {
             return Some(AgentError::Stopped { reason });
         }
-        match self.facts.terminal {
+        let terminal = match (end.stopped, self.terminal_at_stop) {
+            (Some(_), Some(at_stop)) => at_stop,
+            _ => self.facts.terminal,
+        };
+        match terminal {
             Terminal::Ok => return self.limit_in_success(now),
             Terminal::Failed => {}
             Terminal::None => {

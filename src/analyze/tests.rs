@@ -1194,3 +1194,35 @@ fn a_repeated_tool_error_repeats_the_signature() {
     assert!(run(2).is_some());
     assert_eq!(run(2), run(40));
 }
+
+/// A terminal event decides a stopped run only when it came before ralph
+/// decided to stop: claude answers SIGTERM with a success of its own.
+#[test]
+fn a_result_printed_after_the_stop_does_not_undo_it() {
+    use StopReason::*;
+    let working = r#"{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"Running the build."}]},"session_id":"s-1"}"#;
+    let success = r#"{"type":"result","subtype":"success","is_error":false,"result":"Done.","session_id":"s-1"}"#;
+    let failure = r#"{"type":"result","subtype":"error_during_execution","is_error":true,"session_id":"s-1"}"#;
+    let stopped = |reason| Some(AgentError::Stopped { reason });
+    // (name, lines before the stop, lines after it, why it stopped, error)
+    #[rustfmt::skip]
+    let cases: &[(&str, &[&str], &[&str], StopReason, Option<AgentError>)] = &[
+        ("success, then a timeout (claude hung after its result)", &[working, success], &[], Timeout, None),
+        ("success, then idle", &[working, success], &[], Idle, None),
+        ("timeout, then claude's success", &[working], &[success], Timeout, stopped(Timeout)),
+        ("idle, then claude's success", &[working], &[success], Idle, stopped(Idle)),
+        ("timeout, then a failed result", &[working], &[failure], Timeout, stopped(Timeout)),
+        ("a failed result, then a timeout", &[working, failure], &[], Timeout, Some(AgentError::Failed { exit_code: Some(0), message: "error_during_execution".into() })),
+        ("success, then an interrupt", &[working, success], &[], Interrupted, stopped(Interrupted)),
+        ("budget, then claude's success", &[working], &[success], Budget, stopped(Budget)),
+    ];
+    for (name, before, after, reason, want) in cases {
+        let mut analyzer = Analyzer::new(Format::Claude);
+        before.iter().for_each(|line| analyzer.feed(line.as_bytes()));
+        analyzer.stopping();
+        after.iter().for_each(|line| analyzer.feed(line.as_bytes()));
+        let end =
+            ProcessEnd { exit_code: Some(0), stopped: Some(*reason), ..ProcessEnd::default() };
+        assert_eq!(analyzer.finish(&end, now()).error, *want, "{name}");
+    }
+}
