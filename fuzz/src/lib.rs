@@ -94,7 +94,7 @@ pub fn agent_output(data: &[u8]) {
 
     let mut analyzer = Analyzer::new(format);
     let mut splitter = LineSplitter::keeping_cr();
-    let mut feed = |line: &[u8], _cut: bool| analyzer.feed(line);
+    let mut feed = |line: &[u8], _len: usize| analyzer.feed(line);
     for piece in output.chunks(chunk) {
         splitter.push(piece, &mut feed);
     }

@@ -69,8 +69,8 @@ impl Sink for OutSink {
     fn write(&mut self, chunk: &[u8]) {
         self.lines.push(chunk, &self.log);
         let (analyzer, display) = (&mut self.analyzer, &mut self.display);
-        self.splitter.push(chunk, &mut |line, _cut| {
-            analyzer.feed(line);
+        self.splitter.push(chunk, &mut |line, len| {
+            analyzer.feed_part(line, len);
             if let Some(d) = display.as_mut() {
                 d.show(line);
             }
@@ -84,8 +84,8 @@ impl Sink for OutSink {
     fn finish(&mut self) {
         self.lines.flush(&self.log);
         let (analyzer, display) = (&mut self.analyzer, &mut self.display);
-        self.splitter.finish(&mut |line, _cut| {
-            analyzer.feed(line);
+        self.splitter.finish(&mut |line, len| {
+            analyzer.feed_part(line, len);
             if let Some(d) = display.as_mut() {
                 d.show(line);
             }
@@ -215,6 +215,10 @@ mod tests {
 
     /// Runs `script` as a claude-format agent with a 300 ms timeout.
     fn run_claude(script: &str) -> AgentRun {
+        run_agent(script, Duration::from_millis(300))
+    }
+
+    fn run_agent(script: &str, timeout: Duration) -> AgentRun {
         let _serial = supervise::serial();
         let dir = tempfile::tempdir().unwrap();
         let invocation = Invocation {
@@ -228,7 +232,7 @@ mod tests {
             channel: PromptChannel::Argv,
         };
         let limits = Limits {
-            timeout: Some(Duration::from_millis(300)),
+            timeout: Some(timeout),
             idle: None,
             grace: Duration::from_secs(5),
             deadline: None,
@@ -239,6 +243,33 @@ mod tests {
         let log = dir.path().join("iter-1.log");
         let analyzer = Analyzer::new(Format::Claude);
         run(&invocation, dir.path(), &log, limits, analyzer, &redactor, watch).unwrap()
+    }
+
+    /// The live path and `ralph analyze` on the same bytes agree, down to
+    /// the bytes of a line over the cap and a line ending in `\r\r`.
+    #[test]
+    fn a_live_run_and_its_saved_output_analyse_alike() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        let mut bytes = br#"{"type":"system","subtype":"init","session_id":"s-1"}"#.to_vec();
+        bytes.extend_from_slice(b"\n");
+        bytes.extend(std::iter::repeat_n(b'x', capture::MAX_LINE + 100));
+        bytes.extend_from_slice(b"\nnot json\r\r\n");
+        bytes.extend_from_slice(br#"{"type":"result","subtype":"success","is_error":false,"result":"Done.","session_id":"s-1"}"#);
+        std::fs::write(&path, &bytes).unwrap();
+        let live = run_agent(&format!("cat '{}'", path.display()), Duration::from_secs(20));
+        let end = ProcessEnd { exit_code: Some(0), ..ProcessEnd::default() };
+        let reader = std::io::BufReader::with_capacity(4096, std::fs::File::open(&path).unwrap());
+        let saved = crate::analyze::analyze_reader(
+            reader,
+            Format::Claude,
+            crate::analyze::Patterns::default(),
+            &end,
+            Utc::now(),
+        )
+        .unwrap();
+        assert_eq!(live.outcome.output_bytes, bytes.len() as u64 + 1);
+        assert_eq!(format!("{:?}", live.outcome), format!("{saved:?}"));
     }
 
     const RESULT: &str = r#"{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"Done.\",\"session_id\":\"s-1\"}"#;

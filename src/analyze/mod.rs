@@ -34,7 +34,7 @@ mod tools;
 pub use analyzer::{Analyzer, Format, ProcessEnd, StopReason};
 pub use outcome::{AgentError, Outcome, Tokens};
 pub use patterns::{PatternError, PatternKind, PatternTexts, Patterns, Zone};
-pub use reader::{MAX_LINE, analyze_reader};
+pub use reader::analyze_reader;
 pub use status_block::{Status, StatusBlock};
 
 /// The completion marker of the ralph.sh protocol.
