@@ -9,22 +9,22 @@ use std::sync::{Arc, Mutex};
 
 /// The longest line handed to the analyser; the rest of a longer line is
 /// still logged, but not analysed.
-pub const MAX_LINE: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_LINE: usize = 4 * 1024 * 1024;
 
 /// The last `cap` bytes of a stream.
 #[derive(Debug, Clone)]
-pub struct Tail {
+pub(crate) struct Tail {
     buf: VecDeque<u8>,
     cap: usize,
     dropped: u64,
 }
 
 impl Tail {
-    pub fn new(cap: usize) -> Tail {
+    pub(crate) fn new(cap: usize) -> Tail {
         Tail { buf: VecDeque::with_capacity(cap.min(64 * 1024)), cap, dropped: 0 }
     }
 
-    pub fn push(&mut self, bytes: &[u8]) {
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
         if self.cap == 0 {
             self.dropped += bytes.len() as u64;
             return;
@@ -41,14 +41,9 @@ impl Tail {
         self.buf.extend(bytes);
     }
 
-    /// Bytes cut from the front so far.
-    pub fn dropped(&self) -> u64 {
-        self.dropped
-    }
-
     /// The tail as text; when bytes were cut, starts at the next whole line
     /// and is marked with `…`.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let (a, b) = self.buf.as_slices();
         let mut bytes = Vec::with_capacity(a.len() + b.len());
         bytes.extend_from_slice(a);
@@ -127,26 +122,22 @@ impl LineSplitter {
 /// later writes are skipped, so the readers keep draining the pipes and
 /// the agent never blocks on a full pipe.
 #[derive(Debug)]
-pub struct Log {
+pub(crate) struct Log {
     file: Option<File>,
     error: Option<io::Error>,
-    bytes: u64,
     redactor: Option<crate::redact::Redactor>,
 }
 
-pub type SharedLog = Arc<Mutex<Log>>;
+pub(crate) type SharedLog = Arc<Mutex<Log>>;
 
 impl Log {
-    pub fn new(file: Option<File>) -> SharedLog {
-        Log::redacted(file, None)
+    /// A log that replaces secrets (when given a redactor) before they
+    /// reach the disk.
+    pub(crate) fn new(file: Option<File>, redactor: Option<crate::redact::Redactor>) -> SharedLog {
+        Arc::new(Mutex::new(Log { file, error: None, redactor }))
     }
 
-    /// A log that replaces secrets before they reach the disk.
-    pub fn redacted(file: Option<File>, redactor: Option<crate::redact::Redactor>) -> SharedLog {
-        Arc::new(Mutex::new(Log { file, error: None, bytes: 0, redactor }))
-    }
-
-    pub fn write(&mut self, bytes: &[u8]) {
+    pub(crate) fn write(&mut self, bytes: &[u8]) {
         if self.error.is_some() {
             return;
         }
@@ -154,34 +145,29 @@ impl Log {
             Some(r) => r.bytes(bytes),
             None => std::borrow::Cow::Borrowed(bytes),
         };
-        if let Some(f) = self.file.as_mut() {
-            match f.write_all(&bytes) {
-                Ok(()) => self.bytes += bytes.len() as u64,
-                Err(e) => self.error = Some(e),
-            }
+        if let Some(f) = self.file.as_mut()
+            && let Err(e) = f.write_all(&bytes)
+        {
+            self.error = Some(e);
         }
     }
 
-    pub fn take_error(&mut self) -> Option<io::Error> {
+    pub(crate) fn take_error(&mut self) -> Option<io::Error> {
         self.error.take()
-    }
-
-    pub fn bytes(&self) -> u64 {
-        self.bytes
     }
 }
 
 /// Per-stream buffer that hands the log whole lines where it can, so the
 /// stdout and stderr lines of one log file do not interleave mid-line.
 #[derive(Debug, Default)]
-pub struct LogLines {
+pub(crate) struct LogLines {
     pending: Vec<u8>,
 }
 
 impl LogLines {
     const FLUSH_AT: usize = 64 * 1024;
 
-    pub fn push(&mut self, chunk: &[u8], log: &SharedLog) {
+    pub(crate) fn push(&mut self, chunk: &[u8], log: &SharedLog) {
         match chunk.iter().rposition(|&b| b == b'\n') {
             Some(last) => {
                 let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
@@ -200,7 +186,7 @@ impl LogLines {
         }
     }
 
-    pub fn flush(&mut self, log: &SharedLog) {
+    pub(crate) fn flush(&mut self, log: &SharedLog) {
         if !self.pending.is_empty() {
             log.lock().unwrap_or_else(|p| p.into_inner()).write(&self.pending);
             self.pending.clear();
@@ -223,7 +209,7 @@ mod tests {
         assert_eq!(t.text(), "short\n");
         let mut t = Tail::new(4);
         t.push(&[b'x'; 1000]);
-        assert_eq!(t.dropped(), 996);
+        assert_eq!(t.dropped, 996);
     }
 
     /// Every line `splitter` makes of `chunks`, with its full length.
@@ -271,7 +257,7 @@ mod tests {
     fn log_lines_write_whole_lines() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");
-        let log = Log::new(Some(File::create(&path).unwrap()));
+        let log = Log::new(Some(File::create(&path).unwrap()), None);
         let (mut out, mut err) = (LogLines::default(), LogLines::default());
         out.push(b"out-par", &log);
         err.push(b"err-line\n", &log);

@@ -2,14 +2,14 @@
 //! supervising the process ([`supervise`]) while its output is captured
 //! ([`capture`]) and shown ([`display`]).
 
-pub mod backend;
+pub(crate) mod backend;
 pub mod capture;
-pub mod display;
-pub mod supervise;
-pub mod words;
+pub(crate) mod display;
+pub(crate) mod supervise;
+pub(crate) mod words;
 
-pub use backend::{Backend, Invocation, PromptChannel, Tool};
-pub use supervise::{Finished, Spec};
+pub(crate) use backend::{Backend, Invocation, Tool};
+pub(crate) use supervise::{Finished, Spec};
 
 use std::fs::File;
 use std::path::Path;
@@ -28,31 +28,27 @@ const DISPLAY_QUEUE: usize = 1024;
 
 /// One finished agent run.
 #[derive(Debug)]
-pub struct AgentRun {
-    pub finished: Finished,
-    pub outcome: Outcome,
+pub(crate) struct AgentRun {
+    pub(crate) finished: Finished,
+    pub(crate) outcome: Outcome,
     /// Writing the log failed (disk full, file-size limit): the first error.
-    pub log_error: Option<std::io::Error>,
-    pub log_bytes: u64,
-    pub stderr_tail: String,
-    /// Output lines not shown because the display fell behind.
-    pub hidden_lines: u64,
+    pub(crate) log_error: Option<std::io::Error>,
 }
 
 struct Display {
     tx: mpsc::SyncSender<String>,
     format: crate::analyze::Format,
-    hidden: u64,
     redactor: crate::redact::Redactor,
 }
 
 impl Display {
+    /// Queues the line's readable form; a line the display has no room
+    /// for is skipped (it is in the log).
     fn show(&mut self, line: &[u8]) {
         if let Some(text) = display::render(self.format, line)
             && !text.is_empty()
-            && self.tx.try_send(self.redactor.text(&text).into_owned()).is_err()
         {
-            self.hidden += 1;
+            let _ = self.tx.try_send(self.redactor.text(&text).into_owned());
         }
     }
 }
@@ -120,14 +116,14 @@ impl Sink for ErrSink {
 
 /// Who hears about a running agent: its pid when it starts, its readable
 /// output lines as they come (on the calling thread).
-pub struct Watch<'a> {
-    pub on_spawn: &'a mut dyn FnMut(u32),
-    pub on_output: Option<&'a mut dyn FnMut(String)>,
+pub(crate) struct Watch<'a> {
+    pub(crate) on_spawn: &'a mut dyn FnMut(u32),
+    pub(crate) on_output: Option<&'a mut dyn FnMut(String)>,
 }
 
 /// Runs one agent invocation: the log at `log_path`, output analysed with
 /// `analyzer`, readable lines passed to `on_output` (when given) on this thread.
-pub fn run(
+pub(crate) fn run(
     invocation: &Invocation,
     cwd: &Path,
     log_path: &Path,
@@ -141,12 +137,11 @@ pub fn run(
         Ok(f) => (Some(f), None),
         Err(e) => (None, Some(e)),
     };
-    let log = Log::redacted(file, Some(redactor.clone()));
+    let log = Log::new(file, Some(redactor.clone()));
     let format = analyzer.format();
     let (tx, rx) = mpsc::sync_channel(DISPLAY_QUEUE);
-    let display = |on: bool| {
-        on.then(|| Display { tx: tx.clone(), format, hidden: 0, redactor: redactor.clone() })
-    };
+    let display =
+        |on: bool| on.then(|| Display { tx: tx.clone(), format, redactor: redactor.clone() });
     let show = on_output.is_some();
     let out = OutSink {
         log: log.clone(),
@@ -181,29 +176,20 @@ pub fn run(
     };
     let (finished, out, err) = supervise::run_watched(&spec, out, err, on_spawn, &mut drain)?;
     drain();
-    let stderr_tail = redactor.text(&err.tail.text()).into_owned();
     let end = ProcessEnd {
         exit_code: finished.exit_code,
         signal: finished.signal,
         stopped: finished.stopped,
-        stderr_tail: stderr_tail.clone(),
+        stderr_tail: redactor.text(&err.tail.text()).into_owned(),
     };
-    let hidden_lines =
-        out.display.as_ref().map_or(0, |d| d.hidden) + err.display.as_ref().map_or(0, |d| d.hidden);
     let mut outcome = out.analyzer.finish(&end, Utc::now());
     // The final text feeds events, lessons and prompts.
     if let std::borrow::Cow::Owned(clean) = redactor.text(&outcome.final_text) {
         outcome.final_text = clean;
     }
-    let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
-    Ok(AgentRun {
-        finished,
-        outcome,
-        log_error: open_error.or_else(|| log.take_error()),
-        log_bytes: log.bytes(),
-        stderr_tail,
-        hidden_lines,
-    })
+    let log_error =
+        open_error.or_else(|| log.lock().unwrap_or_else(|p| p.into_inner()).take_error());
+    Ok(AgentRun { finished, outcome, log_error })
 }
 
 #[cfg(test)]
@@ -229,7 +215,7 @@ mod tests {
             env_remove: Vec::new(),
             env_set: Vec::new(),
             format: Format::Claude,
-            channel: PromptChannel::Argv,
+            channel: backend::PromptChannel::Argv,
         };
         let limits = Limits {
             timeout: Some(timeout),

@@ -76,7 +76,6 @@ pub struct Spec<'a> {
 /// How the child ended.
 #[derive(Debug, Clone)]
 pub struct Finished {
-    pub pid: u32,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub stopped: Option<StopReason>,
@@ -237,7 +236,6 @@ pub fn run_watched<O: Sink, E: Sink>(
     out.finish();
     err.finish();
     let finished = Finished {
-        pid,
         exit_code: status.and_then(|s| s.code()),
         signal: status.and_then(|s| s.signal()),
         stopped,

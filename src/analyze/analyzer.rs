@@ -281,7 +281,7 @@ impl Analyzer {
     }
 
     /// An analyzer with configured patterns (and local zone).
-    pub fn with_patterns(format: Format, patterns: Patterns) -> Analyzer {
+    pub(crate) fn with_patterns(format: Format, patterns: Patterns) -> Analyzer {
         let plain_cap = if format == Format::Text { TEXT_CAP } else { STRAY_CAP };
         Analyzer {
             format,
@@ -299,7 +299,7 @@ impl Analyzer {
         }
     }
 
-    pub fn format(&self) -> Format {
+    pub(crate) fn format(&self) -> Format {
         self.format
     }
 
@@ -389,7 +389,7 @@ impl Analyzer {
     /// reaction to the stop, and a terminal event in it does not decide
     /// the outcome when the run ends [`StopReason::Timeout`] or
     /// [`StopReason::Idle`].
-    pub fn stopping(&mut self) {
+    pub(crate) fn stopping(&mut self) {
         self.terminal_at_stop.get_or_insert(self.facts.terminal);
     }
 

@@ -32,10 +32,13 @@ mod tool_errors;
 mod tools;
 
 pub use analyzer::{Analyzer, Format, ProcessEnd, StopReason};
-pub use outcome::{AgentError, Outcome, Tokens};
-pub use patterns::{PatternError, PatternKind, PatternTexts, Patterns, Zone};
+pub(crate) use outcome::AgentError;
+pub use outcome::Outcome;
+pub use patterns::Patterns;
+pub(crate) use patterns::{PatternTexts, Zone};
 pub use reader::analyze_reader;
-pub use status_block::{Status, StatusBlock};
+pub(crate) use status_block::Status;
+pub use status_block::StatusBlock;
 
 /// The completion marker of the ralph.sh protocol.
-pub const PROMISE_COMPLETE: &str = "<promise>COMPLETE</promise>";
+pub(crate) const PROMISE_COMPLETE: &str = "<promise>COMPLETE</promise>";
