@@ -9,7 +9,7 @@
 //!  waiter thread: child.wait() ──► channel ──► supervise loop
 //!                                              (ticks: signals, timeout,
 //!                                               idle, deadline)
-//!  stop: killpg TERM ─ grace ─ killpg KILL
+//!  stop: Sink::stopping ─ killpg TERM ─ grace ─ killpg KILL
 //!  after exit: sweep leftovers (group + adopted descendants), reap
 //! ```
 //!
@@ -158,8 +158,8 @@ pub fn run_watched<O: Sink, E: Sink>(
         // A prompt that fits in the pipe's buffer cannot block: write it
         // here. A larger one gets its own thread, so it cannot deadlock
         // against an agent that writes before it reads. An agent that
-        // exits without reading gives EPIPE, which is not our problem.
-        // 0 when unknown: then a thread, too.
+        // exits without reading gives EPIPE, which is not our problem. (An
+        // unknown capacity is 0: a thread, too.)
         if bytes.len() <= process::pipe_capacity(&stdin) {
             let _ = stdin.write_all(&bytes);
         } else {
