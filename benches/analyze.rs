@@ -25,7 +25,7 @@ use common::{NO_BRAKES, Project, heading, measure, prd_json, report, runs, sprea
 use serde_json::Value;
 
 const MB: u64 = 1_000_000;
-/// ralph reads lines up to this length (`analyze::MAX_LINE`).
+/// ralph reads lines up to this length (`agent::capture::MAX_LINE`).
 const LINE_CAP: u64 = 4 * 1024 * 1024;
 
 #[derive(Clone, Copy)]

@@ -1,5 +1,9 @@
-//! Processes on this machine, as far as ralph needs to know them: whether a
-//! pid or a process group is alive, and the leftovers of a crashed run.
+//! Processes on this machine, as far as ralph needs to know and move them:
+//! signals to a pid or a process group and whether it is alive, ralph's own
+//! descendants (from /proc) and reaping them, the parent-death signal of a
+//! child, the signal handlers and the child subreaper, and the leftovers of
+//! a crashed run. Every libc call and /proc walk of ralph is here, so each
+//! `unsafe` sits next to the others with its reason.
 //!
 //! A crashed run is found by what it stamped on its agents: the run id and
 //! the project directory in their environment (`RALPH_RUN_ID`,
@@ -7,7 +11,9 @@
 //! a resume in one project never ends another project's agents, even when
 //! two runs somehow share an id.
 
+use std::os::fd::AsRawFd;
 use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The effective user id (claude refuses its bypass flag as root).
@@ -26,25 +32,204 @@ pub fn pid_alive(pid: u32) -> bool {
     rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// Sends `signal` to one process; a process that is gone is no error.
+pub fn signal_pid(pid: i32, signal: i32) {
+    // SAFETY: kill(2) has no memory effects and fails harmlessly (ESRCH)
+    // when the process is gone.
+    unsafe {
+        libc::kill(pid, signal);
+    }
+}
+
+/// Sends `signal` to every process of group `pgid`.
+pub fn signal_group(pgid: i32, signal: i32) {
+    // SAFETY: kill(2) with a negative pid signals that process group; it has
+    // no memory effects and fails harmlessly (ESRCH) when the group is gone.
+    unsafe {
+        libc::kill(-pgid, signal);
+    }
+}
+
+/// Whether a process group still has members.
+pub fn group_alive(pgid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    unsafe { libc::kill(-pgid, 0) == 0 }
+}
+
 /// Whether process group `pgid` is alive and one of its processes works in
 /// `dir`: a recorded pgid may have been reused by an unrelated program
 /// since the crash, and that one must not be touched.
 pub fn group_works_in(pgid: i32, dir: &Path) -> bool {
-    if !crate::agent::supervise::group_alive(pgid) {
+    if !group_alive(pgid) {
         return false;
     }
     let Ok(procs) = std::fs::read_dir("/proc") else { return false };
     procs.flatten().any(|e| {
-        let path = e.path();
-        let in_group = std::fs::read_to_string(path.join("stat"))
-            .ok()
-            .and_then(|stat| {
-                let rest = stat.get(stat.rfind(')')? + 2..)?.to_string();
-                rest.split_whitespace().nth(2)?.parse::<i32>().ok()
-            })
-            .is_some_and(|g| g == pgid);
-        in_group && std::fs::read_link(path.join("cwd")).is_ok_and(|cwd| cwd.starts_with(dir))
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse().ok()) else {
+            return false;
+        };
+        stat(pid).is_some_and(|p| p.pgid == pgid)
+            && std::fs::read_link(e.path().join("cwd")).is_ok_and(|cwd| cwd.starts_with(dir))
     })
+}
+
+/// A process as /proc/<pid>/stat tells it.
+#[derive(Debug, Clone, Copy)]
+pub struct Proc {
+    pub pid: i32,
+    pub ppid: i32,
+    pub pgid: i32,
+    /// Exited, not yet reaped.
+    pub zombie: bool,
+}
+
+/// Every process below `root`, found through /proc.
+pub fn descendants(root: i32) -> Vec<Proc> {
+    let mut found = Vec::new();
+    let mut queue = vec![root];
+    while let Some(pid) = queue.pop() {
+        for child in children(pid) {
+            if let Some(p) = stat(child) {
+                found.push(p);
+                queue.push(child);
+            }
+            if found.len() > 100_000 {
+                return found;
+            }
+        }
+    }
+    found
+}
+
+/// Direct children of `pid`, from /proc/<pid>/task/*/children (cheap: no
+/// scan of the whole process table), falling back to a scan of /proc.
+fn children(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    let mut any = false;
+    for task in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+            any = true;
+            out.extend(text.split_ascii_whitespace().filter_map(|s| s.parse::<i32>().ok()));
+        }
+    }
+    if !any && let Ok(all) = std::fs::read_dir("/proc") {
+        for e in all.flatten() {
+            let Some(p) = e.file_name().to_str().and_then(|s| s.parse().ok()) else { continue };
+            if stat(p).is_some_and(|s| s.ppid == pid) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+fn stat(pid: i32) -> Option<Proc> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(pid, &text)
+}
+
+/// `pid (comm) state ppid pgrp …`; the command name may contain spaces and
+/// parentheses, so the fields start after the last `)`.
+fn parse_stat(pid: i32, text: &str) -> Option<Proc> {
+    let rest = text.get(text.rfind(')')? + 2..)?;
+    let mut fields = rest.split_ascii_whitespace();
+    let state = fields.next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let pgid = fields.next()?.parse().ok()?;
+    Some(Proc { pid, ppid, pgid, zombie: state == "Z" || state == "X" })
+}
+
+/// Reaps those of `procs` that are children of this process (`me`) and
+/// have exited; never blocks.
+pub fn reap(procs: &[Proc], me: i32) {
+    for p in procs.iter().filter(|p| p.ppid == me) {
+        let mut status = 0;
+        // SAFETY: waitpid on a specific pid that is our child, into a live
+        // local; WNOHANG never blocks.
+        unsafe {
+            libc::waitpid(p.pid, &mut status, libc::WNOHANG);
+        }
+    }
+}
+
+/// Makes the kernel SIGKILL the child `cmd` starts when ralph dies: if
+/// ralph is killed with SIGKILL it can stop nothing itself. (Grandchildren
+/// do not inherit this; the next ralph ends the dead run's process group
+/// when it resumes.) Linux only.
+pub fn die_with_parent(cmd: &mut Command) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        let parent = std::process::id() as libc::pid_t;
+        // SAFETY: the closure runs between fork and exec, where only
+        // async-signal-safe calls are allowed: prctl, getppid and _exit
+        // are, and it touches no memory but its copied argument.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+                if libc::getppid() != parent {
+                    // ralph died between fork and prctl.
+                    libc::_exit(137);
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cmd;
+}
+
+/// How many bytes `pipe` takes before a writer blocks. Usually 64 KiB, but
+/// Linux shrinks new pipes to one page for a user over their pipe quota,
+/// so it is asked, not assumed; 0 when unknown.
+pub fn pipe_capacity(pipe: &impl AsRawFd) -> usize {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: F_GETPIPE_SZ only reads the size of a pipe the caller holds.
+        let size = unsafe { libc::fcntl(pipe.as_raw_fd(), libc::F_GETPIPE_SZ) };
+        usize::try_from(size).unwrap_or(0)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = pipe.as_raw_fd();
+        0
+    }
+}
+
+/// Runs `handler` on each of `signals` (with SA_RESTART, so interrupted
+/// reads and writes resume). The handler must be async-signal-safe.
+pub fn on_signals(signals: &[i32], handler: extern "C" fn(i32)) {
+    for &signal in signals {
+        // SAFETY: a zeroed sigaction is a valid starting value, and the
+        // caller's handler is async-signal-safe (its contract above).
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = handler as *const () as libc::sighandler_t;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Ignores `signal` from now on.
+pub fn ignore_signal(signal: i32) {
+    // SAFETY: setting a signal's disposition to SIG_IGN has no preconditions.
+    unsafe {
+        libc::signal(signal, libc::SIG_IGN);
+    }
+}
+
+/// Makes this process the reaper of its orphaned descendants (Linux only).
+pub fn become_subreaper() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_CHILD_SUBREAPER takes an integer flag and has no memory effects.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0);
+    }
 }
 
 /// Whether a process's environment (`/proc/<pid>/environ`, NUL-separated)
@@ -75,7 +260,7 @@ pub fn belongs_to_run(environ: &[u8], cwd: Option<&Path>, run_id: &str, project:
 /// there were.
 pub fn end_processes_of_run(run_id: &str, project: &Path, grace: Duration) -> usize {
     let me = std::process::id();
-    let find = || -> Vec<libc::pid_t> {
+    let find = || -> Vec<i32> {
         let Ok(procs) = std::fs::read_dir("/proc") else { return Vec::new() };
         procs
             .flatten()
@@ -88,18 +273,11 @@ pub fn end_processes_of_run(run_id: &str, project: &Path, grace: Duration) -> us
                 let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok();
                 belongs_to_run(&environ, cwd.as_deref(), run_id, project)
             })
-            .filter_map(|pid| libc::pid_t::try_from(pid).ok())
+            .filter_map(|pid| i32::try_from(pid).ok())
             .collect()
     };
     let pids = find();
-    let signal = |pids: &[libc::pid_t], sig| {
-        for &pid in pids {
-            // SAFETY: kill(2) on a pid we just found; fails harmlessly if it is gone.
-            unsafe {
-                libc::kill(pid, sig);
-            }
-        }
-    };
+    let signal = |pids: &[i32], signal| pids.iter().for_each(|&pid| signal_pid(pid, signal));
     signal(&pids, libc::SIGTERM);
     let until = Instant::now() + grace;
     while Instant::now() < until && !find().is_empty() {
@@ -125,7 +303,46 @@ pub fn holder_of(path: &Path) -> Option<u32> {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::process::CommandExt;
+
     use super::*;
+
+    #[test]
+    fn stat_lines() {
+        let cases = [
+            ("1234 (sh) S 1 1234 1234 0 -1", Some((1, 1234, false))),
+            ("77 (a (weird) name) Z 5 6 6 0", Some((5, 6, true))),
+            ("78 (x) X 5 6 6", Some((5, 6, true))),
+            ("79 (no fields)", None),
+            ("80 (x) R nope 6", None),
+            ("", None),
+        ];
+        for (text, want) in cases {
+            let got = parse_stat(9, text).map(|p| (p.ppid, p.pgid, p.zombie));
+            assert_eq!(got, want, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_child_is_a_descendant_until_it_is_ended_and_reaped() {
+        let _serial = crate::agent::supervise::serial();
+        let me = std::process::id() as i32;
+        let mut child = Command::new("sleep").arg("30").process_group(0).spawn().unwrap();
+        let pid = child.id() as i32;
+        assert!(pid_alive(child.id()) && group_alive(pid));
+        let found = descendants(me).into_iter().find(|p| p.pid == pid).expect("the child");
+        assert_eq!((found.ppid, found.pgid, found.zombie), (me, pid, false));
+        signal_group(pid, libc::SIGKILL);
+        let until = Instant::now() + Duration::from_secs(10);
+        while descendants(me).iter().any(|p| p.pid == pid) && Instant::now() < until {
+            reap(&descendants(me), me);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!descendants(me).iter().any(|p| p.pid == pid), "still there");
+        assert!(!group_alive(pid));
+        // Reaped already: std's wait finds no child.
+        assert!(child.try_wait().is_err());
+    }
 
     #[test]
     fn a_process_belongs_to_a_run_only_by_its_id_and_its_project() {

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 static FIRST: AtomicI32 = AtomicI32::new(0);
 static COUNT: AtomicU32 = AtomicU32::new(0);
 
-extern "C" fn record(signal: libc::c_int) {
+extern "C" fn record(signal: i32) {
     // Only async-signal-safe work here: two atomic stores.
     let _ = FIRST.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
     COUNT.fetch_add(1, Ordering::SeqCst);
@@ -21,21 +21,8 @@ extern "C" fn record(signal: libc::c_int) {
 /// limit makes the write fail with EFBIG (which ralph reports) instead of
 /// killing ralph between a temp-file write and its rename.
 pub fn install() {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: a zeroed sigaction is a valid starting value; the handler
-        // only touches atomics, which is async-signal-safe.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = record as *const () as libc::sighandler_t;
-            action.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut action.sa_mask);
-            libc::sigaction(sig, &action, std::ptr::null_mut());
-        }
-    }
-    // SAFETY: setting a signal's disposition to SIG_IGN has no preconditions.
-    unsafe {
-        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-    }
+    crate::process::on_signals(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP], record);
+    crate::process::ignore_signal(libc::SIGXFSZ);
 }
 
 /// The first signal received, if any.
@@ -67,9 +54,5 @@ pub fn exit_code(signal: i32) -> u8 {
 /// re-parented to the nearest subreaper — ralph — where the supervisor can
 /// find and end them. Linux only; elsewhere the group kill is all we have.
 pub fn become_subreaper() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: PR_SET_CHILD_SUBREAPER takes an integer flag and has no memory effects.
-    unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0);
-    }
+    crate::process::become_subreaper();
 }

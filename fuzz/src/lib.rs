@@ -60,7 +60,7 @@ pub fn prd(data: &[u8]) {
 /// saved-log reader) find the same block and the same problems.
 pub fn status_block(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
-    let whole = analyze::status::parse(&text);
+    let whole = analyze::status_block::parse(&text);
     if let Some(block) = &whole.block {
         let recommendation = block.recommendation.as_deref().unwrap_or("");
         assert!(recommendation.len() <= 1024, "recommendation of {} bytes", recommendation.len());
@@ -94,7 +94,7 @@ pub fn agent_output(data: &[u8]) {
 
     let mut analyzer = Analyzer::new(format);
     let mut splitter = LineSplitter::keeping_cr();
-    let mut feed = |line: &[u8], _cut: bool| analyzer.feed(line);
+    let mut feed = |line: &[u8], _len: usize| analyzer.feed(line);
     for piece in output.chunks(chunk) {
         splitter.push(piece, &mut feed);
     }

@@ -9,22 +9,22 @@ use std::sync::{Arc, Mutex};
 
 /// The longest line handed to the analyser; the rest of a longer line is
 /// still logged, but not analysed.
-pub const MAX_LINE: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_LINE: usize = 4 * 1024 * 1024;
 
 /// The last `cap` bytes of a stream.
 #[derive(Debug, Clone)]
-pub struct Tail {
+pub(crate) struct Tail {
     buf: VecDeque<u8>,
     cap: usize,
     dropped: u64,
 }
 
 impl Tail {
-    pub fn new(cap: usize) -> Tail {
+    pub(crate) fn new(cap: usize) -> Tail {
         Tail { buf: VecDeque::with_capacity(cap.min(64 * 1024)), cap, dropped: 0 }
     }
 
-    pub fn push(&mut self, bytes: &[u8]) {
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
         if self.cap == 0 {
             self.dropped += bytes.len() as u64;
             return;
@@ -41,14 +41,9 @@ impl Tail {
         self.buf.extend(bytes);
     }
 
-    /// Bytes cut from the front so far.
-    pub fn dropped(&self) -> u64 {
-        self.dropped
-    }
-
     /// The tail as text; when bytes were cut, starts at the next whole line
     /// and is marked with `…`.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let (a, b) = self.buf.as_slices();
         let mut bytes = Vec::with_capacity(a.len() + b.len());
         bytes.extend_from_slice(a);
@@ -64,59 +59,62 @@ impl Tail {
     }
 }
 
-/// Splits a byte stream into lines, passing at most [`MAX_LINE`] bytes of
-/// each line on (with a flag when it was cut), without the `\r` of a CRLF.
+/// Splits a byte stream into lines, without their `\n`: each line is passed
+/// on cut to at most [`MAX_LINE`] bytes, with the length it really had (the
+/// rest is never kept). The one splitter of agent output, live from a pipe
+/// and from a saved log (`analyze::analyze_reader`), so both read the same
+/// lines.
+///
+/// A plain splitter also drops the `\r` of a CRLF; one made with
+/// [`keeping_cr`](LineSplitter::keeping_cr) passes it on.
 #[derive(Debug, Default)]
 pub struct LineSplitter {
     line: Vec<u8>,
-    cut: bool,
+    /// The length of the current line so far, cut or not.
+    len: usize,
     keep_cr: bool,
 }
 
 impl LineSplitter {
     /// A splitter that passes lines on with their `\r`, for a consumer that
-    /// reads line endings itself: the analyser drops exactly one `\r`, as
-    /// `ralph analyze` does on a saved log, and must not see a line that
-    /// lost one already.
+    /// reads line endings itself: the analyser drops exactly one `\r`, and
+    /// must not see a line that lost one already.
     pub fn keeping_cr() -> LineSplitter {
         LineSplitter { keep_cr: true, ..LineSplitter::default() }
     }
 
-    pub fn push(&mut self, mut chunk: &[u8], on_line: &mut dyn FnMut(&[u8], bool)) {
+    /// Passes on every line `chunk` completes, as `(line, full length)`.
+    pub fn push(&mut self, mut chunk: &[u8], on_line: &mut dyn FnMut(&[u8], usize)) {
         while let Some(nl) = memchr::memchr(b'\n', chunk) {
             self.append(&chunk[..nl]);
-            let line = if self.keep_cr { &self.line } else { strip_cr(&self.line) };
-            on_line(line, self.cut);
-            self.line.clear();
-            self.cut = false;
+            self.emit(on_line);
             chunk = &chunk[nl + 1..];
         }
         self.append(chunk);
     }
 
     /// The last line, if the stream did not end with a newline.
-    pub fn finish(&mut self, on_line: &mut dyn FnMut(&[u8], bool)) {
-        if !self.line.is_empty() || self.cut {
-            let line = if self.keep_cr { &self.line } else { strip_cr(&self.line) };
-            on_line(line, self.cut);
-            self.line.clear();
-            self.cut = false;
+    pub fn finish(&mut self, on_line: &mut dyn FnMut(&[u8], usize)) {
+        if self.len > 0 {
+            self.emit(on_line);
         }
     }
 
     fn append(&mut self, bytes: &[u8]) {
         let room = MAX_LINE - self.line.len();
-        if bytes.len() > room {
-            self.line.extend_from_slice(&bytes[..room]);
-            self.cut = true;
-        } else {
-            self.line.extend_from_slice(bytes);
-        }
+        self.line.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        self.len = self.len.saturating_add(bytes.len());
     }
-}
 
-fn strip_cr(line: &[u8]) -> &[u8] {
-    line.strip_suffix(b"\r").unwrap_or(line)
+    fn emit(&mut self, on_line: &mut dyn FnMut(&[u8], usize)) {
+        let whole = self.len == self.line.len();
+        match self.line.strip_suffix(b"\r") {
+            Some(line) if whole && !self.keep_cr => on_line(line, self.len - 1),
+            _ => on_line(&self.line, self.len),
+        }
+        self.line.clear();
+        self.len = 0;
+    }
 }
 
 /// The iteration's log file, shared by the stdout and stderr readers.
@@ -124,26 +122,22 @@ fn strip_cr(line: &[u8]) -> &[u8] {
 /// later writes are skipped, so the readers keep draining the pipes and
 /// the agent never blocks on a full pipe.
 #[derive(Debug)]
-pub struct Log {
+pub(crate) struct Log {
     file: Option<File>,
     error: Option<io::Error>,
-    bytes: u64,
     redactor: Option<crate::redact::Redactor>,
 }
 
-pub type SharedLog = Arc<Mutex<Log>>;
+pub(crate) type SharedLog = Arc<Mutex<Log>>;
 
 impl Log {
-    pub fn new(file: Option<File>) -> SharedLog {
-        Log::redacted(file, None)
+    /// A log that replaces secrets (when given a redactor) before they
+    /// reach the disk.
+    pub(crate) fn new(file: Option<File>, redactor: Option<crate::redact::Redactor>) -> SharedLog {
+        Arc::new(Mutex::new(Log { file, error: None, redactor }))
     }
 
-    /// A log that replaces secrets before they reach the disk.
-    pub fn redacted(file: Option<File>, redactor: Option<crate::redact::Redactor>) -> SharedLog {
-        Arc::new(Mutex::new(Log { file, error: None, bytes: 0, redactor }))
-    }
-
-    pub fn write(&mut self, bytes: &[u8]) {
+    pub(crate) fn write(&mut self, bytes: &[u8]) {
         if self.error.is_some() {
             return;
         }
@@ -151,34 +145,29 @@ impl Log {
             Some(r) => r.bytes(bytes),
             None => std::borrow::Cow::Borrowed(bytes),
         };
-        if let Some(f) = self.file.as_mut() {
-            match f.write_all(&bytes) {
-                Ok(()) => self.bytes += bytes.len() as u64,
-                Err(e) => self.error = Some(e),
-            }
+        if let Some(f) = self.file.as_mut()
+            && let Err(e) = f.write_all(&bytes)
+        {
+            self.error = Some(e);
         }
     }
 
-    pub fn take_error(&mut self) -> Option<io::Error> {
+    pub(crate) fn take_error(&mut self) -> Option<io::Error> {
         self.error.take()
-    }
-
-    pub fn bytes(&self) -> u64 {
-        self.bytes
     }
 }
 
 /// Per-stream buffer that hands the log whole lines where it can, so the
 /// stdout and stderr lines of one log file do not interleave mid-line.
 #[derive(Debug, Default)]
-pub struct LogLines {
+pub(crate) struct LogLines {
     pending: Vec<u8>,
 }
 
 impl LogLines {
     const FLUSH_AT: usize = 64 * 1024;
 
-    pub fn push(&mut self, chunk: &[u8], log: &SharedLog) {
+    pub(crate) fn push(&mut self, chunk: &[u8], log: &SharedLog) {
         match chunk.iter().rposition(|&b| b == b'\n') {
             Some(last) => {
                 let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
@@ -197,7 +186,7 @@ impl LogLines {
         }
     }
 
-    pub fn flush(&mut self, log: &SharedLog) {
+    pub(crate) fn flush(&mut self, log: &SharedLog) {
         if !self.pending.is_empty() {
             log.lock().unwrap_or_else(|p| p.into_inner()).write(&self.pending);
             self.pending.clear();
@@ -220,48 +209,55 @@ mod tests {
         assert_eq!(t.text(), "short\n");
         let mut t = Tail::new(4);
         t.push(&[b'x'; 1000]);
-        assert_eq!(t.dropped(), 996);
+        assert_eq!(t.dropped, 996);
+    }
+
+    /// Every line `splitter` makes of `chunks`, with its full length.
+    fn split(mut splitter: LineSplitter, chunks: &[&[u8]]) -> Vec<(String, usize)> {
+        let mut lines = Vec::new();
+        let mut on = |l: &[u8], len| lines.push((String::from_utf8_lossy(l).into_owned(), len));
+        chunks.iter().for_each(|chunk| splitter.push(chunk, &mut on));
+        splitter.finish(&mut on);
+        lines
     }
 
     #[test]
-    fn splitter_handles_chunk_boundaries_crlf_and_giant_lines() {
-        let mut s = LineSplitter::default();
-        let mut lines = Vec::new();
-        let mut on =
-            |l: &[u8], cut: bool| lines.push((String::from_utf8_lossy(l).into_owned(), cut));
-        s.push(b"ab", &mut on);
-        s.push(b"c\r\nde", &mut on);
-        s.push(b"f\n", &mut on);
-        s.push(b"tail", &mut on);
-        s.finish(&mut on);
-        assert_eq!(lines, [("abc".into(), false), ("def".into(), false), ("tail".into(), false)]);
+    fn splitter_handles_chunk_boundaries_and_line_ends() {
+        let line = |text: &str, len| (text.to_string(), len);
+        #[rustfmt::skip]
+        let cases: &[(&str, bool, &[&[u8]], Vec<(String, usize)>)] = &[
+            ("chunks", false, &[b"ab", b"c\r\nde", b"f\n", b"tail"], vec![line("abc", 3), line("def", 3), line("tail", 4)]),
+            ("empty lines, no last line", false, &[b"a\n\n", b"\n"], vec![line("a", 1), line("", 0), line("", 0)]),
+            ("one \\r dropped", false, &[b"a\r\r\nb\r"], vec![line("a\r", 2), line("b", 1)]),
+            ("keeping \\r", true, &[b"a\r\r\nb\r"], vec![line("a\r\r", 3), line("b\r", 2)]),
+            ("a \\r split from its \\n", true, &[b"a\r", b"\nb"], vec![line("a\r", 2), line("b", 1)]),
+            ("nothing", true, &[b""], vec![]),
+        ];
+        for (name, keep_cr, chunks, want) in cases {
+            let splitter =
+                if *keep_cr { LineSplitter::keeping_cr() } else { LineSplitter::default() };
+            assert_eq!(split(splitter, chunks), *want, "{name}");
+        }
+    }
 
+    #[test]
+    fn a_giant_line_is_cut_and_measured() {
         let mut s = LineSplitter::default();
         let mut got = Vec::new();
         let chunk = vec![b'y'; 1024 * 1024];
         for _ in 0..6 {
-            s.push(&chunk, &mut |l, cut| got.push((l.len(), cut)));
+            s.push(&chunk, &mut |l, len| got.push((l.len(), len)));
         }
-        s.push(b"\nnext\n", &mut |l, cut| got.push((l.len(), cut)));
-        assert_eq!(got, [(MAX_LINE, true), (4, false)]);
+        s.push(b"\r\nnext\n", &mut |l, len| got.push((l.len(), len)));
+        assert_eq!(got, [(MAX_LINE, 6 * 1024 * 1024 + 1), (4, 4)]);
         assert!(s.line.capacity() <= MAX_LINE + chunk.len());
-    }
-
-    #[test]
-    fn keeping_cr_passes_line_endings_on_whole() {
-        let mut s = LineSplitter::keeping_cr();
-        let mut lines = Vec::new();
-        let mut on = |l: &[u8], _: bool| lines.push(l.to_vec());
-        s.push(b"a\r\r\nb\r", &mut on);
-        s.finish(&mut on);
-        assert_eq!(lines, [b"a\r\r".to_vec(), b"b\r".to_vec()]);
     }
 
     #[test]
     fn log_lines_write_whole_lines() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");
-        let log = Log::new(Some(File::create(&path).unwrap()));
+        let log = Log::new(Some(File::create(&path).unwrap()), None);
         let (mut out, mut err) = (LogLines::default(), LogLines::default());
         out.push(b"out-par", &log);
         err.push(b"err-line\n", &log);

@@ -2,14 +2,14 @@
 //! supervising the process ([`supervise`]) while its output is captured
 //! ([`capture`]) and shown ([`display`]).
 
-pub mod backend;
+pub(crate) mod backend;
 pub mod capture;
-pub mod display;
-pub mod supervise;
-pub mod words;
+pub(crate) mod display;
+pub(crate) mod supervise;
+pub(crate) mod words;
 
-pub use backend::{Backend, Invocation, PromptChannel, Tool};
-pub use supervise::{Finished, Spec};
+pub(crate) use backend::{Backend, Invocation, Tool};
+pub(crate) use supervise::{Finished, Spec};
 
 use std::fs::File;
 use std::path::Path;
@@ -28,31 +28,27 @@ const DISPLAY_QUEUE: usize = 1024;
 
 /// One finished agent run.
 #[derive(Debug)]
-pub struct AgentRun {
-    pub finished: Finished,
-    pub outcome: Outcome,
+pub(crate) struct AgentRun {
+    pub(crate) finished: Finished,
+    pub(crate) outcome: Outcome,
     /// Writing the log failed (disk full, file-size limit): the first error.
-    pub log_error: Option<std::io::Error>,
-    pub log_bytes: u64,
-    pub stderr_tail: String,
-    /// Output lines not shown because the display fell behind.
-    pub hidden_lines: u64,
+    pub(crate) log_error: Option<std::io::Error>,
 }
 
 struct Display {
     tx: mpsc::SyncSender<String>,
     format: crate::analyze::Format,
-    hidden: u64,
     redactor: crate::redact::Redactor,
 }
 
 impl Display {
+    /// Queues the line's readable form; a line the display has no room
+    /// for is skipped (it is in the log).
     fn show(&mut self, line: &[u8]) {
         if let Some(text) = display::render(self.format, line)
             && !text.is_empty()
-            && self.tx.try_send(self.redactor.text(&text).into_owned()).is_err()
         {
-            self.hidden += 1;
+            let _ = self.tx.try_send(self.redactor.text(&text).into_owned());
         }
     }
 }
@@ -69,19 +65,23 @@ impl Sink for OutSink {
     fn write(&mut self, chunk: &[u8]) {
         self.lines.push(chunk, &self.log);
         let (analyzer, display) = (&mut self.analyzer, &mut self.display);
-        self.splitter.push(chunk, &mut |line, _cut| {
-            analyzer.feed(line);
+        self.splitter.push(chunk, &mut |line, len| {
+            analyzer.feed_part(line, len);
             if let Some(d) = display.as_mut() {
                 d.show(line);
             }
         });
     }
 
+    fn stopping(&mut self) {
+        self.analyzer.stopping();
+    }
+
     fn finish(&mut self) {
         self.lines.flush(&self.log);
         let (analyzer, display) = (&mut self.analyzer, &mut self.display);
-        self.splitter.finish(&mut |line, _cut| {
-            analyzer.feed(line);
+        self.splitter.finish(&mut |line, len| {
+            analyzer.feed_part(line, len);
             if let Some(d) = display.as_mut() {
                 d.show(line);
             }
@@ -116,14 +116,14 @@ impl Sink for ErrSink {
 
 /// Who hears about a running agent: its pid when it starts, its readable
 /// output lines as they come (on the calling thread).
-pub struct Watch<'a> {
-    pub on_spawn: &'a mut dyn FnMut(u32),
-    pub on_output: Option<&'a mut dyn FnMut(String)>,
+pub(crate) struct Watch<'a> {
+    pub(crate) on_spawn: &'a mut dyn FnMut(u32),
+    pub(crate) on_output: Option<&'a mut dyn FnMut(String)>,
 }
 
 /// Runs one agent invocation: the log at `log_path`, output analysed with
 /// `analyzer`, readable lines passed to `on_output` (when given) on this thread.
-pub fn run(
+pub(crate) fn run(
     invocation: &Invocation,
     cwd: &Path,
     log_path: &Path,
@@ -137,12 +137,11 @@ pub fn run(
         Ok(f) => (Some(f), None),
         Err(e) => (None, Some(e)),
     };
-    let log = Log::redacted(file, Some(redactor.clone()));
+    let log = Log::new(file, Some(redactor.clone()));
     let format = analyzer.format();
     let (tx, rx) = mpsc::sync_channel(DISPLAY_QUEUE);
-    let display = |on: bool| {
-        on.then(|| Display { tx: tx.clone(), format, hidden: 0, redactor: redactor.clone() })
-    };
+    let display =
+        |on: bool| on.then(|| Display { tx: tx.clone(), format, redactor: redactor.clone() });
     let show = on_output.is_some();
     let out = OutSink {
         log: log.clone(),
@@ -177,27 +176,107 @@ pub fn run(
     };
     let (finished, out, err) = supervise::run_watched(&spec, out, err, on_spawn, &mut drain)?;
     drain();
-    let stderr_tail = redactor.text(&err.tail.text()).into_owned();
     let end = ProcessEnd {
         exit_code: finished.exit_code,
         signal: finished.signal,
         stopped: finished.stopped,
-        stderr_tail: stderr_tail.clone(),
+        stderr_tail: redactor.text(&err.tail.text()).into_owned(),
     };
-    let hidden_lines =
-        out.display.as_ref().map_or(0, |d| d.hidden) + err.display.as_ref().map_or(0, |d| d.hidden);
     let mut outcome = out.analyzer.finish(&end, Utc::now());
     // The final text feeds events, lessons and prompts.
     if let std::borrow::Cow::Owned(clean) = redactor.text(&outcome.final_text) {
         outcome.final_text = clean;
     }
-    let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
-    Ok(AgentRun {
-        finished,
-        outcome,
-        log_error: open_error.or_else(|| log.take_error()),
-        log_bytes: log.bytes(),
-        stderr_tail,
-        hidden_lines,
-    })
+    let log_error =
+        open_error.or_else(|| log.lock().unwrap_or_else(|p| p.into_inner()).take_error());
+    Ok(AgentRun { finished, outcome, log_error })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::analyze::{AgentError, Format, StopReason};
+
+    /// Runs `script` as a claude-format agent with a 300 ms timeout.
+    fn run_claude(script: &str) -> AgentRun {
+        run_agent(script, Duration::from_millis(300))
+    }
+
+    fn run_agent(script: &str, timeout: Duration) -> AgentRun {
+        let _serial = supervise::serial();
+        let dir = tempfile::tempdir().unwrap();
+        let invocation = Invocation {
+            program: "sh".into(),
+            args: vec!["-c".into(), script.into()],
+            stdin: None,
+            prompt_file: None,
+            env_remove: Vec::new(),
+            env_set: Vec::new(),
+            format: Format::Claude,
+            channel: backend::PromptChannel::Argv,
+        };
+        let limits = Limits {
+            timeout: Some(timeout),
+            idle: None,
+            grace: Duration::from_secs(5),
+            deadline: None,
+            interruptible: true,
+        };
+        let watch = Watch { on_spawn: &mut |_| {}, on_output: None };
+        let redactor = crate::redact::Redactor::new(Vec::new());
+        let log = dir.path().join("iter-1.log");
+        let analyzer = Analyzer::new(Format::Claude);
+        run(&invocation, dir.path(), &log, limits, analyzer, &redactor, watch).unwrap()
+    }
+
+    /// The live path and `ralph analyze` on the same bytes agree, down to
+    /// the bytes of a line over the cap and a line ending in `\r\r`.
+    #[test]
+    fn a_live_run_and_its_saved_output_analyse_alike() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        let mut bytes = br#"{"type":"system","subtype":"init","session_id":"s-1"}"#.to_vec();
+        bytes.extend_from_slice(b"\n");
+        bytes.extend(std::iter::repeat_n(b'x', capture::MAX_LINE + 100));
+        bytes.extend_from_slice(b"\nnot json\r\r\n");
+        bytes.extend_from_slice(br#"{"type":"result","subtype":"success","is_error":false,"result":"Done.","session_id":"s-1"}"#);
+        std::fs::write(&path, &bytes).unwrap();
+        let live = run_agent(&format!("cat '{}'", path.display()), Duration::from_secs(20));
+        let end = ProcessEnd { exit_code: Some(0), ..ProcessEnd::default() };
+        let reader = std::io::BufReader::with_capacity(4096, std::fs::File::open(&path).unwrap());
+        let saved = crate::analyze::analyze_reader(
+            reader,
+            Format::Claude,
+            crate::analyze::Patterns::default(),
+            &end,
+            Utc::now(),
+        )
+        .unwrap();
+        assert_eq!(live.outcome.output_bytes, bytes.len() as u64 + 1);
+        assert_eq!(format!("{:?}", live.outcome), format!("{saved:?}"));
+    }
+
+    const RESULT: &str = r#"{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"Done.\",\"session_id\":\"s-1\"}"#;
+
+    /// claude answers SIGTERM by cancelling its tool and printing a
+    /// success; the run still timed out.
+    #[test]
+    fn a_success_printed_on_sigterm_is_still_a_timeout() {
+        let script = format!("trap 'echo \"{RESULT}\"; exit 0' TERM; sleep 30 & wait");
+        let run = run_claude(&script);
+        assert_eq!(run.finished.stopped, Some(StopReason::Timeout));
+        assert_eq!(run.outcome.final_text, "Done.");
+        assert_eq!(run.outcome.error, Some(AgentError::Stopped { reason: StopReason::Timeout }));
+    }
+
+    /// claude sometimes hangs after printing its result: that is a success.
+    #[test]
+    fn a_success_printed_before_the_timeout_stands() {
+        let script = format!("echo \"{RESULT}\"; sleep 30 & wait");
+        let run = run_claude(&script);
+        assert_eq!(run.finished.stopped, Some(StopReason::Timeout));
+        assert_eq!(run.outcome.error, None);
+    }
 }

@@ -9,7 +9,7 @@
 //!  waiter thread: child.wait() ──► channel ──► supervise loop
 //!                                              (ticks: signals, timeout,
 //!                                               idle, deadline)
-//!  stop: killpg TERM ─ grace ─ killpg KILL
+//!  stop: Sink::stopping ─ killpg TERM ─ grace ─ killpg KILL
 //!  after exit: sweep leftovers (group + adopted descendants), reap
 //! ```
 //!
@@ -28,6 +28,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::analyze::StopReason;
+use crate::process;
 
 /// How often the supervisor looks at signals and timers while it waits.
 const TICK: Duration = Duration::from_millis(50);
@@ -35,6 +36,11 @@ const TICK: Duration = Duration::from_millis(50);
 /// Receives a stream's bytes on a pump thread.
 pub trait Sink: Send + 'static {
     fn write(&mut self, chunk: &[u8]);
+    /// ralph decided to stop the child (timeout, idle, signal, budget) and
+    /// is about to send SIGTERM. Called under the sink's lock, so every
+    /// chunk written before it was read before the decision and every
+    /// chunk after it is what the child printed on its way out.
+    fn stopping(&mut self) {}
     fn finish(&mut self) {}
 }
 
@@ -70,7 +76,6 @@ pub struct Spec<'a> {
 /// How the child ended.
 #[derive(Debug, Clone)]
 pub struct Finished {
-    pub pid: u32,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub stopped: Option<StopReason>,
@@ -134,24 +139,8 @@ pub fn run_watched<O: Sink, E: Sink>(
         .stderr(Stdio::piped())
         .process_group(0);
     // If ralph is killed with SIGKILL it can stop nothing: the kernel ends
-    // the child for it. (Grandchildren do not inherit this; the next ralph
-    // ends the dead run's process group when it resumes.)
-    #[cfg(target_os = "linux")]
-    {
-        let parent = std::process::id() as libc::pid_t;
-        // SAFETY: prctl and getppid are async-signal-safe, and this closure
-        // touches no memory but its copied arguments.
-        unsafe {
-            cmd.pre_exec(move || {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
-                if libc::getppid() != parent {
-                    // ralph died between fork and prctl.
-                    libc::_exit(137);
-                }
-                Ok(())
-            });
-        }
-    }
+    // the child for it.
+    process::die_with_parent(&mut cmd);
     for k in spec.env_remove {
         cmd.env_remove(k);
     }
@@ -163,14 +152,15 @@ pub fn run_watched<O: Sink, E: Sink>(
         cmd.spawn().map_err(|source| SpawnError { program: spec.program.to_string(), source })?;
     let pid = child.id();
     on_spawn(pid);
-    let pgid = pid as libc::pid_t;
+    let pgid = pid as i32;
 
     if let (Some(bytes), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
         // A prompt that fits in the pipe's buffer cannot block: write it
         // here. A larger one gets its own thread, so it cannot deadlock
         // against an agent that writes before it reads. An agent that
-        // exits without reading gives EPIPE, which is not our problem.
-        if bytes.len() <= pipe_capacity(&stdin) {
+        // exits without reading gives EPIPE, which is not our problem. (An
+        // unknown capacity is 0: a thread, too.)
+        if bytes.len() <= process::pipe_capacity(&stdin) {
             let _ = stdin.write_all(&bytes);
         } else {
             thread::spawn(move || {
@@ -224,6 +214,8 @@ pub fn run_watched<O: Sink, E: Sink>(
         };
         if let Some(reason) = reason {
             stopped = Some(reason);
+            tell_stopping(&out);
+            tell_stopping(&err);
             break terminate(pgid, limits.grace, &done_rx, tick);
         }
     };
@@ -244,7 +236,6 @@ pub fn run_watched<O: Sink, E: Sink>(
     out.finish();
     err.finish();
     let finished = Finished {
-        pid,
         exit_code: status.and_then(|s| s.code()),
         signal: status.and_then(|s| s.signal()),
         stopped,
@@ -254,21 +245,9 @@ pub fn run_watched<O: Sink, E: Sink>(
     Ok((finished, out, err))
 }
 
-/// How many bytes `pipe` takes before a writer blocks. Usually 64 KiB, but
-/// Linux shrinks new pipes to one page for a user over their pipe quota,
-/// so it is asked, not assumed; 0 (write on a thread) when unknown.
-fn pipe_capacity(pipe: &std::process::ChildStdin) -> usize {
-    use std::os::fd::AsRawFd;
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: F_GETPIPE_SZ only reads the size of a pipe we own.
-        let size = unsafe { libc::fcntl(pipe.as_raw_fd(), libc::F_GETPIPE_SZ) };
-        usize::try_from(size).unwrap_or(0)
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = pipe.as_raw_fd();
-        0
+fn tell_stopping<S: Sink>(sink: &Mutex<Option<S>>) {
+    if let Some(s) = sink.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        s.stopping();
     }
 }
 
@@ -305,12 +284,12 @@ fn spawn_pump<R: Read + Send + 'static, S: Sink>(
 /// SIGTERM to the group, wait out the grace period (a second Ctrl-C cuts
 /// it short), then SIGKILL. Returns the exit status once reaped.
 fn terminate(
-    pgid: libc::pid_t,
+    pgid: i32,
     grace: Duration,
     done: &mpsc::Receiver<io::Result<ExitStatus>>,
     tick: &mut dyn FnMut(),
 ) -> Option<ExitStatus> {
-    signal_group(pgid, libc::SIGTERM);
+    process::signal_group(pgid, libc::SIGTERM);
     let signals_before = crate::signals::count();
     let until = Instant::now() + grace;
     loop {
@@ -324,38 +303,18 @@ fn terminate(
             Err(mpsc::RecvTimeoutError::Timeout) => tick(),
         }
     }
-    signal_group(pgid, libc::SIGKILL);
+    process::signal_group(pgid, libc::SIGKILL);
     // SIGKILL cannot be ignored; only a process stuck in the kernel survives it.
     done.recv_timeout(Duration::from_secs(10)).ok().and_then(Result::ok)
-}
-
-pub fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
-    // SAFETY: kill(2) with a negative pid signals that process group; it has
-    // no memory effects and fails harmlessly (ESRCH) when the group is gone.
-    unsafe {
-        libc::kill(-pgid, signal);
-    }
-}
-
-fn signal_pid(pid: libc::pid_t, signal: libc::c_int) {
-    // SAFETY: as above, for one process.
-    unsafe {
-        libc::kill(pid, signal);
-    }
-}
-
-/// Whether a process group still has members.
-pub fn group_alive(pgid: libc::pid_t) -> bool {
-    // SAFETY: signal 0 only checks for existence.
-    unsafe { libc::kill(-pgid, 0) == 0 }
 }
 
 /// Ends what the child left behind: the rest of its process group, and
 /// every descendant of ralph (orphans re-parented to ralph, the
 /// subreaper). TERM, a grace period, then KILL; zombies are reaped.
 /// Returns how many processes had to be ended.
-pub fn sweep(pgid: libc::pid_t, grace: Duration) -> usize {
-    let me = std::process::id() as libc::pid_t;
+pub fn sweep(pgid: i32, grace: Duration) -> usize {
+    use process::{Proc, descendants, group_alive, reap, signal_group, signal_pid};
+    let me = std::process::id() as i32;
     let live = |list: &[Proc]| list.iter().filter(|p| !p.zombie).count();
     let mut procs = descendants(me);
     reap(&procs, me);
@@ -391,77 +350,6 @@ pub fn sweep(pgid: libc::pid_t, grace: Duration) -> usize {
         thread::sleep(Duration::from_millis(20));
     }
     count
-}
-
-/// Reaps our own children among `procs` that have exited.
-fn reap(procs: &[Proc], me: libc::pid_t) {
-    for p in procs.iter().filter(|p| p.ppid == me) {
-        let mut status = 0;
-        // SAFETY: waitpid on a specific pid that is our child; WNOHANG never blocks.
-        unsafe {
-            libc::waitpid(p.pid, &mut status, libc::WNOHANG);
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Proc {
-    pid: libc::pid_t,
-    ppid: libc::pid_t,
-    zombie: bool,
-}
-
-/// Every process below `root`, found through /proc.
-fn descendants(root: libc::pid_t) -> Vec<Proc> {
-    let mut found = Vec::new();
-    let mut queue = vec![root];
-    while let Some(pid) = queue.pop() {
-        for child in children(pid) {
-            if let Some(p) = stat(child) {
-                found.push(p);
-                queue.push(child);
-            }
-            if found.len() > 100_000 {
-                return found;
-            }
-        }
-    }
-    found
-}
-
-/// Direct children of `pid`, from /proc/<pid>/task/*/children (cheap: no
-/// scan of the whole process table), falling back to a scan of /proc.
-fn children(pid: libc::pid_t) -> Vec<libc::pid_t> {
-    let mut out = Vec::new();
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return out;
-    };
-    let mut any = false;
-    for task in tasks.flatten() {
-        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-            any = true;
-            out.extend(text.split_ascii_whitespace().filter_map(|s| s.parse::<libc::pid_t>().ok()));
-        }
-    }
-    if !any && let Ok(all) = std::fs::read_dir("/proc") {
-        for e in all.flatten() {
-            let Some(p) = e.file_name().to_str().and_then(|s| s.parse().ok()) else { continue };
-            if stat(p).is_some_and(|s| s.ppid == pid) {
-                out.push(p);
-            }
-        }
-    }
-    out
-}
-
-fn stat(pid: libc::pid_t) -> Option<Proc> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may contain spaces and parentheses: split after the last ')'.
-    let rest = &text[text.rfind(')')? + 2..];
-    let mut fields = rest.split_ascii_whitespace();
-    let state = fields.next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    Some(Proc { pid, ppid, zombie: state == "Z" || state == "X" })
 }
 
 /// The sweep ends every descendant of this process, so unit tests that
@@ -559,6 +447,35 @@ mod tests {
                 .unwrap();
         assert_eq!(f.stopped, Some(StopReason::Idle));
         assert_eq!(out.0.text(), "hi\n");
+    }
+
+    /// Records what a stream wrote, and where the stop came.
+    struct Recording(Vec<u8>);
+
+    impl Sink for Recording {
+        fn write(&mut self, chunk: &[u8]) {
+            self.0.extend_from_slice(chunk);
+        }
+        fn stopping(&mut self) {
+            self.0.extend_from_slice(b"<stopping>");
+        }
+    }
+
+    #[test]
+    fn sinks_hear_of_the_stop_between_what_came_before_and_after() {
+        let _serial = serial();
+        let args = sh("echo before; trap 'echo after; exit 0' TERM; sleep 30 & wait");
+        let (f, out, err) = run(
+            &spec(&args, limits(300)),
+            Recording(Vec::new()),
+            Recording(Vec::new()),
+            &mut || {},
+        )
+        .unwrap();
+        assert_eq!(f.stopped, Some(StopReason::Timeout));
+        assert_eq!(f.exit_code, Some(0));
+        assert_eq!(String::from_utf8_lossy(&out.0), "before\n<stopping>after\n");
+        assert_eq!(String::from_utf8_lossy(&err.0), "<stopping>");
     }
 
     #[test]

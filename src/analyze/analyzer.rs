@@ -9,8 +9,10 @@
 //! 2. A terminal event decides when there is one (Claude's `result`, Codex
 //!    `turn.completed`/`turn.failed`, Gemini's result, opencode's last step),
 //!    whatever the exit code, which the CLIs get wrong both ways. A terminal
-//!    success also wins over an idle or timeout stop: claude sometimes hangs
-//!    after printing its result.
+//!    success also wins over an idle or timeout stop (claude sometimes hangs
+//!    after printing its result), but only one printed before ralph decided
+//!    to stop ([`Analyzer::stopping`]): claude answers SIGTERM by cancelling
+//!    its tool and printing a success, and a timeout must stay a timeout.
 //! 3. Otherwise a stop is `Stopped`, and a clean exit is success, except for
 //!    the CLIs that always print a terminal event (a missing one is a failure).
 //! 4. A failure is classified: a rejected `rate_limit_event`, then the HTTP
@@ -23,8 +25,9 @@ use serde::{Deserialize, Serialize};
 use super::json::{DocBuffer, DocLine};
 use super::outcome::{AgentError, Outcome, Tokens};
 use super::patterns::{PatternKind, Patterns};
-use super::status::{self, Scanner};
+use super::status_block::{self, Scanner};
 use super::tail::{Tail, suffix};
+use super::tool_errors::ToolErrors;
 use super::tools::ToolTally;
 use super::{PROMISE_COMPLETE, claude, codex, gemini, opencode, reset, signature, text};
 
@@ -147,6 +150,8 @@ pub(crate) struct Facts {
     pub(crate) permission_denials: Vec<String>,
     pub(crate) asked_user: bool,
     pub(crate) tools: ToolTally,
+    /// Error lines in the output of tool calls that failed.
+    pub(crate) tool_errors: ToolErrors,
     /// Usage of the assistant message being streamed (Claude repeats it on
     /// every event of one message) and the sum of the finished ones.
     pub(crate) message_usage: Option<(String, Tokens)>,
@@ -173,6 +178,7 @@ impl Facts {
             permission_denials: Vec::new(),
             asked_user: false,
             tools: ToolTally::default(),
+            tool_errors: ToolErrors::default(),
             message_usage: None,
             streamed_tokens: None,
         }
@@ -217,7 +223,7 @@ impl Facts {
         if self.error_texts.len() == MAX_ERROR_TEXTS {
             self.error_texts.remove(0);
         }
-        self.error_texts.push(status::truncate(text, ERROR_TEXT_CAP).to_string());
+        self.error_texts.push(status_block::truncate(text, ERROR_TEXT_CAP).to_string());
     }
 
     pub(crate) fn denial(&mut self, denial: String) {
@@ -259,6 +265,8 @@ pub struct Analyzer {
     /// Text format: all of stdout's end; structured: stray non-JSON lines.
     plain: Tail,
     doc: DocBuffer,
+    /// The terminal event as it stood when ralph decided to stop the run.
+    terminal_at_stop: Option<Terminal>,
     // Text format only.
     scanner: Scanner,
     error_lines: Vec<String>,
@@ -273,7 +281,7 @@ impl Analyzer {
     }
 
     /// An analyzer with configured patterns (and local zone).
-    pub fn with_patterns(format: Format, patterns: Patterns) -> Analyzer {
+    pub(crate) fn with_patterns(format: Format, patterns: Patterns) -> Analyzer {
         let plain_cap = if format == Format::Text { TEXT_CAP } else { STRAY_CAP };
         Analyzer {
             format,
@@ -283,6 +291,7 @@ impl Analyzer {
             output_lines: 0,
             plain: Tail::new(plain_cap),
             doc: DocBuffer::default(),
+            terminal_at_stop: None,
             scanner: Scanner::default(),
             error_lines: Vec::new(),
             text_tests: false,
@@ -290,7 +299,7 @@ impl Analyzer {
         }
     }
 
-    pub fn format(&self) -> Format {
+    pub(crate) fn format(&self) -> Format {
         self.format
     }
 
@@ -346,7 +355,7 @@ impl Analyzer {
         let line = String::from_utf8_lossy(line);
         let line = line.trim();
         if !line.is_empty() {
-            self.plain.push(status::truncate(line, 1024));
+            self.plain.push(status_block::truncate(line, 1024));
             self.plain.push("\n");
         }
     }
@@ -376,6 +385,14 @@ impl Analyzer {
         }
     }
 
+    /// ralph decided to stop the run: output from here on is the agent's
+    /// reaction to the stop, and a terminal event in it does not decide
+    /// the outcome when the run ends [`StopReason::Timeout`] or
+    /// [`StopReason::Idle`].
+    pub(crate) fn stopping(&mut self) {
+        self.terminal_at_stop.get_or_insert(self.facts.terminal);
+    }
+
     /// The analysis, once the process has ended.
     pub fn finish(mut self, end: &ProcessEnd, now: DateTime<Utc>) -> Outcome {
         self.doc.abandon();
@@ -387,15 +404,19 @@ impl Analyzer {
             (self.plain.into_string(), self.scanner.finish(), test_only)
         } else {
             let final_text = facts.result_text.unwrap_or_else(|| facts.last_text.into_string());
-            let parsed = status::parse(&final_text);
+            let parsed = status_block::parse(&final_text);
             (final_text, parsed, facts.tools.test_only())
         };
+        // The run's own error lines, else its error, else the errors of its
+        // failed tool calls: an agent that exits 0 while the same compiler
+        // error fails its every build still repeats an error.
         let error_signature = match &error {
             Some(AgentError::Stopped { .. }) => None,
-            Some(error) if self.error_lines.is_empty() => {
+            _ if !self.error_lines.is_empty() => signature::combine(&self.error_lines),
+            Some(error) => {
                 error.message().map(|m| signature::normalize(m.lines().next().unwrap_or("")))
             }
-            _ => signature::combine(&self.error_lines),
+            None => facts.tool_errors.signature(),
         };
         Outcome {
             asking_questions: facts.asked_user || text::asks_questions(&final_text),
@@ -412,6 +433,7 @@ impl Analyzer {
             error,
             permission_denials: facts.permission_denials,
             error_signature,
+            tool_errors: facts.tool_errors.into_lines(),
             test_only,
             output_bytes: self.output_bytes,
             output_lines: self.output_lines,
@@ -423,7 +445,11 @@ impl Analyzer {
         if let Some(reason @ (Interrupted | Budget)) = end.stopped {
             return Some(AgentError::Stopped { reason });
         }
-        match self.facts.terminal {
+        let terminal = match (end.stopped, self.terminal_at_stop) {
+            (Some(_), Some(at_stop)) => at_stop,
+            _ => self.facts.terminal,
+        };
+        match terminal {
             Terminal::Ok => return self.limit_in_success(now),
             Terminal::Failed => {}
             Terminal::None => {
@@ -552,7 +578,7 @@ fn error_of(kind: PatternKind, message: String, resets_at: Option<DateTime<Utc>>
 
 fn first_line(text: &str) -> String {
     let line = text.trim().lines().next().unwrap_or("").trim();
-    status::truncate(line, 300).to_string()
+    status_block::truncate(line, 300).to_string()
 }
 
 /// The last non-empty line of `text` (that reads as an error, if `error`).
@@ -563,5 +589,5 @@ fn last_line(text: &str, error: bool) -> Option<String> {
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .find(|l| !error || text::is_error_line(l.as_bytes()))?;
-    Some(status::truncate(line, 300).to_string())
+    Some(status_block::truncate(line, 300).to_string())
 }

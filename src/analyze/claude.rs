@@ -7,14 +7,18 @@
 //! `stream_event` (partial deltas), `result`; Cursor adds `tool_call`.
 //!
 //! `user` events echo tool output (file contents, command output, which may
-//! quote a limit message or the completion marker), so they are skipped
-//! without being parsed; only assistant text and the result count as the
-//! agent's own words.
+//! quote a limit message or the completion marker): only assistant text and
+//! the result count as the agent's own words. A `user` line is skipped
+//! without being parsed unless it holds a failed tool result
+//! (`"is_error":true`), whose error lines go to [`Facts::tool_errors`].
 
+use std::sync::LazyLock;
+
+use memchr::memmem;
 use serde::Deserialize;
 
 use super::analyzer::{Facts, Limit, Terminal};
-use super::json::{Any, Entries, List, Num, Obj};
+use super::json::{Any, Entries, List, Num, Obj, Texts};
 use super::outcome::Tokens;
 use super::reset;
 
@@ -75,6 +79,10 @@ struct Block<'a> {
     name: Any<'a>,
     #[serde(borrow)]
     input: Obj<Input<'a>>,
+    /// A `tool_result`'s output and whether the call failed.
+    #[serde(borrow)]
+    content: Texts<'a>,
+    is_error: Any<'a>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -134,9 +142,12 @@ struct CursorCall<'a> {
 
 /// One JSON line (or pretty document); false when it is not valid JSON.
 pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
-    // Tool results and partial deltas are most of the bytes of a stream and
-    // carry nothing the analysis needs; the CLIs print `type` first.
-    if bytes.starts_with(br#"{"type":"user""#) || bytes.starts_with(br#"{"type":"stream_event""#) {
+    // Tool results and partial deltas are most of the bytes of a stream and,
+    // but for a failed tool result, carry nothing the analysis needs; the
+    // CLIs print `type` first.
+    if (bytes.starts_with(br#"{"type":"user""#) && !has_failed_tool_result(bytes))
+        || bytes.starts_with(br#"{"type":"stream_event""#)
+    {
         return true;
     }
     if bytes.first() == Some(&b'[') {
@@ -155,11 +166,21 @@ pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
     }
 }
 
+/// Whether a `user` line may hold a failed tool result. Inside a JSON string
+/// a quote is escaped, so the key with its quotes is a key, not quoted text.
+/// (A forward search: memchr's reverse one has no SIMD prefilter.)
+fn has_failed_tool_result(bytes: &[u8]) -> bool {
+    static FINDER: LazyLock<memmem::Finder<'static>> =
+        LazyLock::new(|| memmem::Finder::new(br#""is_error":true"#));
+    FINDER.find(bytes).is_some()
+}
+
 fn event(facts: &mut Facts, e: Event) {
     if let Some(id) = e.session_id.text() {
         facts.session(id);
     }
     match e.kind.str() {
+        Some("user") => tool_results(facts, e),
         Some("assistant") => assistant(facts, e),
         Some("result") => result(facts, e),
         Some("rate_limit_event") => rate_limit(facts, e),
@@ -171,6 +192,20 @@ fn event(facts: &mut Facts, e: Event) {
             }
         }
         _ => {}
+    }
+}
+
+/// The failed tool results of a `user` event (a subagent's too: its failed
+/// builds are the run's). Nothing else of the event is read.
+fn tool_results(facts: &mut Facts, e: Event) {
+    let Some(message) = e.message.0 else { return };
+    for Obj(block) in &message.content.0 {
+        if let Some(block) = block
+            && block.kind.is("tool_result")
+            && block.is_error.bool() == Some(true)
+        {
+            facts.tool_errors.failed_output(&block.content.pieces());
+        }
     }
 }
 

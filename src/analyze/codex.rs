@@ -5,7 +5,9 @@
 //! Items count once, when completed: `agent_message` is the answer,
 //! `command_execution` and `file_change` are the tool calls, an `error`
 //! item is a non-fatal notice kept in case the run fails. Codex reports no
-//! cost and no turn count.
+//! cost and no turn count. A command that failed (`status: failed`, a
+//! non-zero `exit_code`) has its `aggregated_output` read for error lines;
+//! other commands' output is skipped unread.
 
 use serde::Deserialize;
 
@@ -43,8 +45,32 @@ struct Item<'a> {
     command: Any<'a>,
     #[serde(borrow)]
     status: Any<'a>,
+    exit_code: Any<'a>,
     #[serde(borrow)]
     message: Any<'a>,
+}
+
+impl Item<'_> {
+    fn failed_command(&self) -> bool {
+        let kind = self.kind.str().or_else(|| self.item_type.str());
+        kind == Some("command_execution")
+            && (self.status.is("failed") || self.exit_code.num().is_some_and(|code| code != 0.0))
+    }
+}
+
+/// A failed command's event, read a second time for its output.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Failed<'a> {
+    #[serde(borrow)]
+    item: Obj<FailedItem<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct FailedItem<'a> {
+    #[serde(borrow)]
+    aggregated_output: Any<'a>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -82,6 +108,13 @@ pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
         Some("item.completed") => {
             if let Some(item) = &e.item.0 {
                 item_completed(facts, item);
+                if item.failed_command()
+                    && let Ok(failed) = serde_json::from_slice::<Failed>(bytes)
+                    && let Some(output) =
+                        failed.item.0.as_ref().and_then(|i| i.aggregated_output.str())
+                {
+                    facts.tool_errors.failed_output(&[output]);
+                }
             }
         }
         Some("turn.completed") => {

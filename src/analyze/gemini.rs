@@ -6,7 +6,13 @@
 //! two tool calls form one message, and the last such message is the answer.
 //! Warnings (`error` events of severity `warning`) are not errors. Gemini
 //! reports tokens but no cost.
+//!
+//! A `tool_result` is read only when the tool failed (`status: error`), for
+//! the error lines of its output and message. The shell tool reports a
+//! command that exits non-zero as a success, its output carrying no exit
+//! code, so a failing build is not told from a passing one here.
 
+use memchr::memmem;
 use serde::Deserialize;
 
 use super::analyzer::{Facts, Terminal};
@@ -43,6 +49,9 @@ struct Event<'a> {
     severity: Any<'a>,
     #[serde(borrow)]
     message: Any<'a>,
+    /// A `tool_result`'s output.
+    #[serde(borrow)]
+    output: Any<'a>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -128,8 +137,11 @@ impl Stats<'_> {
 }
 
 pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
-    // Tool output: file contents and command output, never the agent's words.
-    if bytes.starts_with(br#"{"type":"tool_result""#) {
+    // Tool output: file contents and command output, never the agent's
+    // words, and unread unless the tool failed.
+    if bytes.starts_with(br#"{"type":"tool_result""#)
+        && memmem::rfind(bytes, br#""status":"error""#).is_none()
+    {
         facts.text_open = false;
         return true;
     }
@@ -150,7 +162,15 @@ pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
                 facts.assistant_delta(text);
             }
         }
-        Some("message") | Some("tool_result") => facts.text_open = false,
+        Some("message") => facts.text_open = false,
+        Some("tool_result") => {
+            facts.text_open = false;
+            if e.status.is("error") {
+                let message = e.error.0.as_ref().and_then(|error| error.message.str());
+                let pieces: Vec<&str> = [e.output.str(), message].into_iter().flatten().collect();
+                facts.tool_errors.failed_output(&pieces);
+            }
+        }
         Some("tool_use") => {
             facts.text_open = false;
             let command = e.parameters.0.as_ref().and_then(|p| p.command.str());

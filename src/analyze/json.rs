@@ -319,6 +319,89 @@ impl<'de: 'a, 'a, T: Deserialize<'de>> Visitor<'de> for EntriesVisitor<'a, T> {
     }
 }
 
+/// Text given as a string or as an array of `{"text": …}` blocks (the two
+/// shapes of Claude's `tool_result` content); empty for anything else.
+#[derive(Debug, Default)]
+pub(crate) struct Texts<'a>(pub(crate) Vec<Cow<'a, str>>);
+
+impl Texts<'_> {
+    pub(crate) fn pieces(&self) -> Vec<&str> {
+        self.0.iter().map(|piece| piece.as_ref()).collect()
+    }
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct TextBlock<'a> {
+    #[serde(borrow)]
+    text: Any<'a>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Texts<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(TextsVisitor(PhantomData))
+    }
+}
+
+struct TextsVisitor<'a>(PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for TextsVisitor<'a> {
+    type Value = Texts<'a>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string or an array of text blocks")
+    }
+
+    fn visit_bool<E: Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Texts::default())
+    }
+    fn visit_i64<E: Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Texts::default())
+    }
+    fn visit_u64<E: Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Texts::default())
+    }
+    fn visit_f64<E: Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Texts::default())
+    }
+    fn visit_unit<E: Error>(self) -> Result<Self::Value, E> {
+        Ok(Texts::default())
+    }
+    fn visit_none<E: Error>(self) -> Result<Self::Value, E> {
+        Ok(Texts::default())
+    }
+
+    fn visit_borrowed_str<E: Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Texts(vec![Cow::Borrowed(v)]))
+    }
+
+    fn visit_str<E: Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Texts(vec![Cow::Owned(v.to_owned())]))
+    }
+
+    fn visit_string<E: Error>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Texts(vec![Cow::Owned(v)]))
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut pieces = Vec::new();
+        while let Some(Obj(block)) = seq.next_element::<Obj<TextBlock<'a>>>()? {
+            if let Some(TextBlock { text: Any::Str(text) }) = block {
+                pieces.push(text);
+            }
+        }
+        Ok(Texts(pieces))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        skip_map(map).map(|()| Texts::default())
+    }
+}
+
 /// Joins the lines of one pretty-printed JSON document.
 ///
 /// It starts at a line that is only `{` or `[` and ends when the brackets
@@ -459,6 +542,31 @@ mod tests {
         assert!(matches!(event.kind, Any::Str(Cow::Borrowed("assistant"))));
         let event: Event = serde_json::from_str(r#"{"type":"a\nb"}"#).unwrap();
         assert!(matches!(event.kind, Any::Str(Cow::Owned(_))));
+    }
+
+    #[test]
+    fn texts_are_a_string_or_text_blocks() {
+        #[derive(Debug, Default, Deserialize)]
+        #[serde(default)]
+        struct Block<'a> {
+            #[serde(borrow)]
+            content: Texts<'a>,
+        }
+        let cases: &[(&str, &[&str])] = &[
+            (r#"{"content":"one\ntwo"}"#, &["one\ntwo"]),
+            (r#"{"content":"plain"}"#, &["plain"]),
+            (
+                r#"{"content":[{"type":"text","text":"a"},{"type":"image","source":{}},{"text":"b"},7]}"#,
+                &["a", "b"],
+            ),
+            (r#"{"content":{"text":"not a list"}}"#, &[]),
+            (r#"{"content":null}"#, &[]),
+            (r#"{}"#, &[]),
+        ];
+        for (json, want) in cases {
+            let block: Block = serde_json::from_str(json).unwrap();
+            assert_eq!(block.content.pieces(), *want, "{json}");
+        }
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! [`Outcome`]; `analyzer.rs` says how failures are classified. Only the
 //! agent's own words count: its assistant messages and final result, never
 //! tool output or an echoed prompt, which may quote a limit message or the
-//! completion marker.
+//! completion marker. Tool output counts for one thing only: the error lines
+//! of a tool call that failed, for the error signature.
 
 mod analyzer;
 mod claude;
@@ -22,18 +23,22 @@ mod patterns;
 mod reader;
 mod reset;
 mod signature;
-pub mod status;
+pub mod status_block;
 mod tail;
 #[cfg(test)]
 mod tests;
 mod text;
+mod tool_errors;
 mod tools;
 
 pub use analyzer::{Analyzer, Format, ProcessEnd, StopReason};
-pub use outcome::{AgentError, Outcome, Tokens};
-pub use patterns::{PatternError, PatternKind, PatternTexts, Patterns, Zone};
-pub use reader::{MAX_LINE, analyze_reader};
-pub use status::{Status, StatusBlock};
+pub(crate) use outcome::AgentError;
+pub use outcome::Outcome;
+pub use patterns::Patterns;
+pub(crate) use patterns::{PatternTexts, Zone};
+pub use reader::analyze_reader;
+pub(crate) use status_block::Status;
+pub use status_block::StatusBlock;
 
 /// The completion marker of the ralph.sh protocol.
-pub const PROMISE_COMPLETE: &str = "<promise>COMPLETE</promise>";
+pub(crate) const PROMISE_COMPLETE: &str = "<promise>COMPLETE</promise>";

@@ -5,6 +5,11 @@
 //! A `text` event holds a finished text part, not a delta. The answer is the
 //! text of the last step that had any; a step that ends for any reason other
 //! than `tool-calls` is the end of the run. opencode never echoes the prompt.
+//!
+//! A tool call that failed (`state.status: error`, or a command whose
+//! `state.metadata.exit` is not 0, which opencode still calls `completed`)
+//! has its output and error read for error lines; other calls' output is
+//! skipped unread.
 
 use serde::Deserialize;
 
@@ -45,6 +50,64 @@ struct Part<'a> {
 struct State<'a> {
     #[serde(borrow)]
     input: Obj<Input<'a>>,
+    #[serde(borrow)]
+    status: Any<'a>,
+    metadata: Obj<Metadata>,
+}
+
+impl State<'_> {
+    fn failed(&self) -> bool {
+        let exit = self.metadata.0.as_ref().and_then(|m| m.exit.0);
+        self.status.is("error") || exit.is_some_and(|code| code != 0.0)
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Metadata {
+    exit: Num,
+}
+
+/// A failed tool call's event, read a second time for its output.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Failed<'a> {
+    #[serde(borrow)]
+    part: Obj<FailedPart<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct FailedPart<'a> {
+    #[serde(borrow)]
+    state: Obj<FailedState<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct FailedState<'a> {
+    #[serde(borrow)]
+    output: Any<'a>,
+    #[serde(borrow)]
+    error: Any<'a>,
+    #[serde(borrow)]
+    metadata: Obj<FailedMetadata<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct FailedMetadata<'a> {
+    #[serde(borrow)]
+    output: Any<'a>,
+}
+
+fn failed_output(facts: &mut Facts, bytes: &[u8]) {
+    let Ok(failed) = serde_json::from_slice::<Failed>(bytes) else { return };
+    let Some(state) = failed.part.0.and_then(|p| p.state.0) else { return };
+    let metadata = state.metadata.0.as_ref().and_then(|m| m.output.str());
+    let output = state.output.str().or(metadata);
+    let pieces: Vec<&str> = [output, state.error.str()].into_iter().flatten().collect();
+    facts.tool_errors.failed_output(&pieces);
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -110,11 +173,12 @@ pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
         }
         Some("tool_use") => {
             let tool = part.and_then(|p| p.tool.str()).unwrap_or("");
-            let command = part
-                .and_then(|p| p.state.0.as_ref())
-                .and_then(|s| s.input.0.as_ref())
-                .and_then(|i| i.command.str());
+            let state = part.and_then(|p| p.state.0.as_ref());
+            let command = state.and_then(|s| s.input.0.as_ref()).and_then(|i| i.command.str());
             facts.tools.tool(tool, command);
+            if state.is_some_and(State::failed) {
+                failed_output(facts, bytes);
+            }
         }
         Some("step_finish") => {
             let Some(part) = part else { return true };

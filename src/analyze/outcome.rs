@@ -4,22 +4,22 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::status::StatusBlock;
+use super::status_block::StatusBlock;
 
 /// Token counts the agent CLI reported. The four parts do not overlap, so
 /// [`Tokens::total`] counts each token once (Codex and Gemini report cached
 /// input inside their input count; it is moved to `cache_read`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Tokens {
-    pub input: u64,
-    pub output: u64,
-    pub cache_read: u64,
-    pub cache_write: u64,
+pub(crate) struct Tokens {
+    pub(crate) input: u64,
+    pub(crate) output: u64,
+    pub(crate) cache_read: u64,
+    pub(crate) cache_write: u64,
 }
 
 impl Tokens {
     /// All four parts (saturating: the counts come from the CLI's output).
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.input
             .saturating_add(self.output)
             .saturating_add(self.cache_read)
@@ -37,7 +37,7 @@ impl Tokens {
 /// What went wrong, by what it means for the loop.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum AgentError {
+pub(crate) enum AgentError {
     /// Authentication failed (401, invalid key, not logged in): stop the run.
     Auth { message: String },
     /// A subscription usage limit: wait until `resets_at` (unknown → configured wait).
@@ -90,7 +90,7 @@ impl std::fmt::Display for AgentError {
 
 impl AgentError {
     /// The CLI's own words for the error; `None` for [`AgentError::Stopped`].
-    pub fn message(&self) -> Option<&str> {
+    pub(crate) fn message(&self) -> Option<&str> {
         match self {
             AgentError::Auth { message }
             | AgentError::UsageLimit { message, .. }
@@ -101,18 +101,6 @@ impl AgentError {
             | AgentError::Failed { message, .. } => Some(message),
             AgentError::Stopped { .. } => None,
         }
-    }
-
-    /// Whether the same call may succeed later without anyone doing anything
-    /// (limits, overload, network), so the iteration is not a lack of progress.
-    pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            AgentError::UsageLimit { .. }
-                | AgentError::RateLimited { .. }
-                | AgentError::Overloaded { .. }
-                | AgentError::Unreachable { .. }
-        )
     }
 }
 
@@ -128,27 +116,33 @@ pub struct Outcome {
     pub status_block_error: Option<String>,
     /// `<promise>COMPLETE</promise>` appeared in the agent's own output
     /// (its final text or a line of its own), not in an echo of the prompt.
-    pub claimed_complete: bool,
-    pub session_id: Option<String>,
-    pub cost_usd: Option<f64>,
-    pub tokens: Option<Tokens>,
-    pub turns: Option<u32>,
+    pub(crate) claimed_complete: bool,
+    pub(crate) session_id: Option<String>,
+    pub(crate) cost_usd: Option<f64>,
+    pub(crate) tokens: Option<Tokens>,
+    pub(crate) turns: Option<u32>,
     /// The CLI flagged an error in its own structured output (Claude
     /// `is_error`, Codex `turn.failed`, a Gemini or opencode error).
-    pub is_error: bool,
+    pub(crate) is_error: bool,
     /// The HTTP status of the API error behind it, when the CLI says.
-    pub api_error_status: Option<u16>,
-    pub error: Option<AgentError>,
+    pub(crate) api_error_status: Option<u16>,
+    pub(crate) error: Option<AgentError>,
     /// Tools the CLI refused to run, as `Tool(detail)` strings.
     pub permission_denials: Vec<String>,
-    /// A normalised signature of the error lines, for "same error N times".
-    pub error_signature: Option<String>,
+    /// A normalised signature of the error lines, for "same error N times":
+    /// the run's own, else its error's message, else its `tool_errors`.
+    pub(crate) error_signature: Option<String>,
+    /// Error lines in the output of tool calls that failed (a build that
+    /// did not compile), newest last, each shape once, at most 8 of ~300
+    /// bytes. Tool output, not the agent's words: never an answer, a claim
+    /// or a limit.
+    pub(crate) tool_errors: Vec<String>,
     /// The agent only ran tests (no implementation work).
-    pub test_only: bool,
+    pub(crate) test_only: bool,
     /// The agent ended by asking the user something (or tried to, through a
     /// tool headless mode refuses): the next prompt should say not to.
-    pub asking_questions: bool,
+    pub(crate) asking_questions: bool,
     /// Bytes and lines of stdout seen.
-    pub output_bytes: u64,
-    pub output_lines: u64,
+    pub(crate) output_bytes: u64,
+    pub(crate) output_lines: u64,
 }

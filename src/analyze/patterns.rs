@@ -230,7 +230,7 @@ impl Default for Patterns {
 impl Patterns {
     /// The built-in texts plus `extra`; an invalid regex is an error naming
     /// its kind and text.
-    pub fn new(extra: &PatternTexts) -> Result<Patterns, PatternError> {
+    pub(crate) fn new(extra: &PatternTexts) -> Result<Patterns, PatternError> {
         let mut kinds = (*BUILTIN_PATTERNS.kinds).clone();
         for kind in PatternKind::ALL {
             for text in extra.of(kind) {
@@ -246,24 +246,24 @@ impl Patterns {
     }
 
     /// The zone that times without one (Codex, Claude's `resets 5pm`) are in.
-    pub fn with_local_zone(mut self, zone: Zone) -> Patterns {
+    pub(crate) fn with_local_zone(mut self, zone: Zone) -> Patterns {
         self.zone = zone;
         self
     }
 
-    pub fn local_zone(&self) -> Zone {
+    pub(crate) fn local_zone(&self) -> Zone {
         self.zone
     }
 
     /// The first kind whose pattern matches `text`, and the line it matched.
-    pub fn classify<'t>(&self, text: &'t str) -> Option<(PatternKind, &'t str)> {
+    pub(crate) fn classify<'t>(&self, text: &'t str) -> Option<(PatternKind, &'t str)> {
         PatternKind::ALL
             .into_iter()
             .find_map(|kind| self.matches(kind, text).map(|line| (kind, line)))
     }
 
     /// The line of `text` where a pattern of `kind` matches.
-    pub fn matches<'t>(&self, kind: PatternKind, text: &'t str) -> Option<&'t str> {
+    pub(crate) fn matches<'t>(&self, kind: PatternKind, text: &'t str) -> Option<&'t str> {
         self.kinds[kind as usize]
             .iter()
             .find_map(|regex| regex.find(text).map(|found| line_around(text, found.start())))

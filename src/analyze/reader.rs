@@ -1,5 +1,7 @@
-//! Analysing a saved log (`ralph analyze FILE`): split lines with a cap so a
-//! huge file, or one with no newline at all, stays in bounded memory.
+//! Analysing a saved log (`ralph analyze FILE`): the bytes go through the
+//! same line splitter as a live agent's output ([`LineSplitter`]), so a huge
+//! file, or one with no newline at all, stays in bounded memory and reads
+//! exactly as the run did.
 
 use std::io::{self, BufRead};
 
@@ -8,10 +10,7 @@ use chrono::{DateTime, Utc};
 use super::analyzer::{Analyzer, Format, ProcessEnd};
 use super::outcome::Outcome;
 use super::patterns::Patterns;
-
-/// Lines are kept up to this many bytes; the rest of a longer line is
-/// counted and dropped (no event the analysis needs is that long).
-pub const MAX_LINE: usize = 4 * 1024 * 1024;
+use crate::agent::capture::LineSplitter;
 
 /// Analyses everything `reader` yields as one run's stdout.
 pub fn analyze_reader<R: BufRead>(
@@ -22,86 +21,82 @@ pub fn analyze_reader<R: BufRead>(
     now: DateTime<Utc>,
 ) -> io::Result<Outcome> {
     let mut analyzer = Analyzer::with_patterns(format, patterns);
-    let mut lines = LineSplitter::new(reader, MAX_LINE);
-    while let Some((line, full_len)) = lines.next_line()? {
-        analyzer.feed_part(line, full_len);
-    }
+    read_lines(reader, &mut |line, len| analyzer.feed_part(line, len))?;
     Ok(analyzer.finish(end, now))
 }
 
-/// Splits a reader into lines of at most `cap` bytes, without holding more
-/// than one capped line at a time.
-pub(crate) struct LineSplitter<R> {
-    reader: R,
-    cap: usize,
-    line: Vec<u8>,
-}
-
-impl<R: BufRead> LineSplitter<R> {
-    pub(crate) fn new(reader: R, cap: usize) -> Self {
-        LineSplitter { reader, cap, line: Vec::new() }
-    }
-
-    /// The next line without its `\n`, cut to `cap` bytes, and its full length.
-    pub(crate) fn next_line(&mut self) -> io::Result<Option<(&[u8], usize)>> {
-        self.line.clear();
-        let mut full_len = 0;
-        let mut seen_any = false;
-        loop {
-            let buf = match self.reader.fill_buf() {
-                Ok(buf) => buf,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            if buf.is_empty() {
-                return Ok(seen_any.then_some((self.line.as_slice(), full_len)));
-            }
-            seen_any = true;
-            let (chunk, consumed, done) = match memchr::memchr(b'\n', buf) {
-                Some(i) => (&buf[..i], i + 1, true),
-                None => (buf, buf.len(), false),
-            };
-            let room = self.cap.saturating_sub(self.line.len());
-            self.line.extend_from_slice(&chunk[..chunk.len().min(room)]);
-            full_len += chunk.len();
-            self.reader.consume(consumed);
-            if done {
-                return Ok(Some((self.line.as_slice(), full_len)));
-            }
+/// Every line of `reader` as the analyser is fed it live: with its `\r`,
+/// cut to [`crate::agent::capture::MAX_LINE`], with its full length.
+fn read_lines<R: BufRead>(mut reader: R, on_line: &mut dyn FnMut(&[u8], usize)) -> io::Result<()> {
+    let mut lines = LineSplitter::keeping_cr();
+    loop {
+        let buf = match reader.fill_buf() {
+            Ok(buf) => buf,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if buf.is_empty() {
+            break;
         }
+        let n = buf.len();
+        lines.push(buf, on_line);
+        reader.consume(n);
     }
-
-    #[cfg(test)]
-    fn capacity(&self) -> usize {
-        self.line.capacity()
-    }
+    lines.finish(on_line);
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::capture::MAX_LINE;
     use std::io::{BufReader, Read};
 
-    #[test]
-    fn splits_lines_and_keeps_the_last_unterminated_one() {
-        let mut lines = LineSplitter::new(&b"a\n\nbc\r\nlast"[..], 16);
+    /// The lines `read_lines` makes of `input` read `capacity` bytes at a time.
+    fn read(input: impl Read, capacity: usize) -> Vec<(Vec<u8>, usize)> {
         let mut got = Vec::new();
-        while let Some((line, len)) = lines.next_line().unwrap() {
-            got.push((String::from_utf8_lossy(line).into_owned(), len));
+        let reader = BufReader::with_capacity(capacity, input);
+        read_lines(reader, &mut |line, len| got.push((line.to_vec(), len))).unwrap();
+        got
+    }
+
+    /// The lines the live path (the supervisor's pipe reads, in chunks of
+    /// `chunk` bytes) hands the analyser.
+    fn live(input: &[u8], chunk: usize) -> Vec<(Vec<u8>, usize)> {
+        let mut got = Vec::new();
+        let mut lines = LineSplitter::keeping_cr();
+        let mut on = |line: &[u8], len| got.push((line.to_vec(), len));
+        input.chunks(chunk).for_each(|piece| lines.push(piece, &mut on));
+        lines.finish(&mut on);
+        got
+    }
+
+    #[test]
+    fn a_saved_log_reads_as_the_live_run_did() {
+        let mut input = b"a\n\nbc\r\nd\r\r\n\r\n".to_vec();
+        input.extend(std::iter::repeat_n(b'x', MAX_LINE + 10));
+        input.extend_from_slice(b"\r\nlast\r");
+        let want = [
+            (b"a".to_vec(), 1),
+            (b"".to_vec(), 0),
+            (b"bc\r".to_vec(), 3),
+            (b"d\r\r".to_vec(), 3),
+            (b"\r".to_vec(), 1),
+            (vec![b'x'; MAX_LINE], MAX_LINE + 11),
+            (b"last\r".to_vec(), 5),
+        ];
+        for size in [1, 7, 64 * 1024] {
+            assert_eq!(read(&input[..], size), want, "saved, read {size} bytes at a time");
+            assert_eq!(live(&input, size), want, "live, {size}-byte chunks");
         }
-        assert_eq!(got, [("a".into(), 1), ("".into(), 0), ("bc\r".into(), 3), ("last".into(), 4)]);
     }
 
     #[test]
     fn a_huge_line_is_capped_not_buffered() {
         let huge = 20 * 1024 * 1024;
         let input = io::repeat(b'x').take(huge as u64).chain(&b"\nafter\n"[..]);
-        let mut lines = LineSplitter::new(BufReader::with_capacity(64 * 1024, input), 1024);
-        let (line, len) = lines.next_line().unwrap().unwrap();
-        assert_eq!((line.len(), len), (1024, huge));
-        assert!(lines.capacity() < 64 * 1024, "buffered {} bytes", lines.capacity());
-        let (line, len) = lines.next_line().unwrap().unwrap();
-        assert_eq!((line, len), (&b"after"[..], 5));
-        assert!(lines.next_line().unwrap().is_none());
+        let got = read(input, 64 * 1024);
+        let lens: Vec<(usize, usize)> = got.iter().map(|(line, len)| (line.len(), *len)).collect();
+        assert_eq!(lens, [(MAX_LINE, huge), (5, 5)]);
     }
 }

@@ -21,7 +21,7 @@ pub(crate) fn normalize(line: &str) -> String {
         }
         push_token(&mut out, token);
     }
-    super::status::truncate(&out, MAX_LEN).to_string()
+    super::status_block::truncate(&out, MAX_LEN).to_string()
 }
 
 fn push_token(out: &mut String, token: &str) {

@@ -1012,3 +1012,217 @@ fn an_empty_result_keeps_the_assistant_answer() {
         Some(AgentError::Failed { exit_code: Some(0), message: "error_max_turns".into() })
     );
 }
+
+/// One run given as lines, fed as the supervisor does.
+fn outcome_of(format: Format, lines: &[String], exit: i32) -> Outcome {
+    let mut analyzer = Analyzer::new(format);
+    lines.iter().for_each(|line| analyzer.feed(line.as_bytes()));
+    analyzer.finish(&ProcessEnd { exit_code: Some(exit), ..ProcessEnd::default() }, now())
+}
+
+fn json_string(text: &str) -> String {
+    serde_json::to_string(text).unwrap()
+}
+
+fn claude_tool_result(content: &str, is_error: bool) -> String {
+    format!(
+        r#"{{"type":"user","message":{{"role":"user","content":[{{"tool_use_id":"toolu_01","type":"tool_result","content":{content},"is_error":{is_error}}}]}},"parent_tool_use_id":null,"session_id":"s-1"}}"#
+    )
+}
+
+const CARGO_FAILS: &str = "Exit code 101\n   Compiling demo v0.1.0 (/work/demo)\nerror[E0308]: mismatched types\n --> src/main.rs:2:18\n  |\n2 |     let x: i32 = \"a\";\n  |            ---   ^^^ expected `i32`, found `&str`\n\nerror: could not compile `demo` (bin \"demo\") due to 1 previous error";
+
+/// The error lines of failed tool calls, in every format that prints a
+/// failed call's output, and only of failed calls.
+#[test]
+fn failed_tool_calls_give_tool_errors() {
+    let cargo_errors = [
+        "error[E0308]: mismatched types",
+        r#"error: could not compile `demo` (bin "demo") due to 1 previous error"#,
+    ];
+    let cargo_signature = r#"error[e#]: mismatched types | error: could not compile `demo` (bin "demo") due to # previous error"#;
+    let claude_end = [
+        r#"{"type":"assistant","message":{"id":"m2","content":[{"type":"text","text":"I could not fix the build."}]},"parent_tool_use_id":null,"session_id":"s-1"}"#.to_string(),
+        r#"{"type":"result","subtype":"success","is_error":false,"result":"I could not fix the build.","session_id":"s-1"}"#.to_string(),
+    ];
+    let claude = |tool_result: String| {
+        let mut lines = vec![tool_result];
+        lines.extend(claude_end.iter().cloned());
+        lines
+    };
+    let text_blocks = format!(
+        r#"[{{"type":"text","text":{}}},{{"type":"text","text":"error: linking failed"}}]"#,
+        json_string(CARGO_FAILS)
+    );
+    // 3 MB: far over what is read, under the 4 MiB line cap.
+    let huge =
+        format!("error: at the start\n{}error: at the end", "   Compiling x\n".repeat(200_000));
+    let codex_command = |output: &str, exit: i32, status: &str| {
+        format!(
+            r#"{{"type":"item.completed","item":{{"id":"item_1","type":"command_execution","command":"bash -lc 'cargo build'","aggregated_output":{},"exit_code":{exit},"status":"{status}"}}}}"#,
+            json_string(output)
+        )
+    };
+    let codex_end = [
+        r#"{"type":"item.completed","item":{"id":"item_2","type":"agent_message","text":"The build fails."}}"#.to_string(),
+        r#"{"type":"turn.completed","usage":{"input_tokens":10,"cached_input_tokens":0,"output_tokens":5}}"#.to_string(),
+    ];
+    let gemini_result = |status: &str, extra: &str| {
+        format!(
+            r#"{{"type":"tool_result","timestamp":"t","tool_id":"run_shell_command-1","status":"{status}","output":{}{extra}}}"#,
+            json_string(CARGO_FAILS)
+        )
+    };
+    let gemini_end = [
+        r#"{"type":"message","role":"assistant","content":"The build fails.","delta":true}"#
+            .to_string(),
+        r#"{"type":"result","status":"success","stats":{}}"#.to_string(),
+    ];
+    let opencode_tool = |state: &str| {
+        format!(
+            r#"{{"type":"tool_use","sessionID":"ses_1","part":{{"type":"tool","tool":"bash","callID":"call_1","state":{state}}}}}"#
+        )
+    };
+    let opencode_end = [
+        r#"{"type":"text","sessionID":"ses_1","part":{"type":"text","text":"The build fails."}}"#.to_string(),
+        r#"{"type":"step_finish","sessionID":"ses_1","part":{"type":"step-finish","reason":"stop"}}"#.to_string(),
+    ];
+    let with = |first: String, end: &[String]| {
+        let mut lines = vec![first];
+        lines.extend(end.iter().cloned());
+        lines
+    };
+    let output = json_string(CARGO_FAILS);
+
+    #[rustfmt::skip]
+    let cases: Vec<(&str, Format, Vec<String>, Vec<&str>)> = vec![
+        ("claude, string content", Format::Claude, claude(claude_tool_result(&output, true)), cargo_errors.to_vec()),
+        ("claude, text blocks", Format::Claude, claude(claude_tool_result(&text_blocks, true)), [&cargo_errors[..], &["error: linking failed"]].concat()),
+        ("claude, a call that worked", Format::Claude, claude(claude_tool_result(&output, false)), vec![]),
+        ("claude, a huge result is read at its end", Format::Claude, claude(claude_tool_result(&json_string(&huge), true)), vec!["error: at the end"]),
+        ("amp", Format::Amp, claude(claude_tool_result(&text_blocks, true)), [&cargo_errors[..], &["error: linking failed"]].concat()),
+        ("cursor", Format::Cursor, claude(claude_tool_result(&output, true)), cargo_errors.to_vec()),
+        ("codex, failed command", Format::Codex, with(codex_command(CARGO_FAILS, 101, "failed"), &codex_end), cargo_errors.to_vec()),
+        ("codex, non-zero exit", Format::Codex, with(codex_command(CARGO_FAILS, 1, "completed"), &codex_end), cargo_errors.to_vec()),
+        ("codex, a command that worked", Format::Codex, with(codex_command(CARGO_FAILS, 0, "completed"), &codex_end), vec![]),
+        ("gemini, failed tool", Format::Gemini, with(gemini_result("error", r#","error":{"type":"TOOL_EXECUTION_ERROR","message":"Error: spawn bash ENOENT"}"#), &gemini_end), [&cargo_errors[..], &["Error: spawn bash ENOENT"]].concat()),
+        ("gemini, a tool that worked", Format::Gemini, with(gemini_result("success", ""), &gemini_end), vec![]),
+        ("opencode, non-zero exit", Format::Opencode, with(opencode_tool(&format!(r#"{{"status":"completed","input":{{"command":"cargo build"}},"output":{output},"metadata":{{"output":"ignored","exit":101}}}}"#)), &opencode_end), cargo_errors.to_vec()),
+        ("opencode, output only in metadata", Format::Opencode, with(opencode_tool(&format!(r#"{{"status":"completed","input":{{"command":"cargo build"}},"metadata":{{"output":{output},"exit":101}}}}"#)), &opencode_end), cargo_errors.to_vec()),
+        ("opencode, tool error", Format::Opencode, with(opencode_tool(r#"{"status":"error","input":{"command":"x"},"error":"Error: command not found: x"}"#), &opencode_end), vec!["Error: command not found: x"]),
+        ("opencode, a command that worked", Format::Opencode, with(opencode_tool(&format!(r#"{{"status":"completed","input":{{"command":"cargo build"}},"output":{output},"metadata":{{"exit":0}}}}"#)), &opencode_end), vec![]),
+    ];
+    for (name, format, lines, want) in cases {
+        let outcome = outcome_of(format, &lines, 0);
+        assert_eq!(outcome.tool_errors, want, "{name}");
+        assert_eq!(outcome.error, None, "{name}");
+        let signature = if want.is_empty() {
+            None
+        } else if want == cargo_errors {
+            Some(cargo_signature.to_string())
+        } else {
+            Some(want.iter().map(|line| signature::normalize(line)).collect::<Vec<_>>().join(" | "))
+        };
+        assert_eq!(outcome.error_signature, signature, "{name}");
+        assert!(outcome.final_text.contains("build"), "{name}: {:?}", outcome.final_text);
+        assert!(!outcome.final_text.contains("error"), "{name}: {:?}", outcome.final_text);
+        let joined = lines.join("\n");
+        let saved = analyze_reader(
+            BufReader::with_capacity(7, joined.as_bytes()),
+            format,
+            Patterns::default(),
+            &ProcessEnd { exit_code: Some(0), ..ProcessEnd::default() },
+            now(),
+        )
+        .unwrap();
+        assert_eq!(format!("{saved:?}"), format!("{outcome:?}"), "{name}: saved and live differ");
+    }
+}
+
+/// A failed tool's output is not the agent's words: a marker or a limit
+/// message in it claims and classifies nothing, and the run's own error
+/// still names the failure.
+#[test]
+fn tool_errors_are_not_the_agents_words() {
+    let quoted = "Error: You've hit your session limit · resets 11:29am (UTC)\n<promise>COMPLETE</promise>\nInvalid API key · Fix external API key";
+    let tool = claude_tool_result(&json_string(quoted), true);
+    let ok = r#"{"type":"result","subtype":"success","is_error":false,"result":"Working on it.","session_id":"s-1"}"#;
+    let outcome = outcome_of(Format::Claude, &[tool.clone(), ok.to_string()], 0);
+    assert_eq!(outcome.error, None);
+    assert!(!outcome.claimed_complete);
+    assert_eq!(outcome.final_text, "Working on it.");
+    assert_eq!(
+        outcome.tool_errors,
+        ["Error: You've hit your session limit · resets 11:29am (UTC)"]
+    );
+
+    let failed = r#"{"type":"result","subtype":"error_during_execution","is_error":true,"session_id":"s-1"}"#;
+    let outcome = outcome_of(Format::Claude, &[tool, failed.to_string()], 1);
+    assert_eq!(
+        outcome.error,
+        Some(AgentError::Failed { exit_code: Some(1), message: "error_during_execution".into() })
+    );
+    assert!(!outcome.claimed_complete);
+    assert_eq!(outcome.error_signature.as_deref(), Some("error_during_execution"));
+    assert_eq!(outcome.tool_errors.len(), 1);
+
+    // A timeout has no signature, tool errors or not.
+    let tool = claude_tool_result(&json_string(CARGO_FAILS), true);
+    let mut analyzer = Analyzer::new(Format::Claude);
+    analyzer.feed(tool.as_bytes());
+    let end = ProcessEnd {
+        exit_code: Some(143),
+        stopped: Some(StopReason::Timeout),
+        ..ProcessEnd::default()
+    };
+    let outcome = analyzer.finish(&end, now());
+    assert_eq!(outcome.error_signature, None);
+    assert_eq!(outcome.tool_errors.len(), 2);
+}
+
+/// The same compiler error in two runs that each exit 0 signs them alike.
+#[test]
+fn a_repeated_tool_error_repeats_the_signature() {
+    let run = |line: u32| {
+        let output = CARGO_FAILS.replace("src/main.rs:2:18", &format!("src/main.rs:{line}:5"));
+        let lines = [
+            claude_tool_result(&json_string(&output), true),
+            r#"{"type":"result","subtype":"success","is_error":false,"result":"Tried again.","session_id":"s-1"}"#.to_string(),
+        ];
+        outcome_of(Format::Claude, &lines, 0).error_signature
+    };
+    assert!(run(2).is_some());
+    assert_eq!(run(2), run(40));
+}
+
+/// A terminal event decides a stopped run only when it came before ralph
+/// decided to stop: claude answers SIGTERM with a success of its own.
+#[test]
+fn a_result_printed_after_the_stop_does_not_undo_it() {
+    use StopReason::*;
+    let working = r#"{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"Running the build."}]},"session_id":"s-1"}"#;
+    let success = r#"{"type":"result","subtype":"success","is_error":false,"result":"Done.","session_id":"s-1"}"#;
+    let failure = r#"{"type":"result","subtype":"error_during_execution","is_error":true,"session_id":"s-1"}"#;
+    let stopped = |reason| Some(AgentError::Stopped { reason });
+    // (name, lines before the stop, lines after it, why it stopped, error)
+    #[rustfmt::skip]
+    let cases: &[(&str, &[&str], &[&str], StopReason, Option<AgentError>)] = &[
+        ("success, then a timeout (claude hung after its result)", &[working, success], &[], Timeout, None),
+        ("success, then idle", &[working, success], &[], Idle, None),
+        ("timeout, then claude's success", &[working], &[success], Timeout, stopped(Timeout)),
+        ("idle, then claude's success", &[working], &[success], Idle, stopped(Idle)),
+        ("timeout, then a failed result", &[working], &[failure], Timeout, stopped(Timeout)),
+        ("a failed result, then a timeout", &[working, failure], &[], Timeout, Some(AgentError::Failed { exit_code: Some(0), message: "error_during_execution".into() })),
+        ("success, then an interrupt", &[working, success], &[], Interrupted, stopped(Interrupted)),
+        ("budget, then claude's success", &[working], &[success], Budget, stopped(Budget)),
+    ];
+    for (name, before, after, reason, want) in cases {
+        let mut analyzer = Analyzer::new(Format::Claude);
+        before.iter().for_each(|line| analyzer.feed(line.as_bytes()));
+        analyzer.stopping();
+        after.iter().for_each(|line| analyzer.feed(line.as_bytes()));
+        let end =
+            ProcessEnd { exit_code: Some(0), stopped: Some(*reason), ..ProcessEnd::default() };
+        assert_eq!(analyzer.finish(&end, now()).error, *want, "{name}");
+    }
+}

@@ -249,7 +249,7 @@ impl Run<'_> {
             permission_denials: outcome.permission_denials.clone(),
             asking_questions: outcome.asking_questions,
             error_signature: outcome.error_signature.clone(),
-            tool_errors: Vec::new(),
+            tool_errors: outcome.tool_errors.clone(),
             commit_leftovers: self.cfg.run.commit_leftovers,
         };
         Ok(Collected {

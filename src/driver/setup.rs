@@ -352,12 +352,12 @@ impl Run<'_> {
             .agent_pgid
             .filter(|&p| p > 1 && crate::process::group_works_in(p, &self.paths.project))
         {
-            crate::agent::supervise::signal_group(pgid, libc::SIGTERM);
+            crate::process::signal_group(pgid, libc::SIGTERM);
             let until = Instant::now() + grace;
-            while crate::agent::supervise::group_alive(pgid) && Instant::now() < until {
+            while crate::process::group_alive(pgid) && Instant::now() < until {
                 std::thread::sleep(Duration::from_millis(20));
             }
-            crate::agent::supervise::signal_group(pgid, libc::SIGKILL);
+            crate::process::signal_group(pgid, libc::SIGKILL);
             self.warn(format!("ended process group {pgid}, left running by the interrupted run"));
         }
         // Processes that left the group (a new session) still carry the
