@@ -98,7 +98,7 @@ pub(crate) struct RunArgs {
     /// Reset the circuit breaker to CLOSED and exit
     #[arg(long)]
     pub(crate) reset_circuit: bool,
-    /// Start a new run instead of resuming one that crashed
+    /// Start a new run, breaker closed, instead of resuming a crashed one
     #[arg(long)]
     pub(crate) fresh: bool,
     /// Run inside a tmux session with status and log panes

@@ -74,6 +74,12 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+impl From<crate::analyze::PatternError> for ConfigError {
+    fn from(e: crate::analyze::PatternError) -> ConfigError {
+        ConfigError(format!("patterns.{}: {e}: {}", e.kind, e.source))
+    }
+}
+
 /// Every key's value and where it came from.
 #[derive(Debug, Clone)]
 pub(crate) struct Layers {

@@ -62,7 +62,7 @@ impl Score {
             None => "killed".into(),
         };
         match self.failed {
-            Some(n) => format!("{n} test{} failing, {exit}", if n == 1 { "" } else { "s" }),
+            Some(n) => format!("{n} test{} failing, {exit}", crate::text::plural(n as usize)),
             None => exit,
         }
     }
@@ -305,7 +305,7 @@ impl Verdict {
             };
         }
         match self.score.failed {
-            Some(n) => format!("{n} test{} failing", if n == 1 { "" } else { "s" }),
+            Some(n) => format!("{n} test{} failing", crate::text::plural(n as usize)),
             None => String::new(),
         }
     }

@@ -354,13 +354,7 @@ fn list(map: &Map<String, Value>, key: &str, broken: &mut Vec<String>) -> Vec<St
 
 use crate::prd::kind;
 
-/// At most `max` chars of `s`, with `…` when cut.
-fn clip(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        None => s.to_string(),
-        Some((end, _)) => format!("{}…", &s[..end]),
-    }
-}
+use crate::text::clip;
 
 /// Removes the handoff file before an iteration starts, so a handoff left by
 /// an earlier iteration is never read as this one's.

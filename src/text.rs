@@ -19,6 +19,37 @@ pub fn plain(text: &str) -> String {
     text.chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { ' ' } else { c }).collect()
 }
 
+/// At most `max` bytes of `text`, cut at a char boundary (for bounds on
+/// memory, where bytes are what count).
+pub fn prefix_bytes(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// The last `max` bytes of `text` or fewer, starting at a char boundary.
+pub fn suffix_bytes(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}
+
+/// `n` and the word for that many: `count(3, "story", "stories")` is
+/// "3 stories".
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// `"s"` unless there is exactly one: `format!("{n} file{}", plural(n))`.
 pub fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }

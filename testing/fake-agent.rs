@@ -23,13 +23,20 @@
 //! `ignore-sigterm`, `spawn setsid|group SECS`, `close-stdout`,
 //! `skip-stdin`, `corrupt-prd invalid|delete|flip`, `cat FILE`,
 //! `usage-limit SECS`, `claude-result TEXT`, `claude-error STATUS TEXT`,
-//! `set-all-passing`, `set-verify COMMAND`, `stage PATH`, `exit CODE`.
+//! `set-all-passing`, `set-verify COMMAND`, `stage PATH`, `exit CODE`,
+//! `claude-tool-error TEXT` (a failed tool call's result, as claude
+//! streams it; `\n` in TEXT is a newline), `term-succeeds` (from now on SIGTERM makes it print a
+//! claude success result and exit 0, as claude does when SIGTERM cancels a
+//! running tool).
 
 use std::fs;
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// Set by SIGTERM once `term-succeeds` installed its handler.
+static TERMINATED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 fn main() {
     let script_path = PathBuf::from(std::env::var("FAKE_AGENT_SCRIPT").unwrap_or_else(|_| {
@@ -278,7 +285,34 @@ fn run(cmd: &str, rest: &str, task: &Task, prompt: &str, dir: &Path) -> Result<(
         "promise" => println!("<promise>COMPLETE</promise>"),
         "sleep" => {
             let secs: f64 = rest.trim().parse().map_err(|_| "sleep SECS")?;
-            std::thread::sleep(std::time::Duration::from_secs_f64(secs));
+            let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs);
+            while std::time::Instant::now() < until {
+                if TERMINATED.load(std::sync::atomic::Ordering::SeqCst) {
+                    // What claude prints when SIGTERM only cancelled its tool.
+                    println!(
+                        r#"{{"type":"result","subtype":"success","is_error":false,"num_turns":2,"result":"The command was cancelled; the story is done.","session_id":"s-1","total_cost_usd":0.01}}"#
+                    );
+                    let _ = out.flush();
+                    std::process::exit(0);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
+        "term-succeeds" => {
+            extern "C" fn note(_: libc::c_int) {
+                TERMINATED.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+            unsafe {
+                libc::signal(libc::SIGTERM, note as *const () as libc::sighandler_t);
+            }
+        }
+        "claude-tool-error" => {
+            let event = serde_json::json!({"type": "user", "message": {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "is_error": true,
+                 "content": rest.replace("\\n", "\n")}]},
+                "session_id": "s-1"});
+            println!("{event}");
         }
         "ignore-sigterm" => {
             // SAFETY: setting a disposition to SIG_IGN has no preconditions.

@@ -141,12 +141,9 @@ pub struct Invocation {
     pub program: String,
     pub args: Vec<String>,
     pub stdin: Option<Vec<u8>>,
-    /// The prompt file to write before spawning (file channel).
-    pub prompt_file: Option<PathBuf>,
     pub env_remove: Vec<String>,
     pub env_set: Vec<(String, String)>,
     pub format: Format,
-    pub channel: PromptChannel,
 }
 
 /// claude's own retries of a failed API call when the user set none
@@ -158,6 +155,42 @@ const CLAUDE_RETRIES: u32 = 3;
 const SCRUBBED_ENV: &[&str] = &["CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT"];
 
 impl Backend {
+    /// The agent the configuration names: a tool (its program possibly
+    /// replaced by `agent.command`), or a custom command.
+    pub(crate) fn configured(a: &crate::config::AgentConfig) -> Result<Backend, String> {
+        let mut b = if a.tool == Tool::Custom {
+            if a.command.is_empty() {
+                return Err("tool custom needs a command: --agent-cmd \"my-agent --flag\" or agent.command in .ralph/config.toml".into());
+            }
+            Backend { command: a.command.clone(), format: a.format, ..Backend::new(Tool::Custom) }
+        } else {
+            let mut b = Backend::new(a.tool);
+            if !a.command.is_empty() {
+                // A named tool with its program replaced (a wrapper, a pinned path).
+                b.command = a.command.clone();
+            }
+            b
+        };
+        b.model = a.model.clone();
+        b.extra_args = a.args.clone();
+        b.safe = a.safe;
+        if !a.allowed_tools.is_empty() {
+            b.allowed_tools = a.allowed_tools.clone();
+        }
+        Ok(b)
+    }
+
+    /// How the run's start names it: "claude (opus)", "custom (my-agent)".
+    pub(crate) fn describe(&self) -> String {
+        match self.tool {
+            Tool::Custom => format!("custom ({})", self.program()),
+            t => match &self.model {
+                Some(m) => format!("{t} ({m})"),
+                None => t.to_string(),
+            },
+        }
+    }
+
     /// A named tool with its defaults.
     pub fn new(tool: Tool) -> Backend {
         Backend {
@@ -172,6 +205,7 @@ impl Backend {
     }
 
     /// A custom command line (split like a shell splits words).
+    #[cfg(test)]
     pub fn custom(command: &str, format: Format) -> Result<Backend, String> {
         let words = super::words::split(command)?;
         if words.is_empty() {
@@ -331,11 +365,9 @@ impl Backend {
             program: self.program().to_string(),
             args,
             stdin: (channel == PromptChannel::Stdin).then(|| prompt.as_bytes().to_vec()),
-            prompt_file: (channel == PromptChannel::File).then(|| prompt_file.to_path_buf()),
             env_remove: SCRUBBED_ENV.iter().map(|s| s.to_string()).collect(),
             env_set,
             format: self.format,
-            channel,
         })
     }
 
@@ -422,8 +454,8 @@ mod tests {
         let inv = b.invocation("PROMPT", Path::new("/p/prompt.md")).unwrap();
         let mut v = vec![inv.program.clone()];
         v.extend(inv.args.clone());
-        assert_eq!(inv.stdin.is_some(), inv.channel == PromptChannel::Stdin);
-        (v, inv.channel)
+        assert_eq!(inv.stdin.is_some(), b.channel() == PromptChannel::Stdin);
+        (v, b.channel())
     }
 
     fn with(tool: Tool, f: impl FnOnce(&mut Backend)) -> Backend {

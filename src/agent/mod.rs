@@ -211,11 +211,9 @@ mod tests {
             program: "sh".into(),
             args: vec!["-c".into(), script.into()],
             stdin: None,
-            prompt_file: None,
             env_remove: Vec::new(),
             env_set: Vec::new(),
             format: Format::Claude,
-            channel: backend::PromptChannel::Argv,
         };
         let limits = Limits {
             timeout: Some(timeout),

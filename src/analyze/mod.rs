@@ -35,7 +35,7 @@ pub use analyzer::{Analyzer, Format, ProcessEnd, StopReason};
 pub(crate) use outcome::AgentError;
 pub use outcome::Outcome;
 pub use patterns::Patterns;
-pub(crate) use patterns::{PatternTexts, Zone};
+pub(crate) use patterns::{PatternError, PatternTexts};
 pub use reader::analyze_reader;
 pub(crate) use status_block::Status;
 pub use status_block::StatusBlock;

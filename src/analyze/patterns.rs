@@ -104,6 +104,20 @@ pub enum Zone {
     Fixed(FixedOffset),
 }
 
+impl Zone {
+    /// This machine's zone: `TZ` when it names one, else the current local
+    /// offset. Read once when a run's patterns are built; the analysis
+    /// itself never looks at the environment or the clock.
+    pub(crate) fn local() -> Zone {
+        let named =
+            std::env::var("TZ").ok().and_then(|tz| tz.trim_start_matches(':').parse::<Tz>().ok());
+        match named {
+            Some(tz) => Zone::Named(tz),
+            None => Zone::Fixed(*chrono::Local::now().offset()),
+        }
+    }
+}
+
 impl Default for Zone {
     fn default() -> Self {
         Zone::Named(Tz::UTC)
@@ -228,6 +242,12 @@ impl Default for Patterns {
 }
 
 impl Patterns {
+    /// The built-in texts, the configured extras, and this machine's time
+    /// zone for reset times given in local time: what a run classifies by.
+    pub(crate) fn configured(extra: &PatternTexts) -> Result<Patterns, PatternError> {
+        Ok(Patterns::new(extra)?.with_local_zone(Zone::local()))
+    }
+
     /// The built-in texts plus `extra`; an invalid regex is an error naming
     /// its kind and text.
     pub(crate) fn new(extra: &PatternTexts) -> Result<Patterns, PatternError> {

@@ -349,17 +349,7 @@ fn word_value(key: &str, value: &str) -> Result<String, String> {
     Ok(truncate(word, 64).to_string())
 }
 
-/// At most `max` bytes of `text`, cut at a char boundary.
-pub(crate) fn truncate(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
+pub(crate) use crate::text::prefix_bytes as truncate;
 
 fn shorten(text: &str) -> &str {
     truncate(text, 40)

@@ -59,17 +59,7 @@ impl Tail {
     }
 }
 
-/// The last `max` bytes of `text` or fewer, starting at a char boundary.
-pub(crate) fn suffix(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut start = text.len() - max;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    &text[start..]
-}
+pub(crate) use crate::text::suffix_bytes as suffix;
 
 #[cfg(test)]
 mod tests {

@@ -9,6 +9,7 @@ use chrono::{DateTime, FixedOffset, Utc};
 use chrono_tz::Tz;
 
 use super::*;
+use crate::analyze::patterns::Zone;
 
 const CLAUDE_SESSION: &str = "4f1c2d9e-7a0b-4c3e-9d21-0b5e8a6f1c11";
 const AMP_SESSION: &str = "T-5f0e2a1c-9b7d-4e3f-a2c1-6d8e0f1b3a55";

@@ -58,7 +58,8 @@ pub(crate) fn run(g: &Global, args: &AnalyzeArgs) -> Result<u8, Error> {
         }
     };
     let config = layers(g, &project_dir(g)?, &SettingArgs::default())?.resolve();
-    let patterns = crate::driver::patterns(&config)?;
+    let patterns = crate::analyze::Patterns::configured(&config.patterns)
+        .map_err(|e| Error::Config(e.into()))?;
     let end = crate::analyze::ProcessEnd { exit_code: Some(0), ..Default::default() };
     let outcome = crate::analyze::analyze_reader(reader, format, patterns, &end, Utc::now())
         .map_err(|e| Error::io(format!("read {}", args.file.display()), e))?;

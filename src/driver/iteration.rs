@@ -164,11 +164,8 @@ impl Run<'_> {
             return Err(Error::io(format!("write the agent log {}", log.display()), e));
         }
         if run.finished.leftovers > 0 {
-            self.notice(format!(
-                "ended {} process{} the agent left running",
-                run.finished.leftovers,
-                if run.finished.leftovers == 1 { "" } else { "es" }
-            ));
+            let n = crate::text::count(run.finished.leftovers, "process", "processes");
+            self.notice(format!("ended {n} the agent left running"));
         }
         self.state.cost_usd += run.outcome.cost_usd.unwrap_or(0.0);
         self.state.tokens += run.outcome.tokens.map_or(0, |t| t.total());

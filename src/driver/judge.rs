@@ -375,7 +375,11 @@ pub(crate) fn judge(f: &Facts) -> Judgement {
         failed,
         transient: false,
         asking_questions: f.asking_questions,
-        error_signature: gate_signature.or_else(|| f.error_signature.clone()),
+        // A productive agent that hit an error on its way is not repeating
+        // itself: a successful run's error lines (failed tool calls) count
+        // only when nothing moved.
+        error_signature: gate_signature
+            .or_else(|| f.error_signature.clone().filter(|_| f.agent.is_some() || !progress)),
         permission_denials: f.permission_denials.len(),
         handoff_problem,
     });

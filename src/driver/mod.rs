@@ -41,7 +41,6 @@ use crate::prd::Prd;
 use crate::state::RunState;
 
 pub use crate::paths::Paths;
-pub use setup::{backend, patterns};
 
 /// Everything a run needs beyond the paths.
 #[derive(Debug, Clone)]
@@ -235,9 +234,9 @@ impl Run<'_> {
         Some(End::new(
             RunOutcome::MaxIterations,
             format!(
-                "reached the iteration limit ({}) with {left} stor{} unfinished; see {}",
+                "reached the iteration limit ({}) with {} unfinished; see {}",
                 self.state.max_iterations,
-                if left == 1 { "y" } else { "ies" },
+                crate::text::count(left, "story", "stories"),
                 self.paths.progress.display()
             ),
         ))

@@ -7,9 +7,8 @@ use std::time::{Duration, Instant};
 use chrono::{Local, Utc};
 
 use super::{Options, Paths, Run};
-use crate::agent::{Backend, Tool};
+use crate::agent::Backend;
 use crate::circuit::Breaker;
-use crate::config::Config;
 use crate::error::Error;
 use crate::event::{Event, Level, Reporter};
 use crate::gate::Gate;
@@ -56,7 +55,7 @@ pub(super) fn start<'a>(
         unfinished.as_ref().is_some_and(|s| matches!(s.phase, Phase::Agent | Phase::Gate));
     let prd = load_prd(paths, crashed_mid_iteration, reporter)?;
     let repo = Repo::discover(&paths.project)?;
-    let backend = backend(cfg)?;
+    let backend = Backend::configured(&cfg.agent).map_err(Error::Usage)?;
     backend
         .preflight(crate::process::euid() == 0, &|k| std::env::var(k).ok())
         .map_err(|message| Error::Environment { message, hint: None })?;
@@ -127,7 +126,8 @@ pub(super) fn start<'a>(
         template,
         branch: prd.branch_name().map(str::to_string),
         last_gate_passed: None,
-        patterns: patterns(cfg)?,
+        patterns: crate::analyze::Patterns::configured(&cfg.patterns)
+            .map_err(|e| Error::Config(e.into()))?,
         reusable_snapshot: None,
         redactor,
         state,
@@ -151,7 +151,7 @@ pub(super) fn start<'a>(
         project: prd.project().map(str::to_string),
         branch: run.repo.current_branch(),
         prd: paths.prd.display().to_string(),
-        agent: describe_backend(&run.backend),
+        agent: run.backend.describe(),
         max_iterations: run.state.max_iterations,
         stories: prd.stories().len(),
         passing: prd.passing(),
@@ -188,63 +188,6 @@ fn load_prd(
             Ok(good)
         }
         Err(e) => Err(e.into()),
-    }
-}
-
-/// The analyser's patterns: the built-in texts, the configured extras, and
-/// this machine's time zone for reset times given in local time.
-pub fn patterns(cfg: &Config) -> Result<crate::analyze::Patterns, Error> {
-    let patterns = crate::analyze::Patterns::new(&cfg.patterns).map_err(|e| {
-        Error::Config(crate::config::ConfigError(format!("patterns.{}: {e}: {}", e.kind, e.source)))
-    })?;
-    Ok(patterns.with_local_zone(local_zone()))
-}
-
-/// `TZ` when it names a zone, else the current local offset.
-fn local_zone() -> crate::analyze::Zone {
-    let named = std::env::var("TZ")
-        .ok()
-        .and_then(|tz| tz.trim_start_matches(':').parse::<chrono_tz::Tz>().ok());
-    match named {
-        Some(tz) => crate::analyze::Zone::Named(tz),
-        None => crate::analyze::Zone::Fixed(*Local::now().offset()),
-    }
-}
-
-/// The configured agent.
-pub fn backend(cfg: &Config) -> Result<Backend, Error> {
-    let a = &cfg.agent;
-    let mut b = if a.tool == Tool::Custom {
-        if a.command.is_empty() {
-            return Err(Error::Usage(
-                "tool custom needs a command: --agent-cmd \"my-agent --flag\" or agent.command in .ralph/config.toml".into(),
-            ));
-        }
-        Backend { command: a.command.clone(), format: a.format, ..Backend::new(Tool::Custom) }
-    } else {
-        let mut b = Backend::new(a.tool);
-        if !a.command.is_empty() {
-            // A named tool with its program replaced (a wrapper, a pinned path).
-            b.command = a.command.clone();
-        }
-        b
-    };
-    b.model = a.model.clone();
-    b.extra_args = a.args.clone();
-    b.safe = a.safe;
-    if !a.allowed_tools.is_empty() {
-        b.allowed_tools = a.allowed_tools.clone();
-    }
-    Ok(b)
-}
-
-fn describe_backend(b: &Backend) -> String {
-    match b.tool {
-        Tool::Custom => format!("custom ({})", b.program()),
-        t => match &b.model {
-            Some(m) => format!("{t} ({m})"),
-            None => t.to_string(),
-        },
     }
 }
 
@@ -364,10 +307,8 @@ impl Run<'_> {
         // dead run's id and project in their environment.
         let strays = crate::process::end_processes_of_run(&old.run_id, &self.paths.project, grace);
         if strays > 0 {
-            self.warn(format!(
-                "ended {strays} process{} of the interrupted run that had left its process group",
-                if strays == 1 { "" } else { "es" }
-            ));
+            let n = crate::text::count(strays, "process", "processes");
+            self.warn(format!("ended {n} of the interrupted run that had left its process group"));
         }
         if !matches!(old.phase, Phase::Agent | Phase::Gate) {
             return Ok(());

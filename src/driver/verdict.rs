@@ -110,8 +110,8 @@ impl Run<'_> {
         if c.outcome.claimed_complete && !prd.all_pass() {
             let left = prd.stories().len() - prd.passing();
             self.warn(format!(
-                "the agent claimed COMPLETE but {left} stor{} unfinished",
-                if left == 1 { "y is" } else { "ies are" }
+                "the agent claimed COMPLETE but {} unfinished",
+                crate::text::count(left, "story is", "stories are")
             ));
         }
         if !j.counts {

@@ -196,8 +196,8 @@ pub fn prompt_block(lessons: &Lessons, cap_chars: usize) -> String {
         return String::new();
     }
     let omitted = |n: usize| {
-        let s = if n == 1 { "" } else { "s" };
-        format!("\n[{n} older lesson{s} omitted to keep this section within {cap_chars} chars]\n")
+        let lessons = crate::text::count(n, "older lesson", "older lessons");
+        format!("\n[{lessons} omitted to keep this section within {cap_chars} chars]\n")
     };
     let mut out = HEADING.to_string();
     let mut used = chars(&out);

@@ -215,3 +215,49 @@ fn completion_beats_the_breaker() {
     assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     assert_eq!(p.agent_runs().len(), 1, "{r:?}");
 }
+
+/// ralph as the claude CLI's driver, with the fake agent printing claude's events.
+fn claude_run(p: &Project, args: &[&str]) -> Run {
+    to_run(p.ralph().args(args).env("RALPH_AGENT_FORMAT", "claude").output().unwrap())
+}
+
+#[test]
+fn a_timeout_stays_a_timeout_when_the_agent_answers_sigterm_with_success() {
+    let p = Project::with_prd(ONE_STORY);
+    // claude cancels the running tool on SIGTERM and reports success.
+    p.script("[run *]\nterm-succeeds\nmark-pass\nsleep 60\n");
+    let r = claude_run(&p, &["1", "--timeout", "1s", "--json"]);
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
+    let end = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["event"] == "iteration_end")
+        .expect("an iteration_end event");
+    assert_eq!(end["result"], "failed", "{end}");
+    assert_eq!(end["error"], "stopped: iteration timeout", "{end}");
+    assert!(!p.passes("US-001"), "a claim made before the timeout survived");
+    let circuit: serde_json::Value = serde_json::from_str(&p.read(".ralph/circuit.json")).unwrap();
+    assert_eq!(circuit["counters"]["failures"], 1, "the breaker did not count a failed run");
+}
+
+#[test]
+fn errors_inside_failed_tool_calls_reach_the_next_prompt_a_lesson_and_the_breaker() {
+    let p = Project::with_prd(ONE_STORY);
+    let text = r"Exit code 101\n   Compiling demo v0.1.0\nerror[E0308]: mismatched types\n  --> src/lib.rs:12:5";
+    p.script(&format!(
+        "[run *]\nclaude-tool-error {text}\nclaude-result I could not get it to compile.\nhandoff {HANDOFF}\n"
+    ));
+    p.write(".ralph/config.toml", "[circuit]\nsame_error = 2\nno_progress = 5\n");
+    let r = claude_run(&p, &["5"]);
+    // The same compiler error twice in a row opens the breaker.
+    assert_eq!(r.code, code(exit::CIRCUIT_OPEN), "{r:?}");
+    assert!(r.stdout.contains("the same error in 2 iterations in a row"), "{r:?}");
+    assert!(p.prompt(2).contains("error[E0308]: mismatched types"), "{}", p.prompt(2));
+    let lessons: String = std::fs::read_dir(p.path(".ralph/lessons"))
+        .unwrap()
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    assert!(lessons.contains("E0308"), "{lessons}");
+}

@@ -343,11 +343,18 @@ fn errors_in_failed_tool_calls_reach_the_next_prompt_and_a_lesson_when_nothing_m
     assert!(j.feedback.iter().any(|t| t.contains("error[E0308]")), "{:?}", j.feedback);
     assert_eq!(j.learn[0].category, Category::ToolError);
     assert_eq!(j.breaker.unwrap().error_signature.as_deref(), Some("error[e#]: mismatched types"));
-    // With progress they are just what happened on the way.
+    // With progress they are just what happened on the way: no lesson, no
+    // feedback, nothing for "the same error N times".
     let mut f = facts(End::Ok, Said::Marked, Gate::Pass, Git::Committed);
     f.tool_errors = vec!["error[E0308]: mismatched types".into()];
+    f.error_signature = Some("error[e#]: mismatched types".into());
     let j = judge(&f);
     assert!(j.learn.is_empty() && !j.feedback.iter().any(|t| t.contains("E0308")));
+    assert_eq!(j.breaker.unwrap().error_signature, None);
+    // A failed run's own error always counts.
+    let mut f = facts(End::Fail, Said::Nothing, Gate::No, Git::Committed);
+    f.error_signature = Some("boom".into());
+    assert_eq!(judge(&f).breaker.unwrap().error_signature.as_deref(), Some("boom"));
 }
 
 #[test]
