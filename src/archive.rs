@@ -60,7 +60,6 @@ pub fn archive_dir(archive_root: &Path, date: NaiveDate, branch: &str) -> PathBu
 #[derive(Debug)]
 pub struct Archived {
     pub dir: PathBuf,
-    pub files: Vec<PathBuf>,
     /// Why the previous PRD could not be archived, if it could not.
     pub missing_prd: Option<String>,
 }
@@ -78,12 +77,10 @@ pub fn archive_previous(
 ) -> io::Result<Archived> {
     let dir = archive_dir(&prd_dir.join("archive"), now.date_naive(), last_branch);
     fs::create_dir_all(&dir)?;
-    let mut files = Vec::new();
     let missing_prd = match previous_prd {
         Some(bytes) => {
             let p = dir.join("prd.json");
             crate::store::write_atomic(&p, bytes)?;
-            files.push(p);
             None
         }
         None => Some("no copy of the previous prd.json was kept (first run of this ralph?)".into()),
@@ -91,10 +88,9 @@ pub fn archive_previous(
     if let Some(bytes) = previous_progress {
         let p = dir.join("progress.txt");
         crate::store::write_atomic(&p, bytes)?;
-        files.push(p);
     }
     crate::store::write_atomic(progress, header(now).as_bytes())?;
-    Ok(Archived { dir, files, missing_prd })
+    Ok(Archived { dir, missing_prd })
 }
 
 #[cfg(test)]

@@ -35,6 +35,7 @@ use crate::store::{self, Loaded, Store};
 pub const VERSION: u32 = 1;
 
 /// How long an OPEN breaker waits before a new run may try again (HALF_OPEN).
+#[cfg(test)]
 pub const DEFAULT_COOLDOWN: Duration = Duration::from_secs(30 * 60);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -195,18 +196,16 @@ impl Breaker {
         &self.reason
     }
 
+    #[cfg(test)]
     pub fn cause(&self) -> Option<Cause> {
         self.cause
-    }
-
-    pub fn changed_at(&self) -> DateTime<Utc> {
-        self.changed_at
     }
 
     pub fn opened_at(&self) -> Option<DateTime<Utc>> {
         self.opened_at
     }
 
+    #[cfg(test)]
     pub fn total_opens(&self) -> u64 {
         self.total_opens
     }
@@ -486,6 +485,7 @@ impl Breaker {
 
 /// The transitions in `circuit-history.jsonl`, oldest first, and how many
 /// lines could not be read.
+#[cfg(test)]
 pub fn history(store: &Store) -> io::Result<(Vec<Transition>, usize)> {
     store::read_jsonl(&store.circuit_history())
 }

@@ -207,16 +207,6 @@ pub trait Reporter {
     fn emit(&mut self, event: &Event);
 }
 
-/// Collects events (tests, and the final-report replay).
-#[derive(Debug, Default)]
-pub struct Collect(pub Vec<Event>);
-
-impl Reporter for Collect {
-    fn emit(&mut self, event: &Event) {
-        self.0.push(event.clone());
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,34 +2,37 @@
 //! one fresh agent process per story, until every story is verified done.
 //!
 //! `main.rs` only calls [`main_entry`]; everything else lives in the library
-//! so the fuzz targets and the integration tests can reach what they need.
+//! so the fuzz targets and the integration tests can reach what they need:
+//! the public surface is exactly that (`agent::capture::LineSplitter`,
+//! `analyze`, `prd::Prd` for the fuzzers; `exit` for the tests). The rest is
+//! crate-private.
 
 pub mod agent;
 pub mod analyze;
-pub mod archive;
-pub mod circuit;
+mod archive;
+mod circuit;
 mod cli;
 mod commands;
-pub mod config;
-pub mod driver;
-pub mod error;
-pub mod event;
+mod config;
+mod driver;
+mod error;
+mod event;
 pub mod exit;
-pub mod gate;
-pub mod git;
-pub mod handoff;
-pub mod learn;
-pub mod limits;
-pub mod paths;
+mod gate;
+mod git;
+mod handoff;
+mod learn;
+mod limits;
+mod paths;
 pub mod prd;
-pub mod process;
-pub mod prompt;
-pub mod redact;
-pub mod signals;
-pub mod state;
-pub mod store;
-pub mod text;
-pub mod ui;
+mod process;
+mod prompt;
+mod redact;
+mod signals;
+mod state;
+mod store;
+mod text;
+mod ui;
 
 /// Parses the command line, runs the command, prints a fatal error once
 /// (with its hint) and returns the exit code.

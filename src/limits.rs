@@ -29,8 +29,6 @@ use crate::store::{self, Loaded, Store};
 /// Format version of `limits.json`.
 pub const VERSION: u32 = 1;
 
-pub const DEFAULT_CALLS_PER_HOUR: u32 = 100;
-
 /// The sliding window the calls-per-hour limit counts over.
 pub const WINDOW: Duration = Duration::from_secs(60 * 60);
 
@@ -157,6 +155,7 @@ impl Limits {
     }
 
     /// How long a usage limit still holds calls back at `now`.
+    #[cfg(test)]
     pub fn usage_wait(&self, now: DateTime<Utc>) -> Option<Duration> {
         self.usage_resume_at.filter(|&at| at > now).map(|at| until(now, at))
     }

@@ -68,7 +68,9 @@ impl Run<'_> {
         let log = self.log_dir.join(format!("{stem}.log"));
         std::fs::write(&prompt_path, prompt.as_bytes())
             .map_err(|e| Error::io(format!("write {}", prompt_path.display()), e))?;
-        let _ = std::fs::remove_file(self.paths.store.handoff());
+        // A handoff left by an earlier iteration must never pass for this one's.
+        crate::handoff::clear(&self.paths.store.handoff())
+            .map_err(|e| Error::io("remove the last iteration's handoff", e))?;
         // `ralph monitor` follows the running iteration's log through this link.
         let current = self.paths.store.logs_dir().join("current.log");
         let _ = std::fs::remove_file(&current);

@@ -215,11 +215,13 @@ pub fn append(store: &Store, event: &Event) -> io::Result<()> {
 
 /// The rows of `events.jsonl`, oldest first, and how many lines were skipped.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg(test)]
 pub struct Rows {
     pub events: Vec<Event>,
     pub malformed: usize,
 }
 
+#[cfg(test)]
 impl Rows {
     /// The warning to show when lines were skipped.
     pub fn warning(&self) -> Option<String> {
@@ -229,6 +231,7 @@ impl Rows {
 }
 
 /// Reads `.ralph/events.jsonl`; a missing file has no rows.
+#[cfg(test)]
 pub fn read(store: &Store) -> io::Result<Rows> {
     let (values, mut malformed) = store::read_jsonl::<serde_json::Value>(&store.events())?;
     let mut events = Vec::new();

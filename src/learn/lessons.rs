@@ -95,15 +95,13 @@ impl Lessons {
         Lessons { version: VERSION, story: story.to_string(), lessons: Vec::new() }
     }
 
-    pub fn story(&self) -> &str {
-        &self.story
-    }
-
     /// Oldest first.
+    #[cfg(test)]
     pub fn lessons(&self) -> &[Lesson] {
         &self.lessons
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.lessons.is_empty()
     }

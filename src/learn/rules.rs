@@ -282,11 +282,13 @@ impl Rules {
     }
 
     /// Raised by every write of the file.
+    #[cfg(test)]
     pub fn revision(&self) -> u64 {
         self.revision
     }
 
     /// In the order they were first seen.
+    #[cfg(test)]
     pub fn cards(&self) -> &[Card] {
         &self.cards
     }
