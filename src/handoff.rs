@@ -32,7 +32,7 @@
 //! also show up as a missing one.
 
 use std::fmt;
-use std::fs::{self, File};
+use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
@@ -225,15 +225,12 @@ pub fn read(path: &Path) -> Result<Handoff, HandoffError> {
 
 /// Reads at most one byte over the cap, so a huge file costs nothing.
 fn read_capped(path: &Path) -> Result<Vec<u8>, Problem> {
-    let file = match File::open(path) {
+    let file = match crate::store::open_regular(path) {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Problem::Missing),
         Err(e) => return Err(Problem::Unreadable(e.to_string())),
     };
     let meta = file.metadata().map_err(|e| Problem::Unreadable(e.to_string()))?;
-    if meta.is_dir() {
-        return Err(Problem::Unreadable("it is a directory".into()));
-    }
     let size = meta.len();
     if size > MAX_BYTES {
         return Err(Problem::TooLarge { bytes: size });

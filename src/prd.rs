@@ -76,7 +76,7 @@ impl std::error::Error for PrdError {
 impl Prd {
     /// Reads and validates a prd.json.
     pub fn load(path: &Path) -> Result<Prd, PrdError> {
-        let bytes = std::fs::read(path)
+        let bytes = crate::store::read_regular(path)
             .map_err(|source| PrdError::Read { path: path.to_path_buf(), source })?;
         Prd::parse(&bytes, path)
     }
@@ -327,7 +327,7 @@ struct FastStory {
 
 impl View {
     pub fn load(path: &Path) -> Result<View, PrdError> {
-        let bytes = std::fs::read(path)
+        let bytes = crate::store::read_regular(path)
             .map_err(|source| PrdError::Read { path: path.to_path_buf(), source })?;
         if let Some(view) = View::fast(&bytes) {
             return Ok(view);

@@ -132,7 +132,56 @@ pub fn write_replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
     replace(path, bytes, false)
 }
 
+/// Opens a file for reading without ever blocking: an agent can leave a
+/// FIFO (or a device) where ralph expects a file, and opening a FIFO waits
+/// for a writer forever, deaf to signals. Anything but a regular file (or a
+/// link to one) is refused with an error that says what it is.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let file = OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    let kind = file.metadata()?.file_type();
+    let what = if kind.is_file() {
+        return Ok(file);
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "a device"
+    };
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{} is {what}, not a regular file", path.display()),
+    ))
+}
+
+/// A whole regular file ([`open_regular`]).
+pub fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    open_regular(path)?.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Where a write to `path` lands: through a symbolic link to its target,
+/// so a prd.json that is a link stays one and its target gets the write.
+fn write_target(path: &Path) -> PathBuf {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => fs::canonicalize(path).unwrap_or_else(|_| {
+            // A dangling link: write where it points.
+            let target = fs::read_link(path).unwrap_or_else(|_| path.to_path_buf());
+            path.parent().map(|d| d.join(&target)).unwrap_or(target)
+        }),
+        _ => path.to_path_buf(),
+    }
+}
+
 fn replace(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = &write_target(path);
+    // The new file keeps the old one's mode (a 0444 prd.json stays 0444).
+    let mode = fs::metadata(path).ok().map(|m| m.permissions().mode() & 0o7777);
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().ok_or_else(|| {
         io::Error::new(io::ErrorKind::InvalidInput, format!("no file name in {}", path.display()))
@@ -143,6 +192,9 @@ fn replace(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     let tmp = dir.join(tmp_name);
     let result = (|| {
         let mut file = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+        if let Some(mode) = mode {
+            file.set_permissions(fs::Permissions::from_mode(mode))?;
+        }
         file.write_all(bytes)?;
         if durable {
             file.sync_data()?;
@@ -183,7 +235,7 @@ pub enum Loaded<T> {
 /// caller can warn instead of silently starting over.
 pub fn read_json<T: DeserializeOwned>(path: &Path) -> io::Result<Loaded<T>> {
     let mut text = String::new();
-    match File::open(path) {
+    match open_regular(path) {
         Ok(mut f) => {
             if let Err(e) = f.read_to_string(&mut text) {
                 if e.kind() == io::ErrorKind::InvalidData {

@@ -24,6 +24,7 @@
 //! `skip-stdin`, `corrupt-prd invalid|delete|flip`, `cat FILE`,
 //! `usage-limit SECS`, `claude-result TEXT`, `claude-error STATUS TEXT`,
 //! `set-all-passing`, `set-verify COMMAND`, `stage PATH`, `exit CODE`,
+//! `fifo handoff|prd` (a FIFO where ralph expects the file),
 //! `claude-tool-error TEXT` (a failed tool call's result, as claude
 //! streams it; `\n` in TEXT is a newline), `term-succeeds` (from now on SIGTERM makes it print a
 //! claude success result and exit 0, as claude does when SIGTERM cancels a
@@ -305,6 +306,20 @@ fn run(cmd: &str, rest: &str, task: &Task, prompt: &str, dir: &Path) -> Result<(
             // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
             unsafe {
                 libc::signal(libc::SIGTERM, note as *const () as libc::sighandler_t);
+            }
+        }
+        "fifo" => {
+            // `fifo handoff` / `fifo prd`: a FIFO where ralph expects a file.
+            let path = match rest.trim() {
+                "handoff" => task.handoff.clone().ok_or("no handoff path")?,
+                _ => task.prd()?.to_path_buf(),
+            };
+            let _ = fs::remove_file(&path);
+            let c = std::ffi::CString::new(path.to_string_lossy().as_bytes())
+                .map_err(|e| e.to_string())?;
+            // SAFETY: mkfifo with a valid NUL-terminated path.
+            if unsafe { libc::mkfifo(c.as_ptr(), 0o644) } != 0 {
+                return Err(std::io::Error::last_os_error().to_string());
             }
         }
         "claude-tool-error" => {

@@ -198,7 +198,8 @@ fn load_template(paths: &Paths, opts: &Options) -> Result<String, Error> {
     let explicit = opts.prompt_file.clone().or_else(|| opts.config.run.prompt.clone());
     let file = explicit.or_else(|| Some(paths.store.prompt()).filter(|p| p.exists()));
     match file {
-        Some(p) => std::fs::read_to_string(&p)
+        Some(p) => store::read_regular(&p)
+            .and_then(|b| String::from_utf8(b).map_err(std::io::Error::other))
             .map(|text| crate::prompt::without_leading_comments(&text).to_string())
             .map_err(|e| {
                 Error::Usage(format!("cannot read the prompt template {}: {e}", p.display()))
@@ -217,8 +218,9 @@ impl Run<'_> {
     /// Archive on branch change, `.last-branch`, progress.txt, and the branch checkout.
     fn setup_branch(&mut self, prd: &Prd) -> Result<(), Error> {
         let p = self.paths;
-        let last = std::fs::read_to_string(&p.last_branch)
+        let last = store::read_regular(&p.last_branch)
             .ok()
+            .and_then(|b| String::from_utf8(b).ok())
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty());
         let changed = match (prd.branch_name(), last.as_deref()) {
@@ -228,14 +230,14 @@ impl Run<'_> {
         // What the previous run leaves behind is read first: switching
         // branches may replace progress.txt with the other branch's copy.
         let previous = changed.as_ref().map(|last| {
-            let prd = std::fs::read(p.store.last_prd()).ok().filter(|bytes| {
+            let prd = store::read_regular(&p.store.last_prd()).ok().filter(|bytes| {
                 Prd::parse(bytes, &p.store.last_prd())
                     .ok()
                     .and_then(|old| old.branch_name().map(str::to_string))
                     .as_deref()
                     == Some(last.as_str())
             });
-            (prd, std::fs::read(&p.progress).ok())
+            (prd, store::read_regular(&p.progress).ok())
         });
         // The branch comes before any change of ralph's own: it may refuse
         // (uncommitted changes), and then nothing must have been touched.

@@ -1,0 +1,85 @@
+//! Agents that rewrite what ralph relies on, and files that are not what
+//! they seem: FIFOs, symbolic links, read-only modes, history rewritten,
+//! branches switched.
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+use crate::harness::*;
+
+const ONE_STORY: &str = r#"{"project":"P","branchName":"ralph/one","userStories":[
+  {"id":"US-001","title":"Make done.txt","priority":1,"passes":false}]}"#;
+
+/// Runs ralph, but never lets a hang hang the suite: after `limit` it is
+/// killed and the test fails saying so.
+fn run_within(p: &Project, args: &[&str], limit: Duration) -> Run {
+    let mut child = p.spawn(args);
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let r = to_run(child.wait_with_output().unwrap());
+            panic!("ralph hung for {limit:?}: {r:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    to_run(child.wait_with_output().unwrap())
+}
+
+#[test]
+fn a_fifo_where_a_file_should_be_never_hangs_ralph() {
+    let limit = Duration::from_secs(60);
+    // The handoff.
+    let p = Project::with_prd(ONE_STORY);
+    p.script("[run *]\nfifo handoff\n");
+    let r = run_within(&p, &["1"], limit);
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
+    assert!(r.stdout.contains("is a FIFO, not a regular file"), "{r:?}");
+    // prd.json, replaced by the agent: the last good copy comes back.
+    let p = Project::with_prd(ONE_STORY);
+    p.script("[run 1]\nfifo prd\n[run *]\nimplement\n");
+    let r = run_within(&p, &["3"], limit);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(r.stdout.contains("is a FIFO, not a regular file); restored"), "{r:?}");
+    assert!(p.path("prd.json").metadata().unwrap().is_file());
+    // prd.json a FIFO before the run: a clear error, nothing changed.
+    let p = Project::new();
+    let fifo = std::process::Command::new("mkfifo").arg(p.path("prd.json")).status().unwrap();
+    assert!(fifo.success());
+    let r = run_within(&p, &["1"], limit);
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
+    assert!(r.stderr.contains("is a FIFO, not a regular file"), "{r:?}");
+}
+
+#[test]
+fn a_prd_json_that_is_a_link_stays_a_link_and_its_target_gets_the_verdict() {
+    let p = Project::new();
+    p.write("plan/prd.json", ONE_STORY);
+    std::os::unix::fs::symlink("plan/prd.json", p.path("prd.json")).unwrap();
+    p.git(&["add", "-A"]);
+    p.git(&["commit", "-q", "-m", "Add the PRD"]);
+    // A liar: marks its story, does nothing the gate accepts.
+    p.script("[run *]\nmark-pass\ncommit feat: {id} - {title}\n");
+    let r = p.run(&["1", "--gate", "test -f done.txt"]);
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
+    assert!(r.stdout.contains("claimed but the gate failed"), "{r:?}");
+    let link = std::fs::symlink_metadata(p.path("prd.json")).unwrap();
+    assert!(link.file_type().is_symlink(), "prd.json was replaced by a regular file");
+    let target: serde_json::Value = serde_json::from_str(&p.read("plan/prd.json")).unwrap();
+    assert_eq!(target["userStories"][0]["passes"], false, "the target kept the false claim");
+    let staged = p.git(&["ls-files", "-s", "prd.json"]);
+    assert!(staged.starts_with("120000"), "git no longer sees a link: {staged}");
+}
+
+#[test]
+fn a_read_only_prd_json_keeps_its_mode() {
+    let p = Project::with_prd(ONE_STORY);
+    let prd = p.path("prd.json");
+    std::fs::set_permissions(&prd, std::fs::Permissions::from_mode(0o444)).unwrap();
+    p.script("[run *]\nwrite done.txt yes\ncommit feat: {id} - {title}\n");
+    let r = p.run(&["1", "--gate", "test -f done.txt"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(p.passes("US-001"), "{r:?}");
+    let mode = std::fs::metadata(&prd).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o444, "prd.json's mode changed");
+}
