@@ -89,6 +89,23 @@ impl Content {
     }
 }
 
+/// Where HEAD and the local branches are at one instant: refs only, cheap.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Refs {
+    /// The checked-out branch; `None` for a detached HEAD.
+    pub branch: Option<String>,
+    pub tips: BTreeMap<String, Oid>,
+}
+
+/// What an agent did to the run branch and HEAD, and what ralph put right.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Integrity {
+    /// What it did, for the person and the next prompt.
+    pub findings: Vec<String>,
+    /// What ralph could not put right: the run must stop, with this.
+    pub fatal: Option<String>,
+}
+
 /// What one iteration changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Changes {
@@ -295,6 +312,120 @@ impl Repo {
             }
         }
         found
+    }
+
+    /// The checked-out branch and every local branch's tip.
+    pub fn refs(&self) -> Refs {
+        let mut tips = BTreeMap::new();
+        if let Ok(branches) = self.repo.branches(Some(BranchType::Local)) {
+            for (b, _) in branches.flatten() {
+                if let (Ok(Some(name)), Some(oid)) = (b.name(), b.get().target()) {
+                    tips.insert(name.to_string(), oid);
+                }
+            }
+        }
+        let branch = self
+            .repo
+            .head()
+            .ok()
+            .filter(|h| h.is_branch())
+            .and_then(|h| h.shorthand().ok().map(str::to_string));
+        Refs { branch, tips }
+    }
+
+    /// After an agent ran: HEAD must be back on `run_branch`, and that
+    /// branch's tip must descend from where it was (`before`). A switched
+    /// HEAD is switched back (when the work tree allows it); commits the
+    /// agent made elsewhere are named and left there; commits it dropped
+    /// from the run branch (`git reset --hard HEAD~2`) are restored when
+    /// that is clean, and otherwise the run must stop, saying how to
+    /// recover them.
+    pub fn check_integrity(&self, before: &Refs, run_branch: &str) -> Integrity {
+        let mut out = Integrity::default();
+        let now = self.refs();
+        let short = |o: &Oid| format!("{:.7}", o.to_string());
+        if now.branch.as_deref() != Some(run_branch) {
+            let place = match &now.branch {
+                Some(b) => format!("branch {b}"),
+                None => match self.head() {
+                    Some(h) => format!("a detached HEAD at {}", short(&h)),
+                    None => "no commit".into(),
+                },
+            };
+            out.findings.push(format!("the agent left HEAD on {place}"));
+            match self.ensure_branch(run_branch) {
+                Ok(_) => out.findings.push(format!("ralph switched back to {run_branch}")),
+                Err(e) => {
+                    out.fatal = Some(format!(
+                        "the agent left HEAD on {place}, not the run branch {run_branch}, and \
+                         ralph cannot switch back: {}",
+                        e.message
+                    ));
+                    return out;
+                }
+            }
+        }
+        for (name, tip) in now.tips.iter().filter(|(n, _)| n.as_str() != run_branch) {
+            let old = before.tips.get(name);
+            if old != Some(tip) {
+                let n = self.count_between(*tip, old.copied());
+                out.findings.push(format!(
+                    "the agent committed to {name} ({}); ralph left {} there",
+                    crate::text::count(n, "commit", "commits"),
+                    if n == 1 { "it" } else { "them" }
+                ));
+            }
+        }
+        let (Some(&old), Some(&new)) =
+            (before.tips.get(run_branch), self.refs().tips.get(run_branch))
+        else {
+            return out;
+        };
+        if old == new || self.repo.graph_descendant_of(new, old).unwrap_or(false) {
+            return out;
+        }
+        let dropped = crate::text::count(self.count_between(old, Some(new)), "commit", "commits");
+        let clean_reset = self.repo.graph_descendant_of(old, new).unwrap_or(false)
+            && self.tracked_changes().is_ok_and(|c| c.is_empty());
+        if clean_reset && self.restore_tip(run_branch, old).is_ok() {
+            out.findings.push(format!(
+                "the agent rewrote the history of {run_branch}: {dropped} dropped; ralph restored \
+                 {run_branch} to {}",
+                short(&old)
+            ));
+        } else {
+            out.fatal = Some(format!(
+                "the agent rewrote the history of {run_branch}: {dropped} dropped, which ralph \
+                 cannot restore cleanly. They are not lost: `git reset --hard {}` on {run_branch} \
+                 brings them back (see `git reflog {run_branch}`)",
+                short(&old)
+            ));
+        }
+        out
+    }
+
+    /// Commits reachable from `tip` but not from `base`.
+    fn count_between(&self, tip: Oid, base: Option<Oid>) -> usize {
+        let Ok(mut walk) = self.repo.revwalk() else { return 0 };
+        if walk.push(tip).is_err() {
+            return 0;
+        }
+        if let Some(b) = base {
+            let _ = walk.hide(b);
+        }
+        walk.flatten().take(10_000).count()
+    }
+
+    /// Moves `branch` (checked out, work tree clean) back to `tip`.
+    fn restore_tip(&self, branch: &str, tip: Oid) -> Result<(), git2::Error> {
+        let commit = self.repo.find_commit(tip)?;
+        let mut opts = git2::build::CheckoutBuilder::new();
+        opts.safe();
+        self.repo.checkout_tree(commit.as_object(), Some(&mut opts))?;
+        self.repo
+            .find_reference(&format!("refs/heads/{branch}"))?
+            .set_target(tip, "ralph: restore the commits an agent dropped")?;
+        Ok(())
     }
 
     /// Tracked files with staged or unstaged changes.

@@ -24,7 +24,7 @@
 //! `skip-stdin`, `corrupt-prd invalid|delete|flip`, `cat FILE`,
 //! `usage-limit SECS`, `claude-result TEXT`, `claude-error STATUS TEXT`,
 //! `set-all-passing`, `set-verify COMMAND`, `stage PATH`, `exit CODE`,
-//! `fifo handoff|prd` (a FIFO where ralph expects the file),
+//! `run PROGRAM ARGS` (no shell), `fifo handoff|prd` (a FIFO where ralph expects the file),
 //! `claude-tool-error TEXT` (a failed tool call's result, as claude
 //! streams it; `\n` in TEXT is a newline), `term-succeeds` (from now on SIGTERM makes it print a
 //! claude success result and exit 0, as claude does when SIGTERM cancels a
@@ -423,6 +423,15 @@ fn run(cmd: &str, rest: &str, task: &Task, prompt: &str, dir: &Path) -> Result<(
                 s["verify"] = serde_json::Value::String(rest.to_string());
             }
         })?,
+        "run" => {
+            // `run git reset --hard HEAD~2`: a program with arguments, no shell.
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            let (program, args) = words.split_first().ok_or("run PROGRAM ARGS")?;
+            let status = Command::new(program).args(args).status().map_err(|e| e.to_string())?;
+            if !status.success() {
+                return Err(format!("{rest}: {status}"));
+            }
+        }
         "stage" => {
             let e = |e: git2::Error| e.to_string();
             let repo = git2::Repository::discover(".").map_err(e)?;

@@ -13,7 +13,8 @@ use std::time::Instant;
 use chrono::Utc;
 
 use super::judge::{
-    self, Claim, Evidence, Facts, GateFailure, GateRun, HandoffFacts, PrdCheck, StoryFacts,
+    self, Claim, Evidence, Facts, GateFailure, GateRun, GitCheck, HandoffFacts, PrdCheck,
+    StoryFacts,
 };
 use super::verdict::ClaimGuard;
 use super::{End, Run};
@@ -92,10 +93,12 @@ impl Run<'_> {
                 return Err(Error::io("write .ralph/limits.json", e));
             }
         }
+        let refs = self.repo.refs();
         let agent = self.run_agent(n, story, &prompt, &prompt_path, &log)?;
         // From here prd.json may hold the agent's claims.
         let guard = ClaimGuard::new(&self.paths.prd, prd);
-        let collected = self.collect(n, prd, story, &before, agent, log, started, applied)?;
+        let git = self.check_git(&refs);
+        let collected = self.collect(n, prd, story, &before, agent, git, log, started, applied)?;
         let judgement = judge::judge(&collected.facts);
         self.carry_out(guard, collected, judgement)
     }
@@ -174,6 +177,19 @@ impl Run<'_> {
         Ok(run)
     }
 
+    /// HEAD back on the run branch, and its history intact: what the agent
+    /// did to either, and what ralph put right (see `git::Repo::check_integrity`).
+    fn check_git(&mut self, before: &crate::git::Refs) -> GitCheck {
+        let Some(branch) = self.branch.clone().or_else(|| before.branch.clone()) else {
+            return GitCheck::default();
+        };
+        let i = self.repo.check_integrity(before, &branch);
+        if !i.findings.is_empty() || i.fatal.is_some() {
+            self.reusable_snapshot = None;
+        }
+        GitCheck { findings: i.findings, fatal: i.fatal }
+    }
+
     /// What the agent did: prd.json, git, the gate, the handoff.
     #[allow(clippy::too_many_arguments)]
     fn collect(
@@ -183,13 +199,16 @@ impl Run<'_> {
         story: &Story,
         before: &Snapshot,
         agent: AgentRun,
+        git: GitCheck,
         log: PathBuf,
         started: Instant,
         applied: Vec<String>,
     ) -> Result<Collected, Error> {
         let outcome = agent.outcome;
-        // prd.json as the agent left it, with what it may not change set back.
+        // prd.json as the agent left it, with what it may not change set
+        // back — unless history was lost: then it is what the branch says.
         let (agent_prd, check, other_claims) = match self.read_prd() {
+            Ok(now) if git.fatal.is_some() => (Ok(now), PrdCheck::default(), Vec::new()),
             Ok(mut now) => {
                 let t = now.set_back_tampering(prd, &story.id);
                 (Ok(now), PrdCheck { damaged: false, tampered: t.findings }, t.claimed)
@@ -216,7 +235,11 @@ impl Run<'_> {
         if self.gate.is_some() {
             self.checkpoint(Phase::Gate);
         }
-        let (gate, verdict) = self.gate_run(n, story, outcome.error.as_ref());
+        let (gate, verdict) = if git.fatal.is_some() {
+            (GateRun::Skipped, None)
+        } else {
+            self.gate_run(n, story, outcome.error.as_ref())
+        };
         let (handoff, handoff_facts) = self.read_handoff();
         let status = outcome.status_block.as_ref();
         let said_done = outcome.claimed_complete
@@ -245,6 +268,7 @@ impl Run<'_> {
             gate,
             handoff: handoff_facts,
             prd: check,
+            git,
             permission_denials: outcome.permission_denials.clone(),
             asking_questions: outcome.asking_questions,
             error_signature: outcome.error_signature.clone(),

@@ -48,6 +48,8 @@ pub(crate) struct Facts {
     pub gate: GateRun,
     pub handoff: HandoffFacts,
     pub prd: PrdCheck,
+    /// What the agent did to HEAD and the run branch (`git::Integrity`).
+    pub git: GitCheck,
     pub permission_denials: Vec<String>,
     pub asking_questions: bool,
     /// The shape of the run's error lines (its own output or failed tools).
@@ -142,6 +144,16 @@ pub(crate) enum HandoffFacts {
         /// The section the next prompt gets.
         feedback: String,
     },
+}
+
+/// What the agent did to the repository itself.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct GitCheck {
+    /// A branch switched, history rewritten, commits elsewhere — and what
+    /// ralph put right. Any of it fails the iteration.
+    pub findings: Vec<String>,
+    /// What ralph could not put right: the run stops.
+    pub fatal: Option<String>,
 }
 
 /// What the agent did to prd.json beyond its own story's `passes`.
@@ -271,11 +283,23 @@ pub(crate) fn judge(f: &Facts) -> Judgement {
     if let Some(early) = ended_before_a_verdict(f, &j) {
         return early;
     }
-    let failed = matches!(
-        f.agent,
-        Some(AgentError::Failed { .. })
-            | Some(AgentError::Stopped { reason: StopReason::Timeout | StopReason::Idle })
-    );
+    let misbehaved = !f.git.findings.is_empty();
+    let failed = misbehaved
+        || matches!(
+            f.agent,
+            Some(AgentError::Failed { .. })
+                | Some(AgentError::Stopped { reason: StopReason::Timeout | StopReason::Idle })
+        );
+    if misbehaved {
+        j.note = j.note.take().or_else(|| Some(f.git.findings.join("; ")));
+        j.warnings.extend(f.git.findings.iter().cloned());
+        j.feedback.push(format!(
+            "ralph found that {}. Stay on the branch you were given and never rewrite its \
+             history: no `git reset` to older commits, no rebase of existing commits, no \
+             checkout of other branches.",
+            f.git.findings.join("; ")
+        ));
+    }
     let cut_off = failed || matches!(f.agent, Some(AgentError::Stopped { .. }));
     if let Some(e) = &f.agent {
         j.feedback.push(format!("The agent run failed: {e}"));
@@ -483,6 +507,14 @@ fn ended_before_a_verdict(f: &Facts, j: &Judgement) -> Option<Judgement> {
     };
     if matches!(f.gate, GateRun::Interrupted) {
         return interrupted();
+    }
+    if let Some(message) = &f.git.fatal {
+        let mut e = early(
+            IterationResult::Failed,
+            Next::Stop(Stop::Environment { message: message.clone() }),
+        )?;
+        e.note = Some(message.clone());
+        return Some(e);
     }
     if let GateRun::CannotRun { message, hint } = &f.gate {
         let full = format!("{message}\nhint: {hint}");

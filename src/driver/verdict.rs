@@ -184,6 +184,8 @@ impl Run<'_> {
         if let Some(why) = damage {
             self.warn(format!("prd.json was damaged ({why}); restored the last good copy"));
         }
+        // A story that no longer passes (its commits are gone) is no longer verified.
+        self.state.verified.retain(|id| prd.story(id).is_some_and(|s| s.passes));
         Ok(prd)
     }
 
@@ -231,6 +233,17 @@ impl Run<'_> {
         paths.dedup();
         self.reusable_snapshot = None;
         self.clear_stale_git_locks()?;
+        // ralph commits to the run branch only, never to where an agent left HEAD.
+        if let Some(branch) = &self.branch
+            && self.repo.current_branch().as_deref() != Some(branch.as_str())
+        {
+            return Err(Error::Environment {
+                message: format!(
+                    "HEAD is not on the run branch {branch}: ralph does not commit {id}"
+                ),
+                hint: Some(format!("check out {branch}, then run ralph again")),
+            });
+        }
         let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
         if let Err(e) = self.repo.commit_paths(&refs, &message) {
             self.warn(format!(

@@ -125,6 +125,18 @@ impl Project {
         serde_json::from_str(&self.read("prd.json")).expect("prd.json parses")
     }
 
+    /// Whether a story passes right now, while an agent may be writing
+    /// prd.json (as real agents do, not atomically): a half-written file
+    /// reads as "not yet".
+    pub fn passes_now(&self, id: &str) -> bool {
+        let text = std::fs::read_to_string(self.path("prd.json")).unwrap_or_default();
+        serde_json::from_str::<Value>(&text).is_ok_and(|v| {
+            v["userStories"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|s| s["id"] == id && s["passes"] == true))
+        })
+    }
+
     pub fn passes(&self, id: &str) -> bool {
         self.prd()["userStories"]
             .as_array()

@@ -83,3 +83,62 @@ fn a_read_only_prd_json_keeps_its_mode() {
     let mode = std::fs::metadata(&prd).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o444, "prd.json's mode changed");
 }
+
+#[test]
+fn commits_an_agent_drops_with_git_reset_hard_are_restored() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run 1-2]\nimplement\n[run 3]\nrun git reset -q --hard HEAD~2\n[run *]\nimplement\n");
+    let r = p.run(&["10", "--gate", "true"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(
+        r.stdout.contains("rewrote the history of ralph/demo: 2 commits dropped; ralph restored"),
+        "{r:?}"
+    );
+    assert!(r.stdout.contains("iteration 3 failed"), "{r:?}");
+    let log = p.log();
+    assert!(
+        log.iter().any(|s| s == "feat: US-001 - First")
+            && log.iter().any(|s| s == "feat: US-002 - Second"),
+        "{log:?}"
+    );
+    assert!(p.path("src/us-001.txt").exists() && p.path("src/us-002.txt").exists());
+    assert!(p.prompt(4).contains("never rewrite its history"), "{}", p.prompt(4));
+}
+
+#[test]
+fn history_rewritten_past_repair_stops_the_run_with_the_way_back() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script(
+        "[run 1-2]\nimplement\n\
+         [run 3]\nrun git reset -q --hard HEAD~2\nwrite other.txt x\ncommit rewritten\n\
+         [run *]\nimplement\n",
+    );
+    let r = p.run(&["10", "--gate", "true"]);
+    assert_eq!(r.code, code(exit::ENVIRONMENT), "{r:?}");
+    assert!(r.stdout.contains("git reset --hard"), "{r:?}");
+    // The stories whose commits are gone do not pass, and are not reported verified.
+    assert!(!p.passes("US-001") && !p.passes("US-002"), "{r:?}");
+    assert!(!r.stdout.contains("✓ US-001"), "{r:?}");
+}
+
+#[test]
+fn an_agent_that_checks_out_another_branch_is_put_back_and_fails_its_iteration() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script(
+        "[run 1]\nrun git checkout -q main\nwrite stray.txt x\ncommit stray on main\n\
+         [run *]\nimplement\n",
+    );
+    let r = p.run(&["10", "--gate", "true"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(r.stdout.contains("the agent left HEAD on branch main"), "{r:?}");
+    assert!(r.stdout.contains("ralph switched back to ralph/demo"), "{r:?}");
+    assert!(
+        r.stdout.contains("the agent committed to main (1 commit); ralph left it there"),
+        "{r:?}"
+    );
+    assert!(r.stdout.contains("iteration 1 failed"), "{r:?}");
+    // Nothing of ralph's went to main: only the agent's stray commit is there.
+    let main = p.git(&["log", "--format=%s", "main"]);
+    assert_eq!(main.lines().next(), Some("stray on main"), "{main}");
+    assert!(!main.contains("chore:") && !main.contains("feat: US-"), "{main}");
+}

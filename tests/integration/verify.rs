@@ -230,7 +230,7 @@ fn a_run_killed_mid_iteration_resumes_with_nothing_lost() {
         "iteration 2 never started"
     );
     // Let the agent mark its story before the crash.
-    assert!(eventually(Duration::from_secs(10), || p.passes("US-002")));
+    assert!(eventually(Duration::from_secs(10), || p.passes_now("US-002")));
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     let _ = child.wait();
@@ -350,7 +350,7 @@ fn fresh_after_a_crash_still_undoes_the_dead_iterations_claim() {
     let p = Project::with_prd(TWO_STORIES);
     p.script("[run 1]\nmark-pass\nsleep 60\n[run *]\nprint hi\n");
     let mut child = p.spawn(&["5", "--gate", "test -f never"]);
-    assert!(eventually(Duration::from_secs(20), || p.passes("US-001")));
+    assert!(eventually(Duration::from_secs(20), || p.passes_now("US-001")));
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     let _ = child.wait();

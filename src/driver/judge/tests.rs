@@ -116,6 +116,7 @@ fn facts(end: End, said: Said, gate: Gate, git: Git) -> Facts {
         gate,
         handoff: HandoffFacts::Valid { blocked: None, lesson: None },
         prd: PrdCheck::default(),
+        git: GitCheck::default(),
         permission_denials: Vec::new(),
         asking_questions: false,
         error_signature: None,
@@ -394,4 +395,23 @@ fn tampering_is_set_back_and_explained_but_not_a_failed_run() {
     let j = judge(&f);
     assert_eq!((j.result, j.passes), (IterationResult::Progress, true));
     assert!(j.feedback[0].contains("US-002's \"passes\""), "{:?}", j.feedback);
+}
+
+#[test]
+fn an_agent_that_rewrites_history_or_switches_branches_fails_its_iteration() {
+    let mut f = facts(End::Ok, Said::Marked, Gate::Pass, Git::Committed);
+    f.git.findings = vec!["the agent left HEAD on branch main".into()];
+    let j = judge(&f);
+    assert_eq!(j.result, IterationResult::Failed);
+    assert!(j.breaker.as_ref().unwrap().failed);
+    // Its work was checked on the run branch, where ralph put HEAD back.
+    assert!(j.passes);
+    assert!(j.feedback.iter().any(|t| t.contains("never rewrite its history")), "{:?}", j.feedback);
+    assert_eq!(j.note.as_deref(), Some("the agent left HEAD on branch main"));
+    // What ralph cannot put right stops the run and judges nothing.
+    let mut f = facts(End::Ok, Said::Marked, Gate::Pass, Git::Committed);
+    f.git.fatal = Some("history rewritten".into());
+    let j = judge(&f);
+    assert!(!j.passes && j.breaker.is_none() && j.commit == Commit::None);
+    assert!(matches!(j.next, Next::Stop(Stop::Environment { .. })));
 }
