@@ -14,7 +14,6 @@
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 /// The effective user id (claude refuses its bypass flag as root).
 pub fn euid() -> u32 {
@@ -254,37 +253,30 @@ pub fn belongs_to_run(environ: &[u8], cwd: Option<&Path>, run_id: &str, project:
     }
 }
 
-/// Ends every process (other than this one) that belongs to run `run_id` of
+/// Every process (other than this one) that belongs to run `run_id` of
 /// `project` ([`belongs_to_run`]): what a dead run's agents started in
-/// sessions of their own. TERM, up to `grace`, then KILL. Returns how many
-/// there were.
-pub fn end_processes_of_run(run_id: &str, project: &Path, grace: Duration) -> usize {
+/// sessions of their own.
+pub fn processes_of_run(run_id: &str, project: &Path) -> Vec<i32> {
     let me = std::process::id();
-    let find = || -> Vec<i32> {
-        let Ok(procs) = std::fs::read_dir("/proc") else { return Vec::new() };
-        procs
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-            .filter(|&pid| pid != me)
-            .filter(|pid| {
-                let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
-                    return false;
-                };
-                let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok();
-                belongs_to_run(&environ, cwd.as_deref(), run_id, project)
-            })
-            .filter_map(|pid| i32::try_from(pid).ok())
-            .collect()
-    };
-    let pids = find();
-    let signal = |pids: &[i32], signal| pids.iter().for_each(|&pid| signal_pid(pid, signal));
-    signal(&pids, libc::SIGTERM);
-    let until = Instant::now() + grace;
-    while Instant::now() < until && !find().is_empty() {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    signal(&find(), libc::SIGKILL);
-    pids.len()
+    let Ok(procs) = std::fs::read_dir("/proc") else { return Vec::new() };
+    procs
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != me)
+        .filter(|pid| {
+            let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+                return false;
+            };
+            let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok();
+            belongs_to_run(&environ, cwd.as_deref(), run_id, project)
+        })
+        .filter_map(|pid| i32::try_from(pid).ok())
+        .collect()
+}
+
+/// Whether a process exists and is not a zombie.
+pub fn running(pid: i32) -> bool {
+    stat(pid).is_some_and(|p| !p.zombie)
 }
 
 /// A process (other than this one) that has `path` open, if one this user
@@ -304,6 +296,7 @@ pub fn holder_of(path: &Path) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use std::os::unix::process::CommandExt;
+    use std::time::{Duration, Instant};
 
     use super::*;
 

@@ -20,7 +20,7 @@
 //! `commit MESSAGE` ({id} and {title} are replaced), `progress TEXT`,
 //! `handoff JSON`, `print TEXT`, `stderr TEXT`, `output BYTES`, `binary`,
 //! `echo-prompt`, `status STATUS EXIT_SIGNAL`, `promise`, `sleep SECS`,
-//! `ignore-sigterm`, `spawn setsid|group SECS`, `close-stdout`,
+//! `ignore-sigterm`, `spawn setsid|group|stubborn-setsid SECS`, `close-stdout`,
 //! `skip-stdin`, `corrupt-prd invalid|delete|flip`, `cat FILE`,
 //! `usage-limit SECS`, `claude-result TEXT`, `claude-error STATUS TEXT`,
 //! `set-all-passing`, `set-verify COMMAND`, `stage PATH`, `exit CODE`,
@@ -338,9 +338,18 @@ fn run(cmd: &str, rest: &str, task: &Task, prompt: &str, dir: &Path) -> Result<(
         }
         "spawn" => {
             let (mode, secs) = rest.split_once(' ').unwrap_or((rest, "60"));
-            let mut c = Command::new("sleep");
-            c.arg(secs.trim()).stdin(std::process::Stdio::null());
-            if mode == "setsid" {
+            // `stubborn-setsid`: one that also ignores SIGTERM.
+            let mut c = if mode.starts_with("stubborn") {
+                let mut c = Command::new("sh");
+                c.args(["-c", &format!("trap '' TERM; sleep {}", secs.trim())]);
+                c
+            } else {
+                let mut c = Command::new("sleep");
+                c.arg(secs.trim());
+                c
+            };
+            c.stdin(std::process::Stdio::null());
+            if mode.ends_with("setsid") {
                 // SAFETY: setsid is async-signal-safe and called in the child before exec.
                 unsafe {
                     c.pre_exec(|| {

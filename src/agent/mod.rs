@@ -11,9 +11,10 @@ pub(crate) mod words;
 pub(crate) use backend::{Backend, Invocation, Tool};
 pub(crate) use supervise::{Finished, Spec};
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 
 use chrono::Utc;
 
@@ -23,7 +24,8 @@ use supervise::{Limits, Sink, SpawnError};
 
 /// Bytes of the agent's stderr kept for error messages and analysis.
 const STDERR_TAIL: usize = 16 * 1024;
-/// Lines waiting to be shown; beyond this, lines are skipped (they are in the log).
+/// Lines waiting to be shown; beyond this the oldest are skipped (they are
+/// in the log), so the display always ends with the agent's last words.
 const DISPLAY_QUEUE: usize = 1024;
 
 /// One finished agent run.
@@ -35,20 +37,57 @@ pub(crate) struct AgentRun {
     pub(crate) log_error: Option<std::io::Error>,
 }
 
+/// Readable lines waiting for the calling thread to show them. When the
+/// display falls behind (a burst of thousands of lines), the oldest waiting
+/// lines are dropped and counted — never the newest: the end of the output
+/// (the final error) is what a person needs to see.
+#[derive(Debug, Default)]
+struct Queue {
+    lines: VecDeque<String>,
+    skipped: u64,
+}
+
+type SharedQueue = Arc<Mutex<Queue>>;
+
+impl Queue {
+    fn push(shared: &SharedQueue, line: String) {
+        let mut q = shared.lock().unwrap_or_else(|p| p.into_inner());
+        if q.lines.len() == DISPLAY_QUEUE {
+            q.lines.pop_front();
+            q.skipped += 1;
+        }
+        q.lines.push_back(line);
+    }
+
+    /// What to show now: a line saying how many were skipped, then the rest.
+    fn drain(shared: &SharedQueue) -> Vec<String> {
+        let mut q = shared.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = Vec::with_capacity(q.lines.len() + 1);
+        if q.skipped > 0 {
+            out.push(format!(
+                "… {} skipped to keep up (the log has every line)",
+                crate::text::count(q.skipped as usize, "line", "lines")
+            ));
+            q.skipped = 0;
+        }
+        out.extend(q.lines.drain(..));
+        out
+    }
+}
+
 struct Display {
-    tx: mpsc::SyncSender<String>,
+    queue: SharedQueue,
     format: crate::analyze::Format,
     redactor: crate::redact::Redactor,
 }
 
 impl Display {
-    /// Queues the line's readable form; a line the display has no room
-    /// for is skipped (it is in the log).
+    /// Queues the line's readable form.
     fn show(&mut self, line: &[u8]) {
         if let Some(text) = display::render(self.format, line)
             && !text.is_empty()
         {
-            let _ = self.tx.try_send(self.redactor.text(&text).into_owned());
+            Queue::push(&self.queue, self.redactor.text(&text).into_owned());
         }
     }
 }
@@ -114,11 +153,23 @@ impl Sink for ErrSink {
     }
 }
 
-/// Who hears about a running agent: its pid when it starts, its readable
-/// output lines as they come (on the calling thread).
+/// Who watches a running agent: whether its output is shown, and the
+/// callback that hears everything, on the calling thread.
 pub(crate) struct Watch<'a> {
-    pub(crate) on_spawn: &'a mut dyn FnMut(u32),
-    pub(crate) on_output: Option<&'a mut dyn FnMut(String)>,
+    pub(crate) show: bool,
+    pub(crate) on_event: &'a mut dyn FnMut(AgentEvent),
+}
+
+/// What a running agent's watcher hears.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum AgentEvent {
+    /// It started: its pid, which is its process group.
+    Spawned(u32),
+    /// A readable line of its output (only when output is shown).
+    Output(String),
+    /// ralph is stopping it (timeout, idle, Ctrl-C, budget) and waits up
+    /// to this long before it kills it.
+    Stopping { reason: crate::analyze::StopReason, grace: std::time::Duration },
 }
 
 /// Runs one agent invocation: the log at `log_path`, output analysed with
@@ -132,17 +183,16 @@ pub(crate) fn run(
     redactor: &crate::redact::Redactor,
     watch: Watch<'_>,
 ) -> Result<AgentRun, SpawnError> {
-    let Watch { on_spawn, mut on_output } = watch;
+    let Watch { show, on_event } = watch;
     let (file, open_error) = match File::create(log_path) {
         Ok(f) => (Some(f), None),
         Err(e) => (None, Some(e)),
     };
     let log = Log::new(file, Some(redactor.clone()));
     let format = analyzer.format();
-    let (tx, rx) = mpsc::sync_channel(DISPLAY_QUEUE);
+    let queue = SharedQueue::default();
     let display =
-        |on: bool| on.then(|| Display { tx: tx.clone(), format, redactor: redactor.clone() });
-    let show = on_output.is_some();
+        |on: bool| on.then(|| Display { queue: queue.clone(), format, redactor: redactor.clone() });
     let out = OutSink {
         log: log.clone(),
         lines: LogLines::default(),
@@ -157,7 +207,6 @@ pub(crate) fn run(
         splitter: LineSplitter::default(),
         display: display(show),
     };
-    drop(tx);
     let spec = Spec {
         program: &invocation.program,
         args: &invocation.args,
@@ -167,15 +216,19 @@ pub(crate) fn run(
         stdin: invocation.stdin.clone(),
         limits,
     };
-    let mut drain = || {
-        if let Some(f) = on_output.as_mut() {
-            while let Ok(line) = rx.try_recv() {
-                f(line);
+    let mut watch = |s: supervise::Supervised| match s {
+        supervise::Supervised::Spawned(pid) => on_event(AgentEvent::Spawned(pid)),
+        supervise::Supervised::Stopping { reason, grace } => {
+            on_event(AgentEvent::Stopping { reason, grace })
+        }
+        supervise::Supervised::Tick => {
+            for line in Queue::drain(&queue) {
+                on_event(AgentEvent::Output(line));
             }
         }
     };
-    let (finished, out, err) = supervise::run_watched(&spec, out, err, on_spawn, &mut drain)?;
-    drain();
+    let (finished, out, err) = supervise::run_watched(&spec, out, err, &mut watch)?;
+    watch(supervise::Supervised::Tick);
     let end = ProcessEnd {
         exit_code: finished.exit_code,
         signal: finished.signal,
@@ -222,10 +275,11 @@ mod tests {
             deadline: None,
             interruptible: true,
         };
-        let watch = Watch { on_spawn: &mut |_| {}, on_output: None };
+
         let redactor = crate::redact::Redactor::new(Vec::new());
         let log = dir.path().join("iter-1.log");
         let analyzer = Analyzer::new(Format::Claude);
+        let watch = Watch { show: false, on_event: &mut |_| {} };
         run(&invocation, dir.path(), &log, limits, analyzer, &redactor, watch).unwrap()
     }
 
@@ -270,6 +324,21 @@ mod tests {
     }
 
     /// claude sometimes hangs after printing its result: that is a success.
+    #[test]
+    fn a_burst_the_display_cannot_keep_up_with_keeps_its_last_lines() {
+        let queue = SharedQueue::default();
+        for i in 0..(DISPLAY_QUEUE + 500) {
+            Queue::push(&queue, format!("line {i}"));
+        }
+        let shown = Queue::drain(&queue);
+        assert_eq!(shown[0], "… 500 lines skipped to keep up (the log has every line)");
+        assert_eq!(shown.len(), DISPLAY_QUEUE + 1);
+        assert_eq!(shown.last().unwrap(), &format!("line {}", DISPLAY_QUEUE + 499));
+        // Once said, the count starts over.
+        Queue::push(&queue, "one more".into());
+        assert_eq!(Queue::drain(&queue), ["one more"]);
+    }
+
     #[test]
     fn a_success_printed_before_the_timeout_stands() {
         let script = format!("echo \"{RESULT}\"; sleep 30 & wait");

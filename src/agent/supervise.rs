@@ -111,25 +111,40 @@ impl std::fmt::Display for SpawnError {
 
 impl std::error::Error for SpawnError {}
 
+/// What the supervisor tells its watcher, on the calling thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Supervised {
+    /// The child exists: its pid, which is its process group (a
+    /// checkpoint names it, so a resume can end it after a crash).
+    Spawned(u32),
+    /// About every 50 ms while it runs (to show output).
+    Tick,
+    /// ralph is stopping it and waits up to `grace` before SIGKILL; a
+    /// further Ctrl-C or SIGTERM to ralph kills it at once.
+    Stopping { reason: StopReason, grace: Duration },
+}
+
 /// Runs `spec` to its end and returns how it ended plus both sinks.
-/// `tick` runs on the calling thread about every 50 ms (to show output).
+/// `tick` runs on the calling thread about every 50 ms.
 pub fn run<O: Sink, E: Sink>(
     spec: &Spec<'_>,
     out: O,
     err: E,
     tick: &mut dyn FnMut(),
 ) -> Result<(Finished, O, E), SpawnError> {
-    run_watched(spec, out, err, &mut |_| {}, tick)
+    run_watched(spec, out, err, &mut |s| {
+        if s == Supervised::Tick {
+            tick()
+        }
+    })
 }
 
-/// [`run`], telling `on_spawn` the child's pid (= its process group) as
-/// soon as it exists, so a checkpoint can name the group to end after a crash.
+/// [`run`], telling `watch` what happens as it happens.
 pub fn run_watched<O: Sink, E: Sink>(
     spec: &Spec<'_>,
     out: O,
     err: E,
-    on_spawn: &mut dyn FnMut(u32),
-    tick: &mut dyn FnMut(),
+    watch: &mut dyn FnMut(Supervised),
 ) -> Result<(Finished, O, E), SpawnError> {
     let mut cmd = Command::new(spec.program);
     cmd.args(spec.args)
@@ -151,7 +166,7 @@ pub fn run_watched<O: Sink, E: Sink>(
     let mut child =
         cmd.spawn().map_err(|source| SpawnError { program: spec.program.to_string(), source })?;
     let pid = child.id();
-    on_spawn(pid);
+    watch(Supervised::Spawned(pid));
     let pgid = pid as i32;
 
     if let (Some(bytes), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
@@ -187,13 +202,14 @@ pub fn run_watched<O: Sink, E: Sink>(
     let limits = spec.limits;
     let signals_at_start = crate::signals::count();
     let mut stopped = None;
+    let mut stop_until = None;
     let status = loop {
         match done_rx.recv_timeout(TICK) {
             Ok(status) => break status.ok(),
             Err(mpsc::RecvTimeoutError::Disconnected) => break None,
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
-        tick();
+        watch(Supervised::Tick);
         let now = Instant::now();
         let signalled = if limits.interruptible {
             crate::signals::pending().is_some()
@@ -216,10 +232,19 @@ pub fn run_watched<O: Sink, E: Sink>(
             stopped = Some(reason);
             tell_stopping(&out);
             tell_stopping(&err);
-            break terminate(pgid, limits.grace, &done_rx, tick);
+            watch(Supervised::Stopping { reason, grace: limits.grace });
+            let until = Instant::now() + limits.grace;
+            stop_until = Some(until);
+            break terminate(pgid, until, &done_rx, watch);
         }
     };
-    let leftovers = sweep(pgid, limits.grace);
+    // One grace for everything: a child that was stopped has had its
+    // share; what is left of the grace is all its leftovers get.
+    let sweep_grace = match stop_until {
+        Some(until) => until.saturating_duration_since(Instant::now()),
+        None => limits.grace,
+    };
+    let leftovers = sweep(pgid, sweep_grace);
     // The pipes close once every process holding them is gone; a process
     // outside our reach could hold them forever, so the wait is bounded.
     let until = Instant::now() + Duration::from_secs(2);
@@ -229,7 +254,7 @@ pub fn run_watched<O: Sink, E: Sink>(
             break;
         }
     }
-    tick();
+    watch(Supervised::Tick);
     let (Some(mut out), Some(mut err)) = (take(&out), take(&err)) else {
         unreachable!("sinks are only taken here");
     };
@@ -285,13 +310,18 @@ fn spawn_pump<R: Read + Send + 'static, S: Sink>(
 /// it short), then SIGKILL. Returns the exit status once reaped.
 fn terminate(
     pgid: i32,
-    grace: Duration,
+    until: Instant,
     done: &mpsc::Receiver<io::Result<ExitStatus>>,
-    tick: &mut dyn FnMut(),
+    watch: &mut dyn FnMut(Supervised),
 ) -> Option<ExitStatus> {
     process::signal_group(pgid, libc::SIGTERM);
+    // Processes that left the group (new sessions) hear it now too, so
+    // the one grace period covers them as well.
+    let me = std::process::id() as i32;
+    for p in process::descendants(me).iter().filter(|p| !p.zombie && p.pgid != pgid) {
+        process::signal_pid(p.pid, libc::SIGTERM);
+    }
     let signals_before = crate::signals::count();
-    let until = Instant::now() + grace;
     loop {
         let now = Instant::now();
         if now >= until || crate::signals::count() > signals_before.max(1) {
@@ -300,7 +330,7 @@ fn terminate(
         match done.recv_timeout(TICK.min(until - now)) {
             Ok(status) => return status.ok(),
             Err(mpsc::RecvTimeoutError::Disconnected) => return None,
-            Err(mpsc::RecvTimeoutError::Timeout) => tick(),
+            Err(mpsc::RecvTimeoutError::Timeout) => watch(Supervised::Tick),
         }
     }
     process::signal_group(pgid, libc::SIGKILL);
@@ -314,6 +344,7 @@ fn terminate(
 /// Returns how many processes had to be ended.
 pub fn sweep(pgid: i32, grace: Duration) -> usize {
     use process::{Proc, descendants, group_alive, reap, signal_group, signal_pid};
+    let signals_at_start = crate::signals::count();
     let me = std::process::id() as i32;
     let live = |list: &[Proc]| list.iter().filter(|p| !p.zombie).count();
     let mut procs = descendants(me);
@@ -332,7 +363,9 @@ pub fn sweep(pgid: i32, grace: Duration) -> usize {
         procs = descendants(me);
         reap(&procs, me);
         let remaining = live(&descendants(me)) > 0 || group_alive(pgid);
-        if !remaining || Instant::now() >= until {
+        // A further Ctrl-C or SIGTERM means: now.
+        let hurry = crate::signals::count() > signals_at_start;
+        if !remaining || hurry || Instant::now() >= until {
             break;
         }
         thread::sleep(Duration::from_millis(20));

@@ -18,7 +18,7 @@ use super::judge::{
 };
 use super::verdict::ClaimGuard;
 use super::{End, Run};
-use crate::agent::{self, AgentRun};
+use crate::agent::{self, AgentEvent, AgentRun};
 use crate::analyze::{Analyzer, Outcome};
 use crate::error::Error;
 use crate::event::Event;
@@ -135,16 +135,20 @@ impl Run<'_> {
             interruptible: true,
         };
         let analyzer = Analyzer::with_patterns(invocation.format, self.patterns.clone());
-        let show = self.opts.agent_output;
         let reporter = &mut *self.reporter;
-        let mut on_output =
-            |text: String| reporter.emit(&Event::AgentOutput { iteration: n, text });
         let mut snapshot = self.state.clone();
         let store = self.paths.store.clone();
-        let mut on_spawn = |pid: u32| {
-            snapshot.agent_pgid = Some(pid as i32);
-            let _ = crate::store::json_bytes(&snapshot)
-                .and_then(|b| crate::store::write_replace(&store.state(), &b));
+        let mut on_event = |e: AgentEvent| match e {
+            AgentEvent::Spawned(pid) => {
+                snapshot.agent_pgid = Some(pid as i32);
+                let _ = crate::store::json_bytes(&snapshot)
+                    .and_then(|b| crate::store::write_replace(&store.state(), &b));
+            }
+            AgentEvent::Output(text) => reporter.emit(&Event::AgentOutput { iteration: n, text }),
+            AgentEvent::Stopping { reason, grace } => reporter.emit(&Event::Notice {
+                level: crate::event::Level::Warn,
+                message: stopping_message(reason, grace, "the agent"),
+            }),
         };
         let result = agent::run(
             &invocation,
@@ -153,10 +157,7 @@ impl Run<'_> {
             limits,
             analyzer,
             &self.redactor,
-            agent::Watch {
-                on_spawn: &mut on_spawn,
-                on_output: if show { Some(&mut on_output) } else { None },
-            },
+            agent::Watch { show: self.opts.agent_output, on_event: &mut on_event },
         );
         self.state.agent_pgid = None;
         let run = result.map_err(|e| Error::Environment {
@@ -377,4 +378,24 @@ impl Run<'_> {
             ),
         }
     }
+}
+
+/// "stopping the agent (iteration timeout): waiting up to 10s for it to end
+/// (Ctrl-C again to kill it now)": said the moment ralph starts to wait.
+pub(super) fn stopping_message(
+    reason: crate::analyze::StopReason,
+    grace: std::time::Duration,
+    what: &str,
+) -> String {
+    use crate::analyze::StopReason as R;
+    let why = match reason {
+        R::Timeout => "iteration timeout",
+        R::Idle => "no output for the idle timeout",
+        R::Interrupted => "interrupted",
+        R::Budget => "the run's time budget is spent",
+    };
+    format!(
+        "stopping {what} ({why}): waiting up to {} for it to end (Ctrl-C again to kill it now)",
+        humantime::format_duration(grace)
+    )
 }

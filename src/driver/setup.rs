@@ -292,26 +292,7 @@ impl Run<'_> {
     /// `--fresh` too: starting over must not inherit an unverified "passes".
     fn clean_up_after(&mut self, old: &RunState) -> Result<(), Error> {
         self.state.agent_pgid = None;
-        let grace = self.cfg.agent.grace;
-        if let Some(pgid) = old
-            .agent_pgid
-            .filter(|&p| p > 1 && crate::process::group_works_in(p, &self.paths.project))
-        {
-            crate::process::signal_group(pgid, libc::SIGTERM);
-            let until = Instant::now() + grace;
-            while crate::process::group_alive(pgid) && Instant::now() < until {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            crate::process::signal_group(pgid, libc::SIGKILL);
-            self.warn(format!("ended process group {pgid}, left running by the interrupted run"));
-        }
-        // Processes that left the group (a new session) still carry the
-        // dead run's id and project in their environment.
-        let strays = crate::process::end_processes_of_run(&old.run_id, &self.paths.project, grace);
-        if strays > 0 {
-            let n = crate::text::count(strays, "process", "processes");
-            self.warn(format!("ended {n} of the interrupted run that had left its process group"));
-        }
+        self.end_what_the_dead_run_left(old);
         if !matches!(old.phase, Phase::Agent | Phase::Gate) {
             return Ok(());
         }
@@ -336,6 +317,48 @@ impl Run<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Ends the dead run's agent process group and every process carrying
+    /// its run id and project (those that left the group for a session of
+    /// their own): TERM, one grace period for all of them, KILL. A Ctrl-C
+    /// while it waits kills them at once.
+    fn end_what_the_dead_run_left(&mut self, old: &RunState) {
+        use crate::process::{group_alive, processes_of_run, running, signal_group, signal_pid};
+        let project = &self.paths.project;
+        let group = old.agent_pgid.filter(|&p| p > 1 && crate::process::group_works_in(p, project));
+        let strays = processes_of_run(&old.run_id, project);
+        if group.is_none() && strays.is_empty() {
+            return;
+        }
+        let grace = self.cfg.agent.grace;
+        self.warn(super::iteration::stopping_message(
+            crate::analyze::StopReason::Interrupted,
+            grace,
+            "what the interrupted run left running",
+        ));
+        if let Some(pgid) = group {
+            signal_group(pgid, libc::SIGTERM);
+        }
+        strays.iter().for_each(|&pid| signal_pid(pid, libc::SIGTERM));
+        let until = Instant::now() + grace;
+        let signals = crate::signals::count();
+        while Instant::now() < until
+            && crate::signals::count() == signals
+            && (group.is_some_and(group_alive) || strays.iter().any(|&p| running(p)))
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if let Some(pgid) = group {
+            signal_group(pgid, libc::SIGKILL);
+            self.warn(format!("ended process group {pgid}, left running by the interrupted run"));
+        }
+        let left = processes_of_run(&old.run_id, project);
+        left.iter().for_each(|&pid| signal_pid(pid, libc::SIGKILL));
+        if !strays.is_empty() {
+            let n = crate::text::count(strays.len(), "process", "processes");
+            self.warn(format!("ended {n} of the interrupted run that had left its process group"));
+        }
     }
 
     /// Continues a run that did not end. An iteration cut off by ralph's

@@ -515,3 +515,60 @@ fn a_git_lock_a_live_process_holds_is_named_not_taken() {
     assert!(p.agent_runs().is_empty(), "{r:?}");
     assert!(p.path(".git/index.lock").exists());
 }
+
+#[test]
+fn stopping_says_so_and_waits_one_grace_for_everything() {
+    let p = Project::with_prd(THREE_STORIES);
+    // An agent and a process of its own session that both ignore SIGTERM:
+    // the stop used to wait one grace for each, in silence.
+    p.script("[run *]\nignore-sigterm\nspawn stubborn-setsid 120\nsleep 120\n");
+    let child = p
+        .ralph()
+        .args(["3"])
+        .env("RALPH_AGENT_GRACE", "5s")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(eventually(Duration::from_secs(20), || p.spawned_pids().len() == 1));
+    let started = Instant::now();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let (r, _) = wait_with_rusage(child);
+    let took = started.elapsed();
+    assert_eq!(r.code, code(exit::TERMINATED), "{r:?}");
+    assert!(
+        r.stdout.contains("stopping the agent (interrupted): waiting up to 5s for it to end (Ctrl-C again to kill it now)"),
+        "{r:?}"
+    );
+    // Two graces in a row would be 10 s at least.
+    assert!(took < Duration::from_secs(9), "the stop took {took:?}: {r:?}");
+    assert!(!alive(p.spawned_pids()[0]), "the stubborn process survived");
+}
+
+#[test]
+fn the_end_of_a_burst_of_output_is_shown() {
+    let p = Project::with_prd(THREE_STORIES);
+    // 20,000 lines in a burst, then the line that matters.
+    p.script("[run *]\noutput 2000000\nprint FINAL: the build failed\nexit 1\n");
+    let r = p.run(&["1", "--json"]);
+    let outputs: Vec<String> = r
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == "agent_output")
+        .map(|e| e["text"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        outputs.last().map(String::as_str),
+        Some("FINAL: the build failed"),
+        "{} lines",
+        outputs.len()
+    );
+    if outputs.len() < 20_001 {
+        assert!(
+            outputs.iter().any(|t| t.contains("skipped to keep up")),
+            "lines vanished without a word"
+        );
+    }
+}
