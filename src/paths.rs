@@ -1,5 +1,6 @@
 //! Where ralph's files are for one project: the project directory, the
-//! PRD and what lives beside it (ralph.sh's layout), and the `.ralph/` store.
+//! PRD and what lives beside it (ralph.sh's layout), and the store (state
+//! in the git directory, the user's files in the work tree's `.ralph/`).
 
 use std::path::{Path, PathBuf};
 
@@ -42,7 +43,7 @@ impl Paths {
         Ok(Paths {
             progress: prd_dir.join("progress.txt"),
             last_branch: prd_dir.join(".last-branch"),
-            store: Store::new(&project),
+            store: Store::for_project(&project, &prd),
             prd_dir,
             prd,
             project,

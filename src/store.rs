@@ -1,9 +1,15 @@
-//! The `.ralph/` folder: its layout, the directory lock, and atomic writes.
+//! Where ralph keeps what it owns, the lock, and atomic writes.
 //!
-//! Everything ralph keeps between iterations and between runs lives here, so
-//! every write goes through [`write_atomic`]: a temp file in the same folder,
-//! fsync, rename. A `kill -9` at any instant leaves either the old or the new
-//! file, never half of one.
+//! Two folders. ralph's own state — the checkpoint, the breaker, limits,
+//! lessons, rules, events, logs, the lock — lives in the repository's git
+//! directory (`.git/ralph/`; a linked worktree has its own), where an
+//! agent's `git clean -fdx` or `rm -rf .ralph` cannot reach it. The
+//! project's `.ralph/` in the work tree keeps only what is the user's
+//! (`config.toml`, `prompt.md`) and the handoff the agent writes.
+//!
+//! Every write goes through [`write_atomic`]: a temp file in the same
+//! folder, fsync, rename. A `kill -9` at any instant leaves either the old or
+//! the new file, never half of one.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -12,9 +18,19 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-/// What ralph writes into `.ralph/.gitignore`, so the agent's `git add -A`
-/// never commits ralph's runtime files. The user's settings stay committable.
+/// What ralph writes into the work tree's `.ralph/.gitignore`: its own
+/// files there and nothing else, so whatever a person keeps in `.ralph/`
+/// stays theirs to commit.
 const GITIGNORE: &str = "\
+# Written by ralph: only ralph's own files in .ralph/ are ignored here.
+# Its state lives in the repository's git directory (.git/ralph/).
+/handoff.json
+/.handoff.json.*
+";
+
+/// What `.ralph/.gitignore` said before ralph's state moved out of the work
+/// tree: a file still saying exactly this is ralph's, and is updated.
+const OLD_GITIGNORE: &str = "\
 # Written by ralph: its runtime state stays out of your commits.
 # config.toml and prompt.md are yours to commit.
 *
@@ -23,45 +39,119 @@ const GITIGNORE: &str = "\
 !prompt.md
 ";
 
-/// Paths of the files under `.ralph/`.
+/// The state files and folders ralph kept in the work tree's `.ralph/`
+/// before they moved to the git directory.
+const MOVED: &[&str] = &[
+    "state.json",
+    "circuit.json",
+    "circuit-history.jsonl",
+    "limits.json",
+    "last-prd.json",
+    "prd.broken.json",
+    "lessons",
+    "events.jsonl",
+    "rules.json",
+    "runs.jsonl",
+    "logs",
+];
+
+/// Paths of ralph's files: its state (`root`) and the work tree's
+/// `.ralph/` (`work`).
 #[derive(Debug, Clone)]
 pub struct Store {
     root: PathBuf,
+    work: PathBuf,
 }
 
 impl Store {
+    /// Both in `<dir>/.ralph/`: the layout for a folder that is not a git
+    /// repository (and for tests).
     pub fn new(project_dir: &Path) -> Store {
-        Store { root: project_dir.join(".ralph") }
+        let dir = project_dir.join(".ralph");
+        Store { root: dir.clone(), work: dir }
     }
 
+    /// The store of the PRD at `prd` in `project`: state in the git
+    /// directory of the repository holding the project, under a name that
+    /// depends on where the PRD is (two ralphs on one prd.json, started
+    /// from different folders, share a store and its lock), and the work
+    /// tree's `.ralph/` in the project. Outside a repository, both are the
+    /// project's `.ralph/`.
+    pub fn for_project(project: &Path, prd: &Path) -> Store {
+        let work = project.join(".ralph");
+        let Ok(repo) = git2::Repository::discover(project) else {
+            return Store { root: work.clone(), work };
+        };
+        let base = repo.path().join("ralph");
+        let workdir = repo.workdir().and_then(|w| w.canonicalize().ok());
+        let prd = prd.canonicalize().unwrap_or_else(|_| prd.to_path_buf());
+        let rel = workdir.as_deref().and_then(|w| prd.strip_prefix(w).ok());
+        let root = match rel.and_then(Path::to_str) {
+            Some("prd.json") | Some("scripts/ralph/prd.json") => base,
+            Some(rel) => base.join("prds").join(key(rel)),
+            None => base.join("prds").join(key(&prd.display().to_string())),
+        };
+        Store { root, work }
+    }
+
+    /// ralph's state folder.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The work tree's `.ralph/`.
+    pub fn work(&self) -> &Path {
+        &self.work
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
         self.root.join(name)
     }
 
-    /// Creates `.ralph/` (and its `.gitignore`) if missing.
+    /// Creates both folders (and the work tree's `.gitignore`) if missing:
+    /// cheap enough to run before every iteration, so an agent that
+    /// deleted `.ralph/` gets it back.
     pub fn ensure(&self) -> io::Result<()> {
         fs::create_dir_all(&self.root)?;
-        let ignore = self.root.join(".gitignore");
-        if !ignore.exists() {
+        fs::create_dir_all(&self.work)?;
+        let ignore = self.work.join(".gitignore");
+        let current = fs::read_to_string(&ignore).ok();
+        if current.is_none() || current.as_deref() == Some(OLD_GITIGNORE) {
             write_atomic(&ignore, GITIGNORE.as_bytes())?;
         }
         Ok(())
+    }
+
+    /// Moves the state an older ralph kept in the work tree's `.ralph/` to
+    /// the state folder, where nothing is there yet. Returns what moved.
+    pub fn migrate(&self) -> io::Result<Vec<String>> {
+        let mut moved = Vec::new();
+        if self.root == self.work {
+            return Ok(moved);
+        }
+        for name in MOVED {
+            let (from, to) = (self.work.join(name), self.root.join(name));
+            if fs::symlink_metadata(&from).is_ok() && fs::symlink_metadata(&to).is_err() {
+                fs::rename(&from, &to)?;
+                moved.push(name.to_string());
+            }
+        }
+        let _ = fs::remove_file(self.work.join("lock"));
+        Ok(moved)
     }
 
     pub fn lock_path(&self) -> PathBuf {
         self.path("lock")
     }
 
+    /// The project's settings (the user's, in the work tree).
     pub fn config(&self) -> PathBuf {
-        self.path("config.toml")
+        self.work.join("config.toml")
     }
 
+    /// The project's prompt template (the user's, in the work tree).
     pub fn prompt(&self) -> PathBuf {
-        self.path("prompt.md")
+        self.work.join("prompt.md")
     }
 
     pub fn state(&self) -> PathBuf {
@@ -80,8 +170,9 @@ impl Store {
         self.path("limits.json")
     }
 
+    /// Where the agent writes its handoff (in the work tree, where it may write).
     pub fn handoff(&self) -> PathBuf {
-        self.path("handoff.json")
+        self.work.join("handoff.json")
     }
 
     pub fn last_prd(&self) -> PathBuf {
@@ -111,6 +202,24 @@ impl Store {
     pub fn run_log_dir(&self, run_id: &str) -> PathBuf {
         self.logs_dir().join(run_id)
     }
+}
+
+/// A folder name for a PRD's relative path: readable, and unique by a hash.
+fn key(rel: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let readable: String = rel
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' })
+        .collect();
+    let hash = Sha256::digest(rel.as_bytes());
+    format!(
+        "{}-{:02x}{:02x}{:02x}{:02x}",
+        crate::text::prefix_bytes(&readable, 64),
+        hash[0],
+        hash[1],
+        hash[2],
+        hash[3]
+    )
 }
 
 /// Writes `bytes` to `path` so that readers see the old or the new content,
@@ -323,6 +432,28 @@ pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> io::Result<(Vec<T>, usize
 #[derive(Debug)]
 pub struct Lock {
     file: File,
+    path: PathBuf,
+}
+
+impl Lock {
+    /// Makes sure the lock file at its path is still the one this run
+    /// holds. An agent may delete or replace it (`rm -rf`, `git clean`),
+    /// which would let a second ralph start: the lock is then taken again
+    /// on the new file — or, if another ralph already holds that one, the
+    /// run must stop (`Busy`).
+    pub fn hold(&mut self) -> Result<(), LockError> {
+        use std::os::unix::fs::MetadataExt;
+        let held = self.file.metadata().map_err(LockError::Io)?;
+        if fs::metadata(&self.path).is_ok_and(|m| m.dev() == held.dev() && m.ino() == held.ino()) {
+            return Ok(());
+        }
+        if let Some(dir) = self.path.parent() {
+            fs::create_dir_all(dir).map_err(LockError::Io)?;
+        }
+        // The old file's lock goes with it when it is replaced here.
+        self.file = acquire(&self.path)?.0;
+        Ok(())
+    }
 }
 
 impl Drop for Lock {
@@ -351,6 +482,12 @@ pub enum PreviousHolder {
 /// process dies, however it dies, so a lock left by a crash never blocks;
 /// the pid in the file only tells us that there was one.
 pub fn lock(path: &Path) -> Result<(Lock, PreviousHolder), LockError> {
+    let (file, holder) = acquire(path)?;
+    Ok((Lock { file, path: path.to_path_buf() }, holder))
+}
+
+/// Opens (creating) and locks the lock file, writing this process's pid.
+fn acquire(path: &Path) -> Result<(File, PreviousHolder), LockError> {
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -377,7 +514,7 @@ pub fn lock(path: &Path) -> Result<(Lock, PreviousHolder), LockError> {
     file.seek(io::SeekFrom::Start(0)).map_err(LockError::Io)?;
     writeln!(file, "{}", std::process::id()).map_err(LockError::Io)?;
     let _ = file.sync_data();
-    Ok((Lock { file }, holder))
+    Ok((file, holder))
 }
 
 /// Who holds the lock right now, without taking it (for `ralph status`).

@@ -113,7 +113,7 @@ pub(crate) fn run(g: &Global, args: &DemoArgs) -> Result<u8, Error> {
     if !g.json {
         let d = paths.project.display();
         println!(
-            "\nThe demo project stays in {d}. Look around:\n  git -C {d} log --oneline\n  ralph -C {d} status\n  ls {d}/.ralph/logs/*/"
+            "\nThe demo project stays in {d}. Look around:\n  git -C {d} log --oneline\n  ralph -C {d} status\n  ls {d}/.git/ralph/logs/*/"
         );
     }
     Ok(code)

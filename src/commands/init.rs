@@ -75,10 +75,14 @@ pub(crate) fn run(g: &Global, args: &InitArgs) -> Result<u8, Error> {
     let project: PathBuf = project.canonicalize().map_err(|e| {
         Error::Usage(format!("cannot use {} as the project directory: {e}", project.display()))
     })?;
-    let store = crate::store::Store::new(&project);
-    store.ensure().map_err(|e| Error::io(format!("create {}", store.root().display()), e))?;
+    let store = crate::store::Store::for_project(&project, &project.join("prd.json"));
+    store.ensure().map_err(|e| Error::io(format!("create {}", store.work().display()), e))?;
     let mut done = Done { project: project.clone(), lines: Vec::new() };
-    done.push("ready", store.root(), "its .gitignore keeps ralph's state and logs out of git");
+    done.push(
+        "ready",
+        store.work(),
+        "yours: config and prompt; ralph ignores only its handoff file there",
+    );
     let legacy = project.join("scripts/ralph/prd.json");
     if legacy.exists() {
         done.push("kept", &legacy, "ralph.sh layout; ralph uses it");

@@ -78,11 +78,15 @@ pub(crate) fn run(g: &Global) -> Result<u8, Error> {
         status_cmd.extend(["--prd".into(), quote(&cwd.join(prd).display().to_string())]);
     }
     let status_pane = format!("{env}{}", status_cmd.join(" "));
-    let log = project.join(".ralph/logs/current.log");
+    let log = crate::paths::Paths::resolve(&project, g.prd.as_deref())?
+        .store
+        .logs_dir()
+        .join("current.log");
     // tail's notes on the file appearing and being replaced (a new
     // iteration) are noise here; the header says what the pane shows.
     let log_pane = format!(
-        "echo 'live log of the current iteration (.ralph/logs/current.log)'; tail -n 200 -F {} 2>/dev/null",
+        "echo 'live log of the current iteration ({})'; tail -n 200 -F {} 2>/dev/null",
+        log.display(),
         quote(&log.display().to_string())
     );
     let dir = cwd.display().to_string();

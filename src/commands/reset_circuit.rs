@@ -11,7 +11,7 @@ use crate::store;
 use super::common::project_dir;
 
 pub(crate) fn run(g: &Global) -> Result<u8, Error> {
-    let store = store::Store::new(&project_dir(g)?);
+    let store = crate::paths::Paths::resolve(&project_dir(g)?, g.prd.as_deref())?.store;
     // A running loop holds its own copy of the breaker and would overwrite
     // the reset at its next save.
     if let Some(pid) = store::lock_holder(&store.lock_path()) {
@@ -20,13 +20,16 @@ pub(crate) fn run(g: &Global) -> Result<u8, Error> {
     store.ensure().map_err(|e| Error::io(format!("create {}", store.root().display()), e))?;
     let now = Utc::now();
     let (mut breaker, warning) =
-        Breaker::load(&store, now).map_err(|e| Error::io("read .ralph/circuit.json", e))?;
+        Breaker::load(&store, now).map_err(|e| Error::io("read the circuit breaker", e))?;
     if let Some(w) = warning {
         eprintln!("warning: {w}");
     }
     let before = breaker.state();
     breaker.reset(now, "reset by hand (ralph reset-circuit)");
-    breaker.save(&store).map_err(|e| Error::io("write .ralph/circuit.json", e))?;
-    println!("circuit breaker reset: {before} → CLOSED (recorded in .ralph/circuit-history.jsonl)");
+    breaker.save(&store).map_err(|e| Error::io("write the circuit breaker", e))?;
+    println!(
+        "circuit breaker reset: {before} → CLOSED (recorded in {})",
+        store.circuit_history().display()
+    );
     Ok(0)
 }

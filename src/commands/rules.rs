@@ -7,7 +7,6 @@ use chrono::Utc;
 use crate::cli::{Global, RulesCommand};
 use crate::error::Error;
 use crate::learn::rules::{self, Card, RulesError};
-use crate::store::Store;
 
 use super::common::project_dir;
 
@@ -31,7 +30,7 @@ fn print_card(g: &Global, card: &Card, verb: &str) {
 }
 
 pub(crate) fn run(g: &Global, cmd: RulesCommand) -> Result<u8, Error> {
-    let store = Store::new(&project_dir(g)?);
+    let store = crate::paths::Paths::resolve(&project_dir(g)?, g.prd.as_deref())?.store;
     let now = Utc::now();
     match cmd {
         RulesCommand::List => {

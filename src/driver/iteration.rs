@@ -90,7 +90,7 @@ impl Run<'_> {
         if self.cfg.limits.calls_per_hour > 0 {
             self.limits.record_call(Utc::now());
             if let Err(e) = self.limits.save(&self.paths.store) {
-                return Err(Error::io("write .ralph/limits.json", e));
+                return Err(Error::io(format!("write {}", self.paths.store.limits().display()), e));
             }
         }
         let refs = self.repo.refs();

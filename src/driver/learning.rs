@@ -55,7 +55,8 @@ impl Run<'_> {
                 }
                 .event(Utc::now());
                 if let Err(e) = events::append(&self.paths.store, &event) {
-                    self.warn(format!("cannot append to .ralph/events.jsonl: {e}"));
+                    let path = self.paths.store.events();
+                    self.warn(format!("cannot append to {}: {e}", path.display()));
                 }
             }
             Err(e) => self.warn(format!("cannot record a lesson for {story}: {e}")),

@@ -112,7 +112,7 @@ struct Run<'a> {
     cfg: &'a Config,
     reporter: &'a mut dyn Reporter,
     /// Held for the whole run; released when the run (this value) ends.
-    _lock: crate::store::Lock,
+    lock: crate::store::Lock,
     repo: Repo,
     backend: Backend,
     gate: Option<Gate>,
@@ -170,6 +170,9 @@ impl Run<'_> {
             if let Some(signal) = crate::signals::pending() {
                 return End::interrupted(signal);
             }
+            if let Some(end) = self.still_ours() {
+                return end;
+            }
             let prd = self.reload_prd().unwrap_or_else(|| self.good_prd.clone());
             // Completion beats the breaker: every story verified is done.
             if let Some(end) = self.done(&prd) {
@@ -198,6 +201,25 @@ impl Run<'_> {
                 return end;
             }
         }
+    }
+
+    /// The project is still this run's: its lock still held (an agent may
+    /// have deleted the file) and the work tree's `.ralph/` still there.
+    fn still_ours(&mut self) -> Option<End> {
+        match self.lock.hold() {
+            Ok(()) => {}
+            Err(crate::store::LockError::Busy(pid)) => {
+                let e = Error::Locked { pid, lock: self.paths.store.lock_path() };
+                return Some(End { code: e.exit_code(), ..End::error(&e) });
+            }
+            Err(crate::store::LockError::Io(e)) => {
+                return Some(End::error(&Error::io("hold the lock", e)));
+            }
+        }
+        if let Err(e) = self.paths.store.ensure() {
+            return Some(End::error(&Error::io("recreate .ralph/", e)));
+        }
+        None
     }
 
     /// Every story passes: complete, unless the gate disagrees.

@@ -66,7 +66,10 @@ impl Run<'_> {
         // A copy for restores and archives; prd.json itself is the durable one.
         if let Err(e) = store::write_replace(&self.paths.store.last_prd(), prd.to_json().as_bytes())
         {
-            self.warn(format!("cannot keep a copy of prd.json in .ralph/: {e}"));
+            self.warn(format!(
+                "cannot keep a copy of prd.json in {}: {e}",
+                self.paths.store.root().display()
+            ));
         }
     }
 
@@ -94,7 +97,7 @@ impl Run<'_> {
             self.state.save(&self.paths.store)
         };
         if let Err(e) = result {
-            self.warn(format!("cannot write .ralph/state.json: {e}"));
+            self.warn(format!("cannot write {}: {e}", self.paths.store.state().display()));
         }
     }
 
@@ -130,7 +133,7 @@ impl Run<'_> {
         if (t.is_some() || before != after)
             && let Err(e) = self.breaker.save(&self.paths.store)
         {
-            self.warn(format!("cannot write .ralph/circuit.json: {e}"));
+            self.warn(format!("cannot write {}: {e}", self.paths.store.circuit().display()));
         }
         if let Some(t) = t
             && let Some(from) = t.from

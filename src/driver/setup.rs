@@ -46,8 +46,21 @@ pub(super) fn start<'a>(
             )),
         );
     }
+    let moved =
+        paths.store.migrate().map_err(|e| Error::io("move ralph's state out of .ralph/", e))?;
+    if !moved.is_empty() {
+        reporter.emit(&Event::Notice {
+            level: Level::Info,
+            message: format!(
+                "moved ralph's state ({}) from {} to {}, out of reach of `git clean`",
+                moved.join(", "),
+                paths.store.work().display(),
+                paths.store.root().display()
+            ),
+        });
+    }
     let (checkpoint, warning) =
-        RunState::load(&paths.store).map_err(|e| Error::io("read .ralph/state.json", e))?;
+        RunState::load(&paths.store).map_err(|e| Error::io("read the checkpoint", e))?;
     warn(reporter, warning);
     let unfinished = checkpoint.filter(|s| s.phase != Phase::Ended);
     let resume = unfinished.clone().filter(|_| !opts.fresh);
@@ -63,10 +76,10 @@ pub(super) fn start<'a>(
 
     let now = Utc::now();
     let (limits, warning) =
-        Limits::load(&paths.store).map_err(|e| Error::io("read .ralph/limits.json", e))?;
+        Limits::load(&paths.store).map_err(|e| Error::io("read the limits", e))?;
     warn(reporter, warning);
     let (mut breaker, warning) =
-        Breaker::load(&paths.store, now).map_err(|e| Error::io("read .ralph/circuit.json", e))?;
+        Breaker::load(&paths.store, now).map_err(|e| Error::io("read the circuit breaker", e))?;
     warn(reporter, warning);
     let reset = cfg.circuit.auto_reset || opts.fresh;
     if let Some(t) = breaker.on_start(now, reset, cfg.circuit.cooldown)
@@ -74,7 +87,7 @@ pub(super) fn start<'a>(
     {
         reporter.emit(&Event::Circuit { from, to: t.to, reason: t.reason });
     }
-    breaker.save(&paths.store).map_err(|e| Error::io("write .ralph/circuit.json", e))?;
+    breaker.save(&paths.store).map_err(|e| Error::io("write the circuit breaker", e))?;
 
     let state = match &resume {
         Some(s) => {
@@ -111,7 +124,7 @@ pub(super) fn start<'a>(
         opts,
         cfg,
         reporter,
-        _lock: lock,
+        lock,
         repo,
         backend,
         gate,

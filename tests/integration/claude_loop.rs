@@ -253,7 +253,7 @@ impl ClaudeLoop {
 
     /// The iteration logs of the (only) run, by file name.
     fn iteration_logs(&self) -> Vec<String> {
-        let logs = self.project.path(".ralph/logs");
+        let logs = self.project.path(".git/ralph/logs");
         let runs: Vec<_> = std::fs::read_dir(&logs)
             .unwrap()
             .flatten()

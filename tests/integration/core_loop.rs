@@ -321,7 +321,7 @@ fn fifty_megabytes_of_output_keep_ralph_small() {
     assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
     assert!(max_rss_kib < 64 * 1024, "peak RSS {max_rss_kib} KiB");
     // The whole output is in the log, not in memory.
-    let logs = p.path(".ralph/logs");
+    let logs = p.path(".git/ralph/logs");
     let run_dir =
         std::fs::read_dir(&logs).unwrap().flatten().find(|e| e.path().is_dir()).unwrap().path();
     let len = std::fs::metadata(run_dir.join("iter-1.log")).unwrap().len();

@@ -33,7 +33,7 @@ fn assert_state_files_parse(p: &Project, context: &str) {
     // A story may pass without its work only while ralph's checkpoint says
     // its iteration was in flight: the next ralph reverts that claim.
     let state: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(p.path(".ralph/state.json")).unwrap_or_default(),
+        &std::fs::read_to_string(p.path(".git/ralph/state.json")).unwrap_or_default(),
     )
     .unwrap_or_default();
     let in_flight = matches!(state["phase"].as_str(), Some("agent" | "gate"));
@@ -54,23 +54,25 @@ fn assert_state_files_parse(p: &Project, context: &str) {
 
 fn assert_ralph_files_parse(p: &Project, context: &str) {
     for f in ["state.json", "circuit.json", "limits.json", "last-prd.json"] {
-        let path = p.path(&format!(".ralph/{f}"));
+        let path = p.path(&format!(".git/ralph/{f}"));
         if path.exists() {
             let text = std::fs::read_to_string(&path).unwrap();
-            serde_json::from_str::<serde_json::Value>(&text)
-                .unwrap_or_else(|e| panic!("{context}: .ralph/{f} does not parse ({e}): {text:?}"));
+            serde_json::from_str::<serde_json::Value>(&text).unwrap_or_else(|e| {
+                panic!("{context}: .git/ralph/{f} does not parse ({e}): {text:?}")
+            });
         }
     }
     for f in ["circuit-history.jsonl", "events.jsonl", "runs.jsonl"] {
-        let text = std::fs::read_to_string(p.path(&format!(".ralph/{f}"))).unwrap_or_default();
+        let text = std::fs::read_to_string(p.path(&format!(".git/ralph/{f}"))).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         // A kill can cut only the last line short; readers skip it.
         for line in lines.iter().take(lines.len().saturating_sub(1)) {
-            serde_json::from_str::<serde_json::Value>(line)
-                .unwrap_or_else(|e| panic!("{context}: .ralph/{f} has a bad line ({e}): {line}"));
+            serde_json::from_str::<serde_json::Value>(line).unwrap_or_else(|e| {
+                panic!("{context}: .git/ralph/{f} has a bad line ({e}): {line}")
+            });
         }
     }
-    if let Ok(dir) = std::fs::read_dir(p.path(".ralph/lessons")) {
+    if let Ok(dir) = std::fs::read_dir(p.path(".git/ralph/lessons")) {
         for e in dir.flatten() {
             let text = std::fs::read_to_string(e.path()).unwrap();
             serde_json::from_str::<serde_json::Value>(&text)
@@ -143,7 +145,7 @@ fn sigterm_during_a_hostile_agent_exits_143_and_leaves_no_process() {
         assert!(!alive(pid), "{pid} survived");
     }
     // Interrupted runs stay resumable.
-    let state: serde_json::Value = serde_json::from_str(&p.read(".ralph/state.json")).unwrap();
+    let state: serde_json::Value = serde_json::from_str(&p.read(".git/ralph/state.json")).unwrap();
     assert_ne!(state["phase"], "ended");
 }
 
@@ -221,7 +223,7 @@ fn a_file_size_limit_while_logging_is_a_clear_error_and_corrupts_nothing() {
     assert!(r.stderr.contains("ulimit") || r.stdout.contains("ulimit"), "{r:?}");
     let _ = p.prd();
     for f in ["state.json", "circuit.json", "limits.json"] {
-        let text = std::fs::read_to_string(p.path(&format!(".ralph/{f}"))).unwrap();
+        let text = std::fs::read_to_string(p.path(&format!(".git/ralph/{f}"))).unwrap();
         serde_json::from_str::<serde_json::Value>(&text).unwrap_or_else(|e| panic!("{f}: {e}"));
     }
 }
@@ -229,17 +231,17 @@ fn a_file_size_limit_while_logging_is_a_clear_error_and_corrupts_nothing() {
 #[test]
 fn damaged_files_of_every_kind_are_rebuilt_or_refused_never_a_panic() {
     let cases: &[(&str, &str)] = &[
-        (".ralph/state.json", "{\"version\":1,\"run_id\":\"../../escape\"}"),
+        (".git/ralph/state.json", "{\"version\":1,\"run_id\":\"../../escape\"}"),
         (
-            ".ralph/state.json",
+            ".git/ralph/state.json",
             "{\"version\":1,\"run_id\":\"../../escape\",\"started_at\":\"2026-01-01T00:00:00Z\",\"max_iterations\":3,\"iteration\":1,\"phase\":\"agent\",\"story\":null,\"story_passed_before\":false,\"cost_usd\":0,\"tokens\":0,\"elapsed_ms\":0,\"claimed\":[],\"verified\":[],\"best\":null,\"feedback\":null,\"handoff\":null,\"outcome\":null,\"exit_code\":null}",
         ),
-        (".ralph/last-prd.json", "not json"),
-        (".ralph/lock", "garbage not a pid"),
+        (".git/ralph/last-prd.json", "not json"),
+        (".git/ralph/lock", "garbage not a pid"),
         (".ralph/handoff.json", "\u{ff}\u{fe}"),
-        (".ralph/lessons/0000.json", "{"),
-        (".ralph/circuit.json", "{\"version\":1,\"state\":\"OPEN\"}"),
-        (".ralph/limits.json", "[1,2,3]"),
+        (".git/ralph/lessons/0000.json", "{"),
+        (".git/ralph/circuit.json", "{\"version\":1,\"state\":\"OPEN\"}"),
+        (".git/ralph/limits.json", "[1,2,3]"),
         (".last-branch", "\u{0}\u{0}\u{0}"),
     ];
     for (file, content) in cases {
@@ -256,11 +258,11 @@ fn damaged_files_of_every_kind_are_rebuilt_or_refused_never_a_panic() {
     }
     // A rules file a person is editing is refused, never overwritten.
     let p = Project::with_prd(THREE_STORIES);
-    p.write(".ralph/rules.json", "{\"version\":1,");
+    p.write(".git/ralph/rules.json", "{\"version\":1,");
     p.script("[run *]\nprint nope\n");
     let r = p.run(&["2", "--auto-reset"]);
     assert!(!r.stderr.contains("panicked"), "{r:?}");
-    assert_eq!(p.read(".ralph/rules.json"), "{\"version\":1,");
+    assert_eq!(p.read(".git/ralph/rules.json"), "{\"version\":1,");
 }
 
 #[test]
@@ -290,7 +292,7 @@ fn secrets_never_reach_the_log_the_output_or_the_next_prompt() {
     assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
     assert!(!r.stdout.contains(key) && !r.stdout.contains("sk-ant-api03"), "{r:?}");
     assert!(r.stdout.contains("[redacted ANTHROPIC_API_KEY]"), "{r:?}");
-    let logs = p.path(".ralph/logs");
+    let logs = p.path(".git/ralph/logs");
     let mut seen = 0;
     for run in std::fs::read_dir(&logs).unwrap().flatten().filter(|e| e.path().is_dir()) {
         for f in std::fs::read_dir(run.path()).unwrap().flatten() {
@@ -300,7 +302,7 @@ fn secrets_never_reach_the_log_the_output_or_the_next_prompt() {
         }
     }
     assert!(seen >= 2, "no logs were checked");
-    for f in [".ralph/events.jsonl", ".ralph/state.json"] {
+    for f in [".git/ralph/events.jsonl", ".git/ralph/state.json"] {
         let text = std::fs::read_to_string(p.path(f)).unwrap_or_default();
         assert!(!text.contains(key), "{f} leaks");
     }
@@ -355,8 +357,8 @@ fn sigterm_during_the_gate_is_no_verdict() {
     assert!(!p.log().iter().any(|c| c.contains("does not pass")), "{:?}", p.log());
     assert!(!p.passes("US-001"), "an unverified claim survived");
     assert!(
-        !p.path(".ralph/lessons").exists()
-            || std::fs::read_dir(p.path(".ralph/lessons")).unwrap().count() == 0
+        !p.path(".git/ralph/lessons").exists()
+            || std::fs::read_dir(p.path(".git/ralph/lessons")).unwrap().count() == 0
     );
 }
 
@@ -395,7 +397,7 @@ fn a_resume_never_ends_another_projects_processes_even_with_the_same_run_id() {
     let stray_a = crash_leaving_a_stray(&a);
     let stray_b = crash_leaving_a_stray(&b);
     let state = |p: &Project| -> serde_json::Value {
-        serde_json::from_str(&p.read(".ralph/state.json")).unwrap()
+        serde_json::from_str(&p.read(".git/ralph/state.json")).unwrap()
     };
     let (id_a, id_b) = (state(&a)["run_id"].clone(), state(&b)["run_id"].clone());
     assert_ne!(id_a, id_b, "two runs got the same id");
@@ -403,7 +405,7 @@ fn a_resume_never_ends_another_projects_processes_even_with_the_same_run_id() {
     // b's checkpoint names a's run.
     let mut forced = state(&b);
     forced["run_id"] = id_a.clone();
-    b.write(".ralph/state.json", &serde_json::to_string_pretty(&forced).unwrap());
+    b.write(".git/ralph/state.json", &serde_json::to_string_pretty(&forced).unwrap());
     let r = b.run(&["5"]);
     assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     assert!(alive(stray_a), "resuming project b ended project a's process {stray_a}: {r:?}");
@@ -459,16 +461,20 @@ fn a_checkpoint_that_cannot_be_written_stops_the_run_and_loses_no_verification()
     // The first iteration's end-of-iteration checkpoint cannot be written,
     // as on a full disk: its hook puts a directory where ralph's temporary
     // file for state.json goes.
-    let hook = r#"sh -c 'test "$RALPH_ITERATION" = 1 && mkdir "$RALPH_PROJECT_DIR/.ralph/.state.json.tmp$PPID"; true'"#;
+    let hook = r#"sh -c 'test "$RALPH_ITERATION" = 1 && mkdir "$RALPH_PROJECT_DIR/.git/ralph/.state.json.tmp$PPID"; true'"#;
     p.write(".ralph/config.toml", &format!("[hooks]\non_iteration_end = {hook:?}\n"));
     let r = p.run(&["5", "--gate", "true"]);
     assert_eq!(r.code, code(exit::ENVIRONMENT), "{r:?}");
     assert!(r.stdout.contains("cannot write the checkpoint"), "{r:?}");
     assert!(r.stdout.contains("state.json"), "{r:?}");
     assert!(p.passes("US-001"), "{r:?}");
-    assert_eq!(p.read(".ralph/runs.jsonl").lines().count(), 1, "the run's end is not on record");
+    assert_eq!(
+        p.read(".git/ralph/runs.jsonl").lines().count(),
+        1,
+        "the run's end is not on record"
+    );
     // Once there is room again, the resume keeps US-001 verified and goes on.
-    for e in std::fs::read_dir(p.path(".ralph")).unwrap().flatten() {
+    for e in std::fs::read_dir(p.path(".git/ralph")).unwrap().flatten() {
         if e.file_name().to_string_lossy().starts_with(".state.json.tmp") {
             std::fs::remove_dir(e.path()).unwrap();
         }

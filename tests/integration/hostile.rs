@@ -142,3 +142,84 @@ fn an_agent_that_checks_out_another_branch_is_put_back_and_fails_its_iteration()
     assert_eq!(main.lines().next(), Some("stray on main"), "{main}");
     assert!(!main.contains("chore:") && !main.contains("feat: US-"), "{main}");
 }
+
+#[test]
+fn ralphs_state_survives_git_clean_and_rm_rf_of_ralph() {
+    let p = Project::with_prd(THREE_STORIES);
+    // An earlier run left a lesson (its gate failed once).
+    p.script("[run 1]\nprint nothing\n[run *]\nimplement\n");
+    p.run(&["1", "--gate", "test -f src/us-001.txt"]);
+    let lessons = || -> std::collections::BTreeSet<String> {
+        std::fs::read_dir(p.path(".git/ralph/lessons"))
+            .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default()
+    };
+    let before = lessons();
+    assert_eq!(before.len(), 1);
+    p.script(
+        "[run 2]\nimplement\nrun git clean -q -fdx\n\
+         [run 3]\nimplement\nrun rm -rf .ralph\n\
+         [run *]\nimplement\n",
+    );
+    let r = p.run(&["10", "--gate", "true"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(lessons().is_superset(&before), "the lesson went with the work tree's clean-up");
+    assert!(p.path(".git/ralph/circuit.json").exists());
+    assert!(p.path(".ralph/.gitignore").exists(), ".ralph/ was not recreated");
+}
+
+#[test]
+fn state_an_older_ralph_kept_in_dot_ralph_moves_to_the_git_directory() {
+    let p = Project::with_prd(THREE_STORIES);
+    let open = r#"{"version":1,"state":"OPEN","reason":"no progress in 3 iterations in a row","cause":"no_progress","changed_at":"2026-01-01T00:00:00Z","opened_at":"2999-01-01T00:00:00Z","total_opens":1,"counters":{"no_progress":3,"same_error":0,"permission_denials":0,"failures":0},"last_error":null,"last_iteration":3}"#;
+    p.write(".ralph/circuit.json", open);
+    p.write(".ralph/.gitignore", "# Written by ralph: its runtime state stays out of your commits.\n# config.toml and prompt.md are yours to commit.\n*\n!.gitignore\n!config.toml\n!prompt.md\n");
+    p.script("[run *]\nimplement\n");
+    let r = p.run(&["3"]);
+    // The breaker it left open still holds: it moved, it was not lost.
+    assert_eq!(r.code, code(exit::CIRCUIT_OPEN), "{r:?}");
+    assert!(r.stdout.contains("moved ralph's state (circuit.json)"), "{r:?}");
+    assert!(!p.path(".ralph/circuit.json").exists() && p.path(".git/ralph/circuit.json").exists());
+    // Its old ignore-everything rule is replaced by one that names ralph's files only.
+    let ignore = p.read(".ralph/.gitignore");
+    assert!(!ignore.lines().any(|l| l == "*"), "{ignore}");
+}
+
+/// Starts a run whose agent sleeps in its second iteration, once the
+/// first deleted the lock file; returns when the second iteration runs.
+fn running_after_its_lock_was_deleted(p: &Project) -> std::process::Child {
+    p.script("[run 1]\nrun rm -f .git/ralph/lock\n[run *]\nsleep 60\n");
+    let child = p.spawn(&["5"]);
+    assert!(eventually(Duration::from_secs(20), || p.agent_runs().len() == 2));
+    child
+}
+
+#[test]
+fn the_lock_holds_even_after_an_agent_deleted_it() {
+    let p = Project::with_prd(THREE_STORIES);
+    let mut first = running_after_its_lock_was_deleted(&p);
+    let second = p.run(&["5"]);
+    let _ = first.kill();
+    let _ = first.wait();
+    assert_eq!(second.code, code(exit::LOCKED), "{second:?}");
+    assert_eq!(p.agent_runs().len(), 2, "the second ralph ran an agent");
+}
+
+#[test]
+fn two_ralphs_on_one_prd_from_different_folders_are_one_project() {
+    let p = Project::with_prd(THREE_STORIES);
+    std::fs::create_dir_all(p.path("sub")).unwrap();
+    p.script("[run *]\nsleep 60\n");
+    let mut first = p.spawn(&["5"]);
+    assert!(eventually(Duration::from_secs(20), || p.agent_runs().len() == 1));
+    let second = to_run(
+        p.ralph()
+            .current_dir(p.path("sub"))
+            .args(["-C", ".", "--prd", "../prd.json", "5"])
+            .output()
+            .unwrap(),
+    );
+    let _ = first.kill();
+    let _ = first.wait();
+    assert_eq!(second.code, code(exit::LOCKED), "{second:?}");
+}

@@ -29,7 +29,7 @@ fn an_agent_that_makes_no_progress_opens_the_circuit_and_status_says_why() {
     // Resetting lets it run again, and the reset is on record.
     let reset = p.run(&["--reset-circuit"]);
     assert_eq!(reset.code, 0, "{reset:?}");
-    let history = p.read(".ralph/circuit-history.jsonl");
+    let history = p.read(".git/ralph/circuit-history.jsonl");
     assert!(history.contains("reset by hand"), "{history}");
     p.script("[run *]\nimplement\n");
     let after = p.run(&["10"]);
@@ -58,7 +58,7 @@ fn a_failing_agent_opens_the_breaker_instead_of_looping_forever() {
 fn a_damaged_circuit_file_is_rebuilt_closed_with_a_warning() {
     for content in ["", "{}", "garbage", "{\"version\":1,\"state\":\"BOGUS\"}"] {
         let p = Project::with_prd(THREE_STORIES);
-        p.write(".ralph/circuit.json", content);
+        p.write(".git/ralph/circuit.json", content);
         p.script("[run *]\nimplement\n");
         let r = p.run(&["5"]);
         assert_eq!(r.code, code(exit::COMPLETE), "{content:?}: {r:?}");
@@ -73,11 +73,11 @@ fn a_damaged_circuit_file_is_rebuilt_closed_with_a_warning() {
 fn damaged_state_files_of_every_kind_never_stop_a_run() {
     let p = Project::with_prd(THREE_STORIES);
     for (file, content) in [
-        (".ralph/limits.json", "{not json"),
-        (".ralph/state.json", "\u{0}\u{1}binary"),
-        (".ralph/circuit-history.jsonl", "{bad\n"),
-        (".ralph/events.jsonl", "not json\n"),
-        (".ralph/runs.jsonl", "[[[\n"),
+        (".git/ralph/limits.json", "{not json"),
+        (".git/ralph/state.json", "\u{0}\u{1}binary"),
+        (".git/ralph/circuit-history.jsonl", "{bad\n"),
+        (".git/ralph/events.jsonl", "not json\n"),
+        (".git/ralph/runs.jsonl", "[[[\n"),
     ] {
         p.write(file, content);
     }
@@ -115,7 +115,7 @@ fn a_usage_limit_a_few_seconds_away_is_waited_out() {
     assert!(waited < Duration::from_secs(40), "waited too long: {waited:?}");
     assert!(r.stdout.contains("usage limit"), "{r:?}");
     // The limited attempt keeps its own log next to the retry's.
-    let run_dir = std::fs::read_dir(p.path(".ralph/logs"))
+    let run_dir = std::fs::read_dir(p.path(".git/ralph/logs"))
         .unwrap()
         .flatten()
         .find(|e| e.path().is_dir())

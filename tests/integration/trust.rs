@@ -140,18 +140,21 @@ fn auto_reset_starts_closed_with_zeroed_counters_from_half_open() {
     // Two failed runs: HALF_OPEN, two failures counted.
     let r = p.run(&["2"]);
     assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
-    let circuit: serde_json::Value = serde_json::from_str(&p.read(".ralph/circuit.json")).unwrap();
+    let circuit: serde_json::Value =
+        serde_json::from_str(&p.read(".git/ralph/circuit.json")).unwrap();
     assert_eq!(circuit["state"], "HALF_OPEN");
     assert_eq!(circuit["counters"]["failures"], 2);
     // One more failure after --auto-reset is the first, not the third.
     let r = p.run(&["1", "--auto-reset"]);
     assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
-    let circuit: serde_json::Value = serde_json::from_str(&p.read(".ralph/circuit.json")).unwrap();
+    let circuit: serde_json::Value =
+        serde_json::from_str(&p.read(".git/ralph/circuit.json")).unwrap();
     assert_eq!(circuit["counters"]["failures"], 1, "{circuit}");
     // --fresh starts closed too.
     let r = p.run(&["1", "--fresh"]);
     assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
-    let circuit: serde_json::Value = serde_json::from_str(&p.read(".ralph/circuit.json")).unwrap();
+    let circuit: serde_json::Value =
+        serde_json::from_str(&p.read(".git/ralph/circuit.json")).unwrap();
     assert_eq!(circuit["counters"]["failures"], 1, "{circuit}");
 }
 
@@ -237,7 +240,8 @@ fn a_timeout_stays_a_timeout_when_the_agent_answers_sigterm_with_success() {
     assert_eq!(end["result"], "failed", "{end}");
     assert_eq!(end["error"], "stopped: iteration timeout", "{end}");
     assert!(!p.passes("US-001"), "a claim made before the timeout survived");
-    let circuit: serde_json::Value = serde_json::from_str(&p.read(".ralph/circuit.json")).unwrap();
+    let circuit: serde_json::Value =
+        serde_json::from_str(&p.read(".git/ralph/circuit.json")).unwrap();
     assert_eq!(circuit["counters"]["failures"], 1, "the breaker did not count a failed run");
 }
 
@@ -254,7 +258,7 @@ fn errors_inside_failed_tool_calls_reach_the_next_prompt_a_lesson_and_the_breake
     assert_eq!(r.code, code(exit::CIRCUIT_OPEN), "{r:?}");
     assert!(r.stdout.contains("the same error in 2 iterations in a row"), "{r:?}");
     assert!(p.prompt(2).contains("error[E0308]: mismatched types"), "{}", p.prompt(2));
-    let lessons: String = std::fs::read_dir(p.path(".ralph/lessons"))
+    let lessons: String = std::fs::read_dir(p.path(".git/ralph/lessons"))
         .unwrap()
         .flatten()
         .map(|e| std::fs::read_to_string(e.path()).unwrap())

@@ -72,11 +72,11 @@ fn a_gate_that_cannot_run_stops_before_any_agent() {
     assert_eq!(r.code, code(exit::ENVIRONMENT), "{r:?}");
     assert!(r.stdout.contains("the gate cannot run"), "{r:?}");
     assert!(p.agent_runs().is_empty());
-    let events = std::fs::read_to_string(p.path(".ralph/events.jsonl")).unwrap();
+    let events = std::fs::read_to_string(p.path(".git/ralph/events.jsonl")).unwrap();
     assert!(events.contains("\"category\":\"gate-not-run\""), "{events}");
     assert!(
-        !p.path(".ralph/lessons").exists()
-            || std::fs::read_dir(p.path(".ralph/lessons")).unwrap().count() == 0
+        !p.path(".git/ralph/lessons").exists()
+            || std::fs::read_dir(p.path(".git/ralph/lessons")).unwrap().count() == 0
     );
     let rules = p.run(&["rules", "list", "--json"]);
     assert!(!rules.stdout.contains("gate-not-run"), "{rules:?}");
@@ -143,15 +143,15 @@ fn repeated_failures_stay_a_candidate_until_a_person_arms_the_rule() {
 #[test]
 fn an_unreadable_rules_file_is_never_overwritten() {
     let p = Project::with_prd(ONE_STORY);
-    p.write(".ralph/rules.json", "{ hand edit in progress");
+    p.write(".git/ralph/rules.json", "{ hand edit in progress");
     let r = p.run(&["rules", "arm", "abc"]);
     assert_ne!(r.code, code(exit::COMPLETE));
     assert!(r.stderr.contains("rules file unreadable"), "{r:?}");
-    assert_eq!(p.read(".ralph/rules.json"), "{ hand edit in progress");
+    assert_eq!(p.read(".git/ralph/rules.json"), "{ hand edit in progress");
     p.script("[run *]\nprint hi\n");
     let r = p.run(&["1", "--gate", "false"]);
     assert!(r.stdout.contains("rules file unreadable"), "{r:?}");
-    assert_eq!(p.read(".ralph/rules.json"), "{ hand edit in progress");
+    assert_eq!(p.read(".git/ralph/rules.json"), "{ hand edit in progress");
 }
 
 #[test]
@@ -199,7 +199,7 @@ fn max_duration_ends_a_run_in_time_with_one_run_end_event() {
     // 2 s budget + 1 s grace + slack for a busy machine.
     assert!(started.elapsed() < Duration::from_secs(8), "took {:?}", started.elapsed());
     assert_eq!(count(&r.stdout, "\"event\":\"run_end\""), 1, "{r:?}");
-    let state = p.read(".ralph/state.json");
+    let state = p.read(".git/ralph/state.json");
     assert!(state.contains("\"outcome\": \"budget\""), "{state}");
 }
 
@@ -234,7 +234,7 @@ fn a_run_killed_mid_iteration_resumes_with_nothing_lost() {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     let _ = child.wait();
-    let state: serde_json::Value = serde_json::from_str(&p.read(".ralph/state.json")).unwrap();
+    let state: serde_json::Value = serde_json::from_str(&p.read(".git/ralph/state.json")).unwrap();
     assert_eq!(state["iteration"], 2);
     assert_eq!(state["phase"], "agent");
     let r = p.run(&["10"]);
@@ -251,7 +251,7 @@ fn a_run_killed_mid_iteration_resumes_with_nothing_lost() {
     assert!(r.stdout.contains("iteration 2/10 · US-002"), "{r:?}");
     assert!(r.stdout.contains("after 3 iterations"), "{r:?}");
     assert!(
-        p.path(".ralph/logs")
+        p.path(".git/ralph/logs")
             .read_dir()
             .unwrap()
             .flatten()
@@ -366,7 +366,7 @@ fn the_run_clock_is_not_counted_twice_across_checkpoints() {
     let started = Instant::now();
     p.run(&["4", "--auto-reset"]);
     let wall = started.elapsed().as_millis() as u64;
-    let state: serde_json::Value = serde_json::from_str(&p.read(".ralph/state.json")).unwrap();
+    let state: serde_json::Value = serde_json::from_str(&p.read(".git/ralph/state.json")).unwrap();
     let recorded = state["elapsed_ms"].as_u64().unwrap();
     assert!(recorded <= wall + 50, "recorded {recorded} ms of a {wall} ms run");
 }
