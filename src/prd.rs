@@ -17,6 +17,11 @@ use serde_json::{Map, Value};
 pub struct Prd {
     root: Map<String, Value>,
     stories: Vec<Story>,
+    /// Every number as the file wrote it, in document order, when one of
+    /// them would not read back the same from serde_json (`1e2` would be
+    /// `100.0`, `99999999999999999999999999` would be `1e+26`); empty
+    /// when every number is written as serde_json writes it.
+    numbers: Vec<String>,
 }
 
 /// One user story, as ralph reads it.
@@ -98,7 +103,7 @@ impl Prd {
             )]));
         };
         let stories = read_stories(&root).map_err(invalid)?;
-        Ok(Prd { root, stories })
+        Ok(Prd { root, stories, numbers: numbers_as_written(bytes) })
     }
 
     pub fn stories(&self) -> &[Story] {
@@ -188,6 +193,9 @@ impl Prd {
     /// The file's text as ralph writes it: two-space indented, key order kept.
     pub fn to_json(&self) -> String {
         let mut text = serde_json::to_string_pretty(&self.root).unwrap_or_default();
+        if !self.numbers.is_empty() {
+            text = with_numbers(&text, &self.numbers);
+        }
         text.push('\n');
         text
     }
@@ -273,6 +281,83 @@ impl Prd {
         }
         None
     }
+}
+
+/// The byte spans of the numbers in JSON text, in document order (a
+/// number is a token outside strings that starts with `-` or a digit).
+fn number_spans(text: &[u8]) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    let (mut i, mut in_string) = (0, false);
+    while i < text.len() {
+        let b = text[i];
+        if in_string {
+            match b {
+                b'\\' => i += 1,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else if b == b'"' {
+            in_string = true;
+        } else if b == b'-' || b.is_ascii_digit() {
+            let start = i;
+            while i < text.len()
+                && matches!(text[i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
+            {
+                i += 1;
+            }
+            spans.push((start, i));
+            continue;
+        }
+        i += 1;
+    }
+    spans
+}
+
+/// The numbers of a (valid) document as written, if any of them would
+/// not come back the same from serde_json; otherwise none.
+fn numbers_as_written(text: &[u8]) -> Vec<String> {
+    let lexemes: Vec<&str> = number_spans(text)
+        .into_iter()
+        .filter_map(|(a, b)| std::str::from_utf8(&text[a..b]).ok())
+        .collect();
+    let canonical = |l: &str| {
+        let back = serde_json::from_str::<Value>(l).and_then(|v| serde_json::to_string(&v));
+        back.is_ok_and(|b| b == l)
+    };
+    if lexemes.iter().all(|l| canonical(l)) {
+        return Vec::new();
+    }
+    lexemes.into_iter().map(str::to_string).collect()
+}
+
+/// `text` (serde_json's output for the same document) with its numbers
+/// written as the original file wrote them. Only when the documents have
+/// the same numbers in the same order, which holds because ralph only ever
+/// changes booleans and strings; otherwise `text` is kept as it is.
+fn with_numbers(text: &str, numbers: &[String]) -> String {
+    let spans = number_spans(text.as_bytes());
+    if spans.len() != numbers.len() {
+        return text.to_string();
+    }
+    let same = |a: &str, b: &str| match (
+        serde_json::from_str::<Value>(a),
+        serde_json::from_str::<Value>(b),
+    ) {
+        (Ok(Value::Number(x)), Ok(Value::Number(y))) => x.as_f64() == y.as_f64(),
+        _ => false,
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for ((a, b), original) in spans.into_iter().zip(numbers) {
+        if !same(&text[a..b], original) {
+            return text.to_string();
+        }
+        out.push_str(&text[at..a]);
+        out.push_str(original);
+        at = b;
+    }
+    out.push_str(&text[at..]);
+    out
 }
 
 /// What [`Prd::set_back_tampering`] set back.
@@ -573,6 +658,31 @@ mod tests {
             now.story("B").unwrap().verify.as_deref(),
             Some("true"),
             "a kept story is kept whole"
+        );
+    }
+
+    #[test]
+    fn numbers_are_written_back_as_the_file_wrote_them() {
+        #[rustfmt::skip]
+        let cases: &[&str] = &[
+            r#"{"big":99999999999999999999999999,"userStories":[{"id":"A","priority":1e2,"passes":false}]}"#,
+            r#"{"userStories":[{"id":"A","priority":1.50,"estimate":-0.0,"n":[1E3, 2.0e-1]}]}"#,
+            r#"{"note":"1e2 in a string \" stays","userStories":[{"id":"A","priority":1}]}"#,
+        ];
+        for text in cases {
+            let mut prd = parse(text).unwrap();
+            prd.set_passes("A", true);
+            let out = prd.to_json();
+            for (a, b) in number_spans(text.as_bytes()) {
+                let lexeme = &text[a..b];
+                assert!(out.contains(lexeme), "{lexeme} lost in\n{out}");
+            }
+            // Saving again changes nothing.
+            assert_eq!(parse(&out).unwrap().to_json(), out, "{text}");
+        }
+        assert_eq!(
+            parse(r#"{"userStories":[{"id":"A","priority":2}]}"#).unwrap().numbers,
+            Vec::<String>::new()
         );
     }
 

@@ -223,3 +223,28 @@ fn two_ralphs_on_one_prd_from_different_folders_are_one_project() {
     let _ = first.wait();
     assert_eq!(second.code, code(exit::LOCKED), "{second:?}");
 }
+
+#[test]
+fn numbers_and_fields_ralph_does_not_change_are_written_as_they_were() {
+    let text = r#"{
+  "project": "P",
+  "branchName": "ralph/one",
+  "budget": 99999999999999999999999999,
+  "userStories": [
+    {
+      "id": "US-001",
+      "title": "Make done.txt",
+      "priority": 1e2,
+      "estimate": 2.50,
+      "passes": false
+    }
+  ]
+}
+"#;
+    let p = Project::with_prd(text);
+    p.script("[run *]\nwrite done.txt yes\ncommit feat: {id} - {title}\n");
+    let r = p.run(&["1", "--gate", "test -f done.txt"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    // ralph set "passes" and nothing else.
+    assert_eq!(p.read("prd.json"), text.replace("\"passes\": false", "\"passes\": true"));
+}
