@@ -26,6 +26,17 @@ pub enum Phase {
     Ended,
 }
 
+/// What carrying out a verdict is about to write, recorded (durably)
+/// before it is written: a resume after a crash in between finishes it,
+/// so a story is never left passing with its work uncommitted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pending {
+    pub story: String,
+    pub passes: bool,
+    /// ralph's commit: the paths (relative to the work tree) and message.
+    pub commit: Option<(Vec<String>, String)>,
+}
+
 /// The iteration closest to passing, for the final report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Best {
@@ -75,6 +86,9 @@ pub struct RunState {
     /// crash can end what the dead run left running.
     #[serde(default)]
     pub agent_pgid: Option<i32>,
+    /// A verdict being carried out (see [`Pending`]).
+    #[serde(default)]
+    pub pending: Option<Pending>,
 }
 
 impl RunState {
@@ -101,6 +115,7 @@ impl RunState {
             outcome: None,
             exit_code: None,
             agent_pgid: None,
+            pending: None,
         }
     }
 

@@ -24,7 +24,7 @@
 //! `skip-stdin`, `corrupt-prd invalid|delete|flip`, `cat FILE`,
 //! `usage-limit SECS`, `claude-result TEXT`, `claude-error STATUS TEXT`,
 //! `set-all-passing`, `set-verify COMMAND`, `stage PATH`, `exit CODE`,
-//! `run PROGRAM ARGS` (no shell), `fifo handoff|prd` (a FIFO where ralph expects the file),
+//! `write-story-file` (src/<id>.txt, uncommitted), `run PROGRAM ARGS` (no shell), `fifo handoff|prd` (a FIFO where ralph expects the file),
 //! `claude-tool-error TEXT` (a failed tool call's result, as claude
 //! streams it; `\n` in TEXT is a newline), `term-succeeds` (from now on SIGTERM makes it print a
 //! claude success result and exit 0, as claude does when SIGTERM cancels a
@@ -321,6 +321,13 @@ fn run(cmd: &str, rest: &str, task: &Task, prompt: &str, dir: &Path) -> Result<(
             if unsafe { libc::mkfifo(c.as_ptr(), 0o644) } != 0 {
                 return Err(std::io::Error::last_os_error().to_string());
             }
+        }
+        "write-story-file" => {
+            // The story's work: src/<id>.txt, as `implement` writes it, and nothing else.
+            let file = format!("src/{}.txt", task.story.to_lowercase());
+            fs::create_dir_all("src").map_err(|e| e.to_string())?;
+            fs::write(&file, format!("implementation of {}\n", task.story))
+                .map_err(|e| e.to_string())?;
         }
         "claude-tool-error" => {
             let event = serde_json::json!({"type": "user", "message": {"role": "user", "content": [

@@ -309,9 +309,14 @@ impl Run<'_> {
         if !matches!(old.phase, Phase::Agent | Phase::Gate) {
             return Ok(());
         }
+        let mut keep = old.verified.clone();
+        if let Some(p) = old.pending.as_ref().filter(|_| old.phase == Phase::Gate) {
+            self.finish_verdict(old.iteration, p)?;
+            keep.push(p.story.clone());
+        }
         let Some(mut prd) = self.reload_prd() else { return Ok(()) };
         let before = Prd::load(&self.paths.store.last_prd()).unwrap_or_else(|_| prd.clone());
-        let restored = prd.restore_claims(&before, &old.verified);
+        let restored = prd.restore_claims(&before, &keep);
         if restored.is_empty() {
             return Ok(());
         }
@@ -329,6 +334,24 @@ impl Run<'_> {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Finishes a verdict the dead run recorded but did not get to carry
+    /// out: the story's `passes` in prd.json, and ralph's commit.
+    fn finish_verdict(&mut self, iteration: u32, p: &crate::state::Pending) -> Result<(), Error> {
+        let mut prd = self.reload_prd().unwrap_or_else(|| self.good_prd.clone());
+        if prd.set_passes(&p.story, p.passes) {
+            self.save_prd(&prd)?;
+        }
+        if let Some((paths, message)) = &p.commit {
+            let paths: Vec<std::path::PathBuf> = paths.iter().map(Into::into).collect();
+            self.commit(&p.story, super::judge::Commit::Work, &paths, message)?;
+        }
+        self.notice(format!(
+            "iteration {iteration} verified {} before ralph died: finished recording it",
+            p.story
+        ));
         Ok(())
     }
 

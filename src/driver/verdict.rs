@@ -12,7 +12,7 @@ use crate::error::Error;
 use crate::event::{IterationResult, RunOutcome};
 use crate::learn::lessons::Source;
 use crate::prd::Prd;
-use crate::state::{Best, Phase};
+use crate::state::{Best, Pending, Phase};
 
 /// Holds prd.json's claims from the moment an agent runs until its verdict
 /// is carried out. Dropped without [`ClaimGuard::settle`] — an error cut
@@ -61,15 +61,26 @@ impl Run<'_> {
         j: Judgement,
     ) -> Result<Option<End>, Error> {
         let id = c.story.id.clone();
-        if j.verified == Some(true) {
-            // The verdict is on disk before anything acts on it: a resume
-            // after a crash from here on keeps the story verified.
-            self.state.note_verified(&id, true);
+        let plan = self.plan_commit(&c, &j);
+        if j.passes && !c.story.passes {
+            // Write-ahead: the verdict and ralph's commit are on disk before
+            // anything acts on them, so a resume after a crash from here on
+            // finishes them instead of undoing or losing them.
+            if j.verified == Some(true) {
+                self.state.note_verified(&id, true);
+            }
+            let commit = plan.as_ref().map(|(paths, message)| {
+                (paths.iter().map(|p| p.display().to_string()).collect(), message.clone())
+            });
+            self.state.pending = Some(Pending { story: id.clone(), passes: true, commit });
             self.save_checkpoint(Phase::Gate)?;
         }
         let prd = self.reconcile(&c, &j)?;
         guard.settle();
-        self.commit(&c, &j)?;
+        if let Some((paths, message)) = plan {
+            self.commit(&id, j.commit, &paths, &message)?;
+        }
+        self.state.pending = None;
         if c.facts.claim.marked {
             self.state.note_claimed(&id);
         }
@@ -189,14 +200,15 @@ impl Run<'_> {
         Ok(prd)
     }
 
-    /// ralph's commit, if the judgement calls for one.
-    fn commit(&mut self, c: &Collected, j: &Judgement) -> Result<(), Error> {
+    /// ralph's commit, if the judgement calls for one: the paths (relative
+    /// to the work tree) and the message.
+    fn plan_commit(&self, c: &Collected, j: &Judgement) -> Option<(Vec<PathBuf>, String)> {
         let id = &c.story.id;
         let prd = self.repo.relative(&self.paths.prd);
         let progress = self.repo.relative(&self.paths.progress);
         let bookkeeping = |p: &PathBuf| Some(p) == prd.as_ref() || Some(p) == progress.as_ref();
         let (mut paths, message): (Vec<PathBuf>, String) = match j.commit {
-            Commit::None => return Ok(()),
+            Commit::None => return None,
             Commit::Work => {
                 let how = if j.verified == Some(true) {
                     "after ralph's gate passed"
@@ -231,27 +243,50 @@ impl Run<'_> {
         paths.extend(prd);
         paths.sort();
         paths.dedup();
+        Some((paths, message))
+    }
+
+    /// Makes ralph's commit, on the run branch only. Done means committed:
+    /// a story whose commit fails is set back to unfinished and the run
+    /// stops (an unmark that cannot be committed is only a warning: the
+    /// file says the truth).
+    pub(super) fn commit(
+        &mut self,
+        id: &str,
+        kind: Commit,
+        paths: &[PathBuf],
+        message: &str,
+    ) -> Result<(), Error> {
         self.reusable_snapshot = None;
         self.clear_stale_git_locks()?;
-        // ralph commits to the run branch only, never to where an agent left HEAD.
-        if let Some(branch) = &self.branch
-            && self.repo.current_branch().as_deref() != Some(branch.as_str())
-        {
-            return Err(Error::Environment {
-                message: format!(
-                    "HEAD is not on the run branch {branch}: ralph does not commit {id}"
-                ),
-                hint: Some(format!("check out {branch}, then run ralph again")),
-            });
+        let result = match &self.branch {
+            Some(branch) if self.repo.current_branch().as_deref() != Some(branch.as_str()) => {
+                Err(crate::git::GitError {
+                    message: format!("HEAD is not on the run branch {branch}"),
+                    hint: Some(format!("check out {branch}, then run ralph again")),
+                })
+            }
+            _ => {
+                let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+                self.repo.commit_paths(&refs, message).map(|_| ())
+            }
+        };
+        let Err(e) = result else { return Ok(()) };
+        if kind == Commit::Unmark {
+            self.warn(format!("cannot commit prd.json: {e}"));
+            return Ok(());
         }
-        let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
-        if let Err(e) = self.repo.commit_paths(&refs, &message) {
-            self.warn(format!(
-                "cannot commit {}: {e}",
-                if refs.len() == 1 { "prd.json" } else { "the story's work" }
-            ));
-        }
-        Ok(())
+        let mut prd = self.good_prd.clone();
+        prd.set_passes(id, false);
+        self.save_prd(&prd)?;
+        self.state.note_verified(id, false);
+        self.state.pending = None;
+        Err(Error::Environment {
+            message: format!("cannot commit {id}: {e}; it is marked unfinished again"),
+            hint: e.hint.clone().or_else(|| {
+                Some("check the repository (`git status`), then run ralph again".into())
+            }),
+        })
     }
 
     /// Events, rule cards and lessons of what the iteration taught.
