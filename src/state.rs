@@ -89,6 +89,24 @@ pub struct RunState {
     /// A verdict being carried out (see [`Pending`]).
     #[serde(default)]
     pub pending: Option<Pending>,
+    /// Why the run ended, in the words of its end message (the blocker,
+    /// the breaker's reason, the limit's reset time, the missing program).
+    #[serde(default)]
+    pub message: Option<String>,
+    /// The last iteration that failed (or failed its gate): where to look.
+    #[serde(default)]
+    pub last_failure: Option<FailureRef>,
+}
+
+/// An iteration that failed, for `ralph status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailureRef {
+    pub iteration: u32,
+    pub story: String,
+    /// Its agent log.
+    pub log: String,
+    /// What went wrong, in a line.
+    pub error: Option<String>,
 }
 
 impl RunState {
@@ -116,6 +134,8 @@ impl RunState {
             exit_code: None,
             agent_pgid: None,
             pending: None,
+            message: None,
+            last_failure: None,
         }
     }
 

@@ -43,6 +43,7 @@ impl Run<'_> {
         // An interrupted run stays resumable; every other end closes the run.
         let resumable = end.outcome == RunOutcome::Interrupted;
         self.state.outcome = Some(end.outcome.as_str().into());
+        self.state.message = Some(end.message.clone());
         self.state.exit_code = Some(end.code);
         self.checkpoint(if resumable { Phase::Idle } else { Phase::Ended });
         let _ = store::append_jsonl(

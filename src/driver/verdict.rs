@@ -125,6 +125,17 @@ impl Run<'_> {
                 crate::text::count(left, "story is", "stories are")
             ));
         }
+        if matches!(j.result, IterationResult::Failed | IterationResult::GateFailed) {
+            self.state.last_failure = Some(crate::state::FailureRef {
+                iteration: c.n,
+                story: id.clone(),
+                log: c.log.display().to_string(),
+                error: j.note.clone().or_else(|| match &c.facts.gate {
+                    GateRun::Failed(g) => Some(g.signature.clone()),
+                    _ => None,
+                }),
+            });
+        }
         if !j.counts {
             self.state.iteration -= 1;
         }
