@@ -268,15 +268,14 @@ impl Repo {
                     None => {
                         let modified = meta.modified().unwrap_or(std::time::SystemTime::now());
                         let age = modified.elapsed().unwrap_or_default();
-                        if modified >= since && age < std::time::Duration::from_secs(5) {
+                        let fresh = modified >= since && age < std::time::Duration::from_secs(5);
+                        if fresh && std::time::Instant::now() < until {
                             // Just made by a writer that has not opened it
-                            // yet, or closed it a moment ago: not ours to take.
+                            // yet, or closed it a moment ago: give it time.
                             std::thread::sleep(std::time::Duration::from_millis(100));
-                            if std::time::Instant::now() < until {
-                                continue;
-                            }
-                            break;
+                            continue;
                         }
+                        // Nobody holds it, and nobody came for it: stale.
                         std::fs::remove_file(&lock).map_err(|e| GitError {
                             message: format!("cannot remove the stale {}: {e}", lock.display()),
                             hint: None,

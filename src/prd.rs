@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+/// The PRD `ralph init` scaffolds: an example to replace, never to run.
+pub const EXAMPLE: &str = include_str!("../prd.json.example");
+
 /// A loaded, validated PRD.
 #[derive(Debug, Clone)]
 pub struct Prd {

@@ -160,9 +160,6 @@ impl Run<'_> {
         if self.breaker.is_open() && !prd.all_pass() {
             return self.breaker_open();
         }
-        if let Err(e) = crate::gate::check_programs(&self.cfg.gate.command, &prd) {
-            return self.gate_not_run(&e);
-        }
         if let Some(end) = self.baseline() {
             return end;
         }

@@ -27,6 +27,7 @@ pub(super) fn start<'a>(
     crate::signals::install();
     crate::signals::become_subreaper();
     let cfg = &opts.config;
+    preflight(paths, opts)?;
     paths
         .store
         .ensure()
@@ -69,9 +70,6 @@ pub(super) fn start<'a>(
     let prd = load_prd(paths, crashed_mid_iteration, reporter)?;
     let repo = Repo::discover(&paths.project)?;
     let backend = Backend::configured(&cfg.agent).map_err(Error::Usage)?;
-    backend
-        .preflight(crate::process::euid() == 0, &|k| std::env::var(k).ok())
-        .map_err(|message| Error::Environment { message, hint: None })?;
     let template = load_template(paths, opts)?;
 
     let now = Utc::now();
@@ -90,15 +88,7 @@ pub(super) fn start<'a>(
     breaker.save(&paths.store).map_err(|e| Error::io("write the circuit breaker", e))?;
 
     let state = match &resume {
-        Some(s) => {
-            let mut s = s.clone();
-            // A number given on the command line now replaces the
-            // interrupted run's limit; otherwise that limit stands.
-            if opts.explicit_max {
-                s.max_iterations = opts.max_iterations;
-            }
-            s
-        }
+        Some(s) => s.clone(),
         None => RunState::new(crate::state::new_run_id(Local::now()), now, opts.max_iterations),
     };
     let log_dir = paths.store.run_log_dir(&state.run_id);
@@ -153,7 +143,7 @@ pub(super) fn start<'a>(
     let prd = run.reload_prd().unwrap_or(prd);
     run.save_last_prd(&prd);
     if let Some(old) = &resume {
-        run.resume(old);
+        run.resume(old, opts.explicit_max.then_some(opts.max_iterations));
     }
     if resume.is_none() {
         run.state.passing_at_start =
@@ -172,6 +162,43 @@ pub(super) fn start<'a>(
     });
     run.save_checkpoint(Phase::Idle)?;
     Ok(run)
+}
+
+/// Everything that can be wrong before a run starts and that no run can
+/// fix, checked before anything is created or changed: the PRD is there
+/// (and not `ralph init`'s untouched example), the project is in a git
+/// repository, the agent can start, and every gate program exists. A
+/// broken prd.json is refused here only when ralph has never run in the
+/// project; otherwise a crashed run may have left it half-written, which
+/// the start repairs.
+fn preflight(paths: &Paths, opts: &Options) -> Result<(), Error> {
+    let cfg = &opts.config;
+    paths.require_prd()?;
+    let bytes = store::read_regular(&paths.prd).map_err(|source| {
+        Error::Prd(crate::prd::PrdError::Read { path: paths.prd.clone(), source })
+    })?;
+    if bytes == crate::prd::EXAMPLE.as_bytes() {
+        return Err(Error::Usage(format!(
+            "{} is still the example `ralph init` wrote (the TaskBoard stories): describe your \
+             own work in it first, or ask your agent to \"use the prd skill, then the ralph skill\"",
+            paths.prd.display()
+        )));
+    }
+    let prd = match Prd::parse(&bytes, &paths.prd) {
+        Ok(prd) => Some(prd),
+        Err(e) if !paths.store.root().exists() => return Err(e.into()),
+        Err(_) => None,
+    };
+    Repo::discover(&paths.project)?;
+    let backend = Backend::configured(&cfg.agent).map_err(Error::Usage)?;
+    backend
+        .preflight(crate::process::euid() == 0, &|k| std::env::var(k).ok())
+        .map_err(|message| Error::Environment { message, hint: None })?;
+    if let Some(prd) = &prd {
+        crate::gate::check_programs(&cfg.gate.command, prd)
+            .map_err(|e| Error::Environment { message: e.message, hint: Some(e.hint) })?;
+    }
+    Ok(())
 }
 
 /// prd.json. A file broken while a crashed run's agent was at work is most
@@ -401,13 +428,18 @@ impl Run<'_> {
     /// own death (a crash, `kill -9`) runs again: it is not counted against
     /// the agent, nor against the run's N, and its prompt says to look for
     /// partial work.
-    fn resume(&mut self, old: &RunState) {
+    fn resume(&mut self, old: &RunState, more: Option<u32>) {
         // An iteration whose verdict was recorded finished; only its last
         // checkpoint was lost (a full disk).
         let judged = old.story.as_ref().is_some_and(|id| old.verified.contains(id));
         let cut_off = matches!(old.phase, Phase::Agent | Phase::Gate) && !judged;
         if cut_off {
             self.state.iteration = old.iteration.saturating_sub(1);
+        }
+        // `ralph N` on the command line means N more iterations for the
+        // resumed run; without a number its own limit stands.
+        if let Some(n) = more {
+            self.state.max_iterations = self.state.iteration.saturating_add(n);
         }
         let mut used = format!(
             "{} of {} iteration{} used",

@@ -269,7 +269,9 @@ impl Run<'_> {
         message: &str,
     ) -> Result<(), Error> {
         self.reusable_snapshot = None;
-        self.clear_stale_git_locks()?;
+        if let Err(e) = self.clear_stale_git_locks() {
+            return self.commit_failed(id, kind, &e.to_string(), e.hint());
+        }
         let result = match &self.branch {
             Some(branch) if self.repo.current_branch().as_deref() != Some(branch.as_str()) => {
                 Err(crate::git::GitError {
@@ -282,7 +284,19 @@ impl Run<'_> {
                 self.repo.commit_paths(&refs, message).map(|_| ())
             }
         };
-        let Err(e) = result else { return Ok(()) };
+        match result {
+            Ok(()) => Ok(()),
+            Err(e) => self.commit_failed(id, kind, &e.message, e.hint),
+        }
+    }
+
+    fn commit_failed(
+        &mut self,
+        id: &str,
+        kind: Commit,
+        e: &str,
+        hint: Option<String>,
+    ) -> Result<(), Error> {
         if kind == Commit::Unmark {
             self.warn(format!("cannot commit prd.json: {e}"));
             return Ok(());
@@ -294,7 +308,7 @@ impl Run<'_> {
         self.state.pending = None;
         Err(Error::Environment {
             message: format!("cannot commit {id}: {e}; it is marked unfinished again"),
-            hint: e.hint.clone().or_else(|| {
+            hint: hint.or_else(|| {
                 Some("check the repository (`git status`), then run ralph again".into())
             }),
         })

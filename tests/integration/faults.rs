@@ -686,8 +686,9 @@ fn a_story_whose_commit_fails_is_not_done() {
     let p = Project::with_prd(THREE_STORIES);
     p.script("[run *]\nwrite src/us-001.txt done\n");
     p.write(".ralph/config.toml", "[gate]\nbaseline = false\n");
-    // The gate passes, and leaves a fresh lock that makes the commit fail.
-    let r = p.run(&["1", "--gate", "sh -c 'touch .git/index.lock'"]);
+    // The gate passes, and leaves the repository's index a folder: no
+    // commit can be made.
+    let r = p.run(&["1", "--gate", "sh -c 'rm -f .git/index && mkdir .git/index'"]);
     assert_eq!(r.code, code(exit::ENVIRONMENT), "{r:?}");
     assert!(r.stdout.contains("cannot commit US-001"), "{r:?}");
     assert!(r.stdout.contains("it is marked unfinished again"), "{r:?}");

@@ -265,3 +265,46 @@ fn errors_inside_failed_tool_calls_reach_the_next_prompt_a_lesson_and_the_breake
         .collect();
     assert!(lessons.contains("E0308"), "{lessons}");
 }
+
+#[test]
+fn ralph_finds_its_project_from_a_subdirectory_and_an_error_creates_nothing() {
+    let p = Project::with_prd(ONE_STORY);
+    std::fs::create_dir_all(p.path("tests/unit")).unwrap();
+    p.script(&format!("[run *]\nwrite done.txt yes\nmark-pass\ncommit feat: {{id}} - {{title}}\nhandoff {HANDOFF}\n"));
+    let r = to_run(p.ralph().current_dir(p.path("tests/unit")).args(["1"]).output().unwrap());
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(!p.path("tests/unit/.ralph").exists() && !p.path("tests/.ralph").exists());
+    // No prd.json here or above: a clear error, and not a file created.
+    let empty = Project::new();
+    let r = empty.run(&["1"]);
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
+    assert!(r.stderr.contains("no prd.json in") && r.stderr.contains("ralph init"), "{r:?}");
+    assert!(!empty.path(".ralph").exists() && !empty.path(".git/ralph").exists(), "{r:?}");
+}
+
+#[test]
+fn the_example_prd_that_init_wrote_is_not_run() {
+    let p = Project::new();
+    let init = p.run(&["init"]);
+    assert_eq!(init.code, 0, "{init:?}");
+    p.script("[run *]\nimplement\n");
+    let r = p.run(&["1"]);
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
+    assert!(r.stderr.contains("is still the example `ralph init` wrote"), "{r:?}");
+    assert!(p.agent_runs().is_empty());
+    assert_eq!(p.git(&["branch", "--show-current"]).trim(), "main", "a branch was made for it");
+}
+
+#[test]
+fn ralph_n_on_a_resume_means_n_more_iterations() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run 1]\nimplement\n[run 2]\nsleep 60\n[run *]\nimplement\n");
+    let mut child = p.spawn(&["2"]);
+    assert!(eventually(std::time::Duration::from_secs(20), || p.agent_runs().len() == 2));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    let r = p.run(&["2"]);
+    assert!(r.stdout.contains("(1 of 3 iterations used)"), "{r:?}");
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+}
