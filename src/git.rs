@@ -169,6 +169,18 @@ impl Repo {
     /// over uncommitted changes to tracked files, because the checkout
     /// could carry them to the wrong branch or fail half-way.
     pub fn ensure_branch(&self, name: &str) -> Result<BranchAction, GitError> {
+        self.ensure_branch_carrying(name, &[])
+    }
+
+    /// [`Repo::ensure_branch`], carrying the uncommitted edits of `carry`
+    /// (paths relative to the work tree: prd.json and progress.txt) across
+    /// the switch instead of refusing over them. Pointing prd.json at an
+    /// existing branch is itself an uncommitted edit of prd.json.
+    pub fn ensure_branch_carrying(
+        &self,
+        name: &str,
+        carry: &[PathBuf],
+    ) -> Result<BranchAction, GitError> {
         if git2::Branch::name_is_valid(name).ok() != Some(true) {
             return Err(GitError {
                 message: format!("branchName {name:?} is not a valid git branch name"),
@@ -189,8 +201,22 @@ impl Repo {
             Ok(branch) => {
                 let target =
                     branch.get().peel_to_commit().map_err(|e| err(format!("read {name}"), e))?;
+                let mut carried = Vec::new();
                 if target.id() != head {
-                    let modified = self.tracked_changes()?;
+                    let mut modified = self.tracked_changes()?;
+                    let workdir = self.workdir();
+                    for path in carry {
+                        let key = path.to_string_lossy();
+                        if let Some(i) = modified.iter().position(|m| *m == key) {
+                            modified.remove(i);
+                            let bytes =
+                                std::fs::read(workdir.join(path)).map_err(|e| GitError {
+                                    message: format!("cannot read {}: {e}", path.display()),
+                                    hint: None,
+                                })?;
+                            carried.push((path.clone(), bytes));
+                        }
+                    }
                     if !modified.is_empty() {
                         let mut list =
                             modified.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
@@ -207,6 +233,18 @@ impl Repo {
                             )),
                         });
                     }
+                    if !carried.is_empty() {
+                        // Back to HEAD's version for the switch; the edits
+                        // are written again on the other side.
+                        let mut opts = git2::build::CheckoutBuilder::new();
+                        opts.force();
+                        for (path, _) in &carried {
+                            opts.path(path);
+                        }
+                        self.repo
+                            .checkout_head(Some(&mut opts))
+                            .map_err(|e| err("set aside prd.json's edits", e))?;
+                    }
                     let mut opts = git2::build::CheckoutBuilder::new();
                     opts.safe();
                     self.repo.checkout_tree(target.as_object(), Some(&mut opts)).map_err(|e| {
@@ -220,6 +258,13 @@ impl Repo {
                     })?;
                 }
                 self.repo.set_head(&refname).map_err(|e| err(format!("switch to {name}"), e))?;
+                let workdir = self.workdir();
+                for (path, bytes) in &carried {
+                    std::fs::write(workdir.join(path), bytes).map_err(|e| GitError {
+                        message: format!("cannot write {} back: {e}", path.display()),
+                        hint: None,
+                    })?;
+                }
                 Ok(BranchAction::SwitchedTo)
             }
             Err(e) if e.code() == ErrorCode::NotFound => {
@@ -769,6 +814,31 @@ mod tests {
         assert!(e.message.contains("uncommitted changes in a.txt"), "{}", e.message);
         assert!(e.hint.unwrap().contains("stash"));
         assert_eq!(fs::read_to_string(dir.path().join("a.txt")).unwrap(), "uncommitted");
+    }
+
+    #[test]
+    fn edits_to_prd_json_are_carried_across_a_switch() {
+        let (dir, repo) = repo_with_commit();
+        let main = repo.current_branch().unwrap();
+        fs::write(dir.path().join("prd.json"), "old").unwrap();
+        repo.commit_paths(&[Path::new("prd.json")], "prd").unwrap();
+        repo.ensure_branch("feature").unwrap();
+        fs::write(dir.path().join("a.txt"), "feature work").unwrap();
+        repo.commit_paths(&[Path::new("a.txt")], "work").unwrap();
+        repo.ensure_branch(&main).unwrap();
+        // On main, prd.json is edited to name the existing branch.
+        fs::write(dir.path().join("prd.json"), "points at feature").unwrap();
+        let carry = [PathBuf::from("prd.json")];
+        assert_eq!(
+            repo.ensure_branch_carrying("feature", &carry).unwrap(),
+            BranchAction::SwitchedTo
+        );
+        assert_eq!(fs::read_to_string(dir.path().join("prd.json")).unwrap(), "points at feature");
+        assert_eq!(fs::read_to_string(dir.path().join("a.txt")).unwrap(), "feature work");
+        // Other uncommitted changes are still refused.
+        repo.ensure_branch_carrying(&main, &carry).unwrap();
+        fs::write(dir.path().join("a.txt"), "uncommitted").unwrap();
+        assert!(repo.ensure_branch_carrying("feature", &carry).is_err());
     }
 
     #[test]

@@ -282,7 +282,9 @@ impl Run<'_> {
         // The branch comes before any change of ralph's own: it may refuse
         // (uncommitted changes), and then nothing must have been touched.
         if let Some(branch) = prd.branch_name() {
-            match self.repo.ensure_branch(branch)? {
+            let carry: Vec<_> =
+                [&p.prd, &p.progress].into_iter().filter_map(|f| self.repo.relative(f)).collect();
+            match self.repo.ensure_branch_carrying(branch, &carry)? {
                 BranchAction::AlreadyOn => {}
                 BranchAction::SwitchedTo => self.notice(format!("switched to branch {branch}")),
                 BranchAction::Created { from } => {

@@ -417,3 +417,20 @@ fn ralphs_own_commits_take_the_agents_leftovers_and_leave_the_users_staging_alon
     let staged = p.git(&["diff", "--cached", "--name-only"]);
     assert_eq!(staged.trim(), "user.c", "the person's staged file was touched: {staged}");
 }
+
+#[test]
+fn pointing_prd_json_at_an_existing_branch_carries_the_edit_across() {
+    let p = Project::with_prd(&THREE_STORIES.replace("ralph/demo", "ralph/old"));
+    p.git(&["checkout", "-q", "-b", "ralph/demo"]);
+    p.write("README.md", "changed on demo\n");
+    p.git(&["commit", "-qam", "demo change"]);
+    p.git(&["checkout", "-q", "main"]);
+    // The edit that names the branch is itself uncommitted.
+    p.write("prd.json", THREE_STORIES);
+    p.script("[run *]\nimplement\n");
+    let r = p.run(&["3"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(r.stdout.contains("switched to branch ralph/demo"), "{r:?}");
+    assert_eq!(p.git(&["branch", "--show-current"]).trim(), "ralph/demo");
+    assert_eq!(p.read("README.md"), "changed on demo\n");
+}
