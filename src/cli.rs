@@ -104,6 +104,10 @@ pub(crate) struct RunArgs {
     /// Run inside a tmux session with status and log panes
     #[arg(long)]
     pub(crate) monitor: bool,
+    /// Print what the next iteration would do (story, agent command and
+    /// environment, prompt, gate) and change nothing
+    #[arg(long)]
+    pub(crate) dry_run: bool,
 }
 
 /// Run options that set a configuration key: each is the `flag` of one row

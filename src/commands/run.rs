@@ -12,6 +12,25 @@ pub(crate) fn run(g: &Global, args: &RunArgs) -> Result<u8, Error> {
     let paths = Paths::resolve(&project, g.prd.as_deref())?;
     let layers = layers(g, &paths.project, &args.settings)?;
     let config = layers.resolve();
+    if args.dry_run {
+        let opts = crate::driver::Options {
+            max_iterations: config.run.max_iterations.max(1),
+            prompt_file: args.settings.prompt.clone(),
+            fresh: args.fresh,
+            explicit_max: args.settings.max_iterations.is_some(),
+            agent_output: false,
+            config,
+        };
+        let plan = crate::driver::dry_run(&paths, &opts)?;
+        let text = if g.json {
+            serde_json::to_string_pretty(&plan).unwrap_or_default() + "\n"
+        } else {
+            plan.to_string()
+        };
+        use std::io::Write;
+        let _ = std::io::stdout().lock().write_all(text.as_bytes());
+        return Ok(0);
+    }
     let (mut reporter, style) = reporter(g, &config);
     let opts = crate::driver::Options {
         max_iterations: config.run.max_iterations.max(1),

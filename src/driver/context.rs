@@ -1,110 +1,158 @@
 //! The prompt of one iteration: the template filled in with the story and
 //! what ralph knows from earlier iterations (its feedback, the last valid
-//! handoff, the story's lessons, armed rules).
+//! handoff, the story's lessons, armed rules). Rendering reads the store
+//! but writes nothing, so `--dry-run` shows exactly what a run would send.
 
 use super::Run;
+use crate::paths::Paths;
 use crate::prd::{Prd, Story};
+
+/// What a prompt is made of.
+pub(super) struct PromptInputs<'a> {
+    pub template: &'a str,
+    pub paths: &'a Paths,
+    pub prd: &'a Prd,
+    pub story: &'a Story,
+    pub iteration: u32,
+    pub max_iterations: u32,
+    pub branch: String,
+    /// What ralph saw after the previous iteration.
+    pub feedback: Option<&'a str>,
+    /// The last valid handoff, as the agent wrote it.
+    pub handoff: Option<&'a serde_json::Value>,
+    /// The command that will verify the story.
+    pub gate: Option<&'a [String]>,
+}
+
+/// A rendered prompt, the armed rules it carries, and what went wrong
+/// reading lessons or rules (said, never fatal).
+pub(super) struct Rendered {
+    pub text: String,
+    pub applied: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+pub(super) fn render(i: &PromptInputs<'_>) -> Rendered {
+    let mut warnings = Vec::new();
+    let story_json = serde_json::to_string_pretty(&story_value(i.prd, i.story)).unwrap_or_default();
+    let mut context = String::new();
+    if let Some(feedback) = i.feedback {
+        context.push_str("## What ralph saw after the previous iteration\n");
+        context.push_str(feedback);
+        context.push('\n');
+    }
+    if let Some(mut h) =
+        i.handoff.cloned().and_then(|v| serde_json::from_value::<crate::handoff::Handoff>(v).ok())
+    {
+        // Its lesson, if any, is in the lessons section already.
+        h.lesson = None;
+        context.push('\n');
+        context.push_str(&crate::handoff::prompt_section(&h));
+    }
+    push_lessons(&mut context, i.paths, &i.story.id, &mut warnings);
+    let applied = push_rules(&mut context, i.paths, &mut warnings);
+    let gate_hint = match i.gate {
+        Some(cmd) => format!("; ralph verifies your work with `{}`", cmd.join(" ")),
+        None => String::new(),
+    };
+    let iteration = i.iteration.to_string();
+    let max = i.max_iterations.to_string();
+    let prd_path = i.paths.prd.display().to_string();
+    let progress = i.paths.progress.display().to_string();
+    let handoff = i.paths.store.handoff().display().to_string();
+    let text = crate::prompt::render(
+        i.template,
+        &[
+            ("iteration", &iteration),
+            ("max_iterations", &max),
+            ("project", i.prd.project().unwrap_or("this project")),
+            ("branch", &i.branch),
+            ("prd_path", &prd_path),
+            ("progress_path", &progress),
+            ("handoff_path", &handoff),
+            ("story_id", &i.story.id),
+            ("story_title", &i.story.title),
+            ("story", &story_json),
+            ("gate_hint", &gate_hint),
+            ("context", &context),
+        ],
+    );
+    Rendered { text, applied, warnings }
+}
+
+fn push_lessons(context: &mut String, paths: &Paths, story: &str, warnings: &mut Vec<String>) {
+    use crate::learn::lessons;
+    match lessons::Lessons::load(&paths.store, story) {
+        Ok((lessons, warning)) => {
+            warnings.extend(warning);
+            let block = lessons::prompt_block(&lessons, lessons::DEFAULT_PROMPT_CAP);
+            if !block.is_empty() {
+                context.push('\n');
+                context.push_str(&block);
+            }
+        }
+        Err(e) => warnings.push(format!("cannot read the lessons of {story}: {e}")),
+    }
+}
+
+/// The armed rules' block; returns their ids.
+fn push_rules(context: &mut String, paths: &Paths, warnings: &mut Vec<String>) -> Vec<String> {
+    match crate::learn::rules::Rules::load(&paths.store) {
+        Ok(rules) => {
+            let block = crate::learn::rules::rules_block(&rules);
+            if !block.is_empty() {
+                context.push('\n');
+                context.push_str(&block);
+            }
+            rules.armed_ids()
+        }
+        Err(e) => {
+            warnings.push(format!("{e}; no rules in this prompt"));
+            Vec::new()
+        }
+    }
+}
+
+/// The command that verifies `story`: its own `verify`, else the gate's
+/// (`None` without a gate).
+pub(super) fn gate_command(gate: &[String], story: &Story) -> Option<Vec<String>> {
+    match &story.verify {
+        Some(v) => crate::agent::words::split(v).ok().filter(|w| !w.is_empty()),
+        None => Some(gate.to_vec()).filter(|c| !c.is_empty()),
+    }
+}
 
 impl Run<'_> {
     /// The prompt for `story` in iteration `n`, and the ids of the armed
     /// rules it carries.
     pub(super) fn prompt(&mut self, prd: &Prd, story: &Story, n: u32) -> (String, Vec<String>) {
-        let story_json = serde_json::to_string_pretty(&story_value(prd, story)).unwrap_or_default();
-        let mut context = String::new();
-        if let Some(feedback) = &self.state.feedback {
-            context.push_str("## What ralph saw after the previous iteration\n");
-            context.push_str(feedback);
-            context.push('\n');
-        }
-        if let Some(mut h) = self
-            .state
-            .handoff
-            .clone()
-            .and_then(|v| serde_json::from_value::<crate::handoff::Handoff>(v).ok())
-        {
-            // Its lesson, if any, is in the lessons section already.
-            h.lesson = None;
-            context.push('\n');
-            context.push_str(&crate::handoff::prompt_section(&h));
-        }
-        self.push_lessons(&mut context, &story.id);
-        let applied = self.push_rules(&mut context);
-        let gate_hint = match self.gate_command(story) {
-            Some(cmd) => format!("; ralph verifies your work with `{}`", cmd.join(" ")),
-            None => String::new(),
-        };
-        let iteration = n.to_string();
-        let max = self.state.max_iterations.to_string();
-        let prd_path = self.paths.prd.display().to_string();
-        let progress = self.paths.progress.display().to_string();
-        let handoff = self.paths.store.handoff().display().to_string();
+        let gate = self.gate_command(story);
         let branch = self
             .branch
             .clone()
             .or_else(|| self.repo.current_branch())
             .unwrap_or_else(|| "(current)".into());
-        let text = crate::prompt::render(
-            &self.template,
-            &[
-                ("iteration", &iteration),
-                ("max_iterations", &max),
-                ("project", prd.project().unwrap_or("this project")),
-                ("branch", &branch),
-                ("prd_path", &prd_path),
-                ("progress_path", &progress),
-                ("handoff_path", &handoff),
-                ("story_id", &story.id),
-                ("story_title", &story.title),
-                ("story", &story_json),
-                ("gate_hint", &gate_hint),
-                ("context", &context),
-            ],
-        );
-        (text, applied)
-    }
-
-    fn push_lessons(&mut self, context: &mut String, story: &str) {
-        use crate::learn::lessons;
-        match lessons::Lessons::load(&self.paths.store, story) {
-            Ok((lessons, warning)) => {
-                if let Some(w) = warning {
-                    self.warn(w);
-                }
-                let block = lessons::prompt_block(&lessons, lessons::DEFAULT_PROMPT_CAP);
-                if !block.is_empty() {
-                    context.push('\n');
-                    context.push_str(&block);
-                }
-            }
-            Err(e) => self.warn(format!("cannot read the lessons of {story}: {e}")),
+        let rendered = render(&PromptInputs {
+            template: &self.template,
+            paths: self.paths,
+            prd,
+            story,
+            iteration: n,
+            max_iterations: self.state.max_iterations,
+            branch,
+            feedback: self.state.feedback.as_deref(),
+            handoff: self.state.handoff.as_ref(),
+            gate: gate.as_deref(),
+        });
+        for w in rendered.warnings {
+            self.warn(w);
         }
+        (rendered.text, rendered.applied)
     }
 
-    /// The armed rules' block; returns their ids.
-    fn push_rules(&mut self, context: &mut String) -> Vec<String> {
-        match crate::learn::rules::Rules::load(&self.paths.store) {
-            Ok(rules) => {
-                let block = crate::learn::rules::rules_block(&rules);
-                if !block.is_empty() {
-                    context.push('\n');
-                    context.push_str(&block);
-                }
-                rules.armed_ids()
-            }
-            Err(e) => {
-                self.warn(format!("{e}; no rules in this prompt"));
-                Vec::new()
-            }
-        }
-    }
-
-    /// The command that verifies `story`: its own `verify`, else the gate's.
+    /// The command that verifies `story`, when there is a gate.
     pub(super) fn gate_command(&self, story: &Story) -> Option<Vec<String>> {
-        let gate = self.gate.as_ref()?;
-        match &story.verify {
-            Some(v) => crate::agent::words::split(v).ok().filter(|w| !w.is_empty()),
-            None => Some(gate.command.clone()).filter(|c| !c.is_empty()),
-        }
+        gate_command(&self.gate.as_ref()?.command, story)
     }
 }
 

@@ -9,6 +9,7 @@
 //! verdict.rs    carrying the judgement out: prd.json once, commits, state, breaker
 //! learning.rs   failures → events, rule cards, lessons
 //! context.rs    the prompt's story and what ralph knows from earlier iterations
+//! dry_run.rs    --dry-run: the next iteration described, nothing changed
 //! wait.rs       limits, back-offs, budgets, sleeping
 //! records.rs    prd.json, its last good copy, the checkpoint
 //! hooks.rs      the user's hook commands
@@ -16,6 +17,7 @@
 //! ```
 
 mod context;
+mod dry_run;
 mod hooks;
 mod iteration;
 mod judge;
@@ -41,6 +43,7 @@ use crate::prd::Prd;
 use crate::state::RunState;
 
 pub use crate::paths::Paths;
+pub use dry_run::dry_run;
 
 /// Everything a run needs beyond the paths.
 #[derive(Debug, Clone)]

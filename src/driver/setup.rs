@@ -234,7 +234,7 @@ fn load_prd(
 /// The prompt template: `--prompt`, `run.prompt`, `.ralph/prompt.md`, or
 /// the built-in one. A leading HTML comment is a note to the person who
 /// edits the file (`ralph init` writes one): the agent never sees it.
-fn load_template(paths: &Paths, opts: &Options) -> Result<String, Error> {
+pub(super) fn load_template(paths: &Paths, opts: &Options) -> Result<String, Error> {
     let explicit = opts.prompt_file.clone().or_else(|| opts.config.run.prompt.clone());
     let file = explicit.or_else(|| Some(paths.store.prompt()).filter(|p| p.exists()));
     match file {

@@ -308,3 +308,33 @@ fn ralph_n_on_a_resume_means_n_more_iterations() {
     assert!(r.stdout.contains("(1 of 3 iterations used)"), "{r:?}");
     assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
 }
+
+#[test]
+fn dry_run_shows_the_next_iteration_and_changes_nothing() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run *]\nimplement\n");
+    let before = p.git(&["status", "--porcelain", "--ignored"]);
+    let r = p.run(&["--dry-run", "--gate", "cargo test --quiet"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    for needle in [
+        "dry run: what the next iteration would do (nothing is changed)",
+        "story:     US-001 First",
+        "iteration: 1 of 10",
+        "env:     RALPH_STORY_ID=US-001",
+        "gate:      cargo test --quiet",
+        "# Ralph iteration 1 of 10: story US-001",
+    ] {
+        assert!(r.stdout.contains(needle), "no {needle:?} in {r:?}");
+    }
+    assert!(r.stdout.contains(&format!("agent:     {FAKE_AGENT}")), "{r:?}");
+    assert!(p.agent_runs().is_empty(), "an agent ran");
+    assert_eq!(p.git(&["status", "--porcelain", "--ignored"]), before, "something changed");
+    assert_eq!(p.git(&["branch", "--show-current"]).trim(), "main");
+    assert!(!p.path(".git/ralph").exists() && !p.path(".ralph").exists());
+    // The same as JSON.
+    let r = p.run(&["--dry-run", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("one JSON document");
+    assert_eq!(v["story"]["id"], "US-001");
+    assert_eq!(v["agent"]["prompt_channel"], "stdin");
+    assert!(v["prompt"].as_str().unwrap().contains("US-001"));
+}
