@@ -370,3 +370,31 @@ fn the_run_clock_is_not_counted_twice_across_checkpoints() {
     let recorded = state["elapsed_ms"].as_u64().unwrap();
     assert!(recorded <= wall + 50, "recorded {recorded} ms of a {wall} ms run");
 }
+
+#[test]
+fn a_failure_that_differs_only_in_timings_and_addresses_is_one_lesson_and_one_card() {
+    let p = Project::with_prd(ONE_STORY);
+    p.script("[run *]\nprint nothing useful\n");
+    p.write(".ralph/config.toml", "[circuit]\nno_progress = 0\nsame_error = 0\nfailures = 0\n");
+    // Python's unittest, as it prints a failure: the time and the object's
+    // address change on every run.
+    let gate = "sh -c 'echo \"ERROR: test_zero (tests.test_calc.TestCalc.test_zero)\"; \
+                echo \"ZeroDivisionError: division by zero <Calc at 0x7ffd$(date +%N)>\"; \
+                echo \"Ran 3 tests in 0.$(date +%N)s\"; exit 1'";
+    let r = p.run(&["3", "--gate", gate]);
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
+    let prompt = p.prompt(3);
+    // One lesson, seen twice before this prompt, not two that differ in a time.
+    assert_eq!(count(&prompt, "\nFrom the failure output"), 1, "{prompt}");
+    assert!(prompt.contains("From the failure output, 2 times"), "{prompt}");
+    let list = p.run(&["rules", "list", "--json"]);
+    let rules: serde_json::Value = serde_json::from_str(&list.stdout).unwrap();
+    let cards = rules["cards"].as_array().unwrap();
+    let gate_cards: Vec<_> = cards.iter().filter(|c| c["category"] == "gate-failure").collect();
+    assert_eq!(gate_cards.len(), 1, "{cards:?}");
+    let id = gate_cards[0]["id"].as_str().unwrap();
+    let show = p.run(&["rules", "show", id]);
+    assert_eq!(show.code, code(exit::COMPLETE), "{show:?}");
+    assert!(show.stdout.contains("occurrences:  3 (ready)"), "{show:?}");
+    assert!(!show.stdout.contains("once"), "{show:?}");
+}
