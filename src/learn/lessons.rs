@@ -290,7 +290,8 @@ pub fn excerpt(exit_code: Option<i32>, stdout_tail: &str, stderr_tail: &str) -> 
     out
 }
 
-fn names_an_error(line: &str) -> bool {
+/// Whether an output line names an error: error, fail, panicked, assert.
+pub(crate) fn names_an_error(line: &str) -> bool {
     let lower = line.to_lowercase();
     ["error", "fail", "panicked", "assert"].iter().any(|w| lower.contains(w))
 }

@@ -398,3 +398,32 @@ fn a_failure_that_differs_only_in_timings_and_addresses_is_one_lesson_and_one_ca
     assert!(show.stdout.contains("occurrences:  3 (ready)"), "{show:?}");
     assert!(!show.stdout.contains("once"), "{show:?}");
 }
+
+#[test]
+fn a_failed_gate_names_the_failing_test_and_its_log() {
+    let p = Project::with_prd(ONE_STORY);
+    p.script("[run *]\nprint working\n");
+    p.write(".ralph/config.toml", "[gate]\nbaseline = false\n");
+    let gate = "sh -c 'echo \"ERROR: test_zero (tests.test_calc.TestCalc.test_zero)\" >&2; \
+                echo \"ZeroDivisionError: division by zero\" >&2; \
+                echo \"Ran 3 tests in 0.001s\" >&2; echo \"FAILED (errors=1)\" >&2; exit 1'";
+    let r = p.run(&["1", "--gate", gate]);
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
+    let line = r.stdout.lines().find(|l| l.contains("gate failed for US-001")).expect("gate line");
+    let (_, what) = line.split_once(" (exit 1) in ").unwrap_or_else(|| panic!("{line}"));
+    let (_, what) = what.split_once(": ").unwrap_or_else(|| panic!("{line}"));
+    let (what, log) = what.split_once(" · log: ").unwrap_or_else(|| panic!("{line}"));
+    assert_eq!(what, "1 test failing: test_zero", "{line}");
+    assert!(log.starts_with(".git/ralph/logs/") && log.ends_with("/gate-1.log"), "{line}");
+    assert!(p.read(log).contains("ZeroDivisionError"), "{log}");
+    // The same summary in the JSON event.
+    let r = p.run(&["1", "--gate", "sh -c 'echo error: the widget is broken; exit 1'", "--json"]);
+    let event: serde_json::Value = r
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["event"] == "gate")
+        .unwrap_or_else(|| panic!("no gate event: {r:?}"));
+    let summary = event["summary"].as_str().unwrap();
+    assert!(summary.starts_with("error: the widget is broken · log: .git/ralph/logs/"), "{event}");
+}
