@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::capture::{LineSplitter, Tail};
 use crate::agent::supervise::{self, Limits, Sink, Spec};
+use crate::agent::words;
 
 /// What to run and how.
 #[derive(Debug, Clone)]
@@ -248,31 +249,84 @@ impl Sink for GateSink {
     }
 }
 
+/// A gate command written as text (`--gate`, `gate.command = "…"`, a
+/// story's `verify`), as the argv ralph runs. A gate is the user's own
+/// command, so text with shell syntax (`cd tests && python3 -m unittest`,
+/// `pytest | tee log`, `$VAR`, globs; see [`words::shell_syntax`]) runs as
+/// `sh -c TEXT`, as the bash drivers run it; other text is split into words
+/// and run without a shell. An argv written as an array is never given to
+/// a shell. Agents' commands never come here: only the user's gate.
+pub fn argv(text: &str) -> Result<Vec<String>, String> {
+    let words = words::split(text)?;
+    if words.is_empty() || words::shell_syntax(text).is_none() {
+        return Ok(words);
+    }
+    Ok(vec!["sh".into(), "-c".into(), text.trim().to_string()])
+}
+
+/// The gate command as a person would type it, for messages and prompts.
+pub fn display(command: &[String]) -> String {
+    words::join(command)
+}
+
+/// The script of a `sh -c SCRIPT` command (any POSIX-like shell).
+fn shell_script(command: &[String]) -> Option<&str> {
+    let [shell, flag, script, ..] = command else { return None };
+    let name = shell.rsplit('/').next().unwrap_or(shell);
+    (matches!(name, "sh" | "bash" | "dash" | "zsh" | "ksh") && flag == "-c")
+        .then_some(script.as_str())
+}
+
+/// The programs a gate command needs before it can run: its program, and
+/// for a shell command also the first word of its script when that is a
+/// plain program (`sh -c "pytest | tee log"` needs `sh` and `pytest`; `cd
+/// tests && …` needs only `sh`).
+pub fn programs(command: &[String]) -> Vec<String> {
+    let mut programs: Vec<String> = command.first().cloned().into_iter().collect();
+    if let Some(first) = shell_script(command).and_then(words::first_program) {
+        programs.push(first);
+    }
+    programs
+}
+
 /// Every gate program — `gate.command` and the unfinished stories'
 /// `verify` — must exist before the first agent is paid for: a gate that
 /// cannot start is an environment error, not something an agent can fix.
+/// A program with a `/` is looked for from ralph's current directory; see
+/// [`check_programs_in`] for the project's.
 pub fn check_programs(gate: &[String], prd: &crate::prd::Prd) -> Result<(), NotRun> {
+    check_programs_in(gate, prd, Path::new(""))
+}
+
+/// [`check_programs`], with a program given by its path (`./run-tests.sh`)
+/// looked for in `project`, where the gate runs.
+pub fn check_programs_in(
+    gate: &[String],
+    prd: &crate::prd::Prd,
+    project: &Path,
+) -> Result<(), NotRun> {
     let mut commands: Vec<(Vec<String>, String)> = Vec::new();
     if !gate.is_empty() {
         commands.push((gate.to_vec(), "gate.command".into()));
     }
     for s in prd.stories().iter().filter(|s| !s.passes) {
-        if let Some(words) = s.verify.as_deref().and_then(|v| crate::agent::words::split(v).ok()) {
+        if let Some(words) = s.verify.as_deref().and_then(|v| argv(v).ok()) {
             commands.push((words, format!("the \"verify\" of {}", s.id)));
         }
     }
     for (words, what) in commands {
-        let Some(program) = words.first() else { continue };
-        let found = if program.contains('/') {
-            std::fs::metadata(program).is_ok_and(|m| m.is_file())
-        } else {
-            which::which(program).is_ok()
-        };
-        if !found {
-            return Err(NotRun {
-                message: format!("the gate cannot run: `{program}` ({what}) not found"),
-                hint: "install it or fix the command; ralph stops before any agent runs".into(),
-            });
+        for program in programs(&words) {
+            let found = if program.contains('/') {
+                std::fs::metadata(project.join(&program)).is_ok_and(|m| m.is_file())
+            } else {
+                which::which(&program).is_ok()
+            };
+            if !found {
+                return Err(NotRun {
+                    message: format!("the gate cannot run: `{program}` ({what}) not found"),
+                    hint: "install it or fix the command; ralph stops before any agent runs".into(),
+                });
+            }
         }
     }
     Ok(())
@@ -323,7 +377,7 @@ impl Gate {
                 message: format!("the gate cannot run: {e}"),
                 hint: format!(
                     "check gate.command ({}) — ralph stops here because no agent can fix a gate that does not start",
-                    command.join(" ")
+                    display(command)
                 ),
             })?;
         let clean = |t: String| match &self.redactor {
@@ -454,7 +508,7 @@ impl Verdict {
     pub fn feedback(&self, command: &[String]) -> String {
         let mut s = format!(
             "ralph ran the gate `{}`: {}{}\n",
-            command.join(" "),
+            display(command),
             if self.passed { "passed" } else { "FAILED" },
             match self.exit_code {
                 Some(c) => format!(" (exit {c})"),
@@ -667,6 +721,100 @@ mod tests {
         };
         let c = g.command.clone();
         (g, c)
+    }
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn gate_text_with_shell_syntax_runs_through_sh_and_plain_text_does_not() {
+        #[rustfmt::skip]
+        let cases: &[(&str, &[&str])] = &[
+            ("cargo test --quiet", &["cargo", "test", "--quiet"]),
+            ("python3 -m unittest", &["python3", "-m", "unittest"]),
+            ("sh -c 'exit 1'", &["sh", "-c", "exit 1"]),
+            ("  cd tests && python3 -m unittest ", &["sh", "-c", "cd tests && python3 -m unittest"]),
+            ("pytest -q | tee log", &["sh", "-c", "pytest -q | tee log"]),
+            ("CI=1 npm test", &["sh", "-c", "CI=1 npm test"]),
+            ("", &[]),
+        ];
+        for (text, want) in cases {
+            assert_eq!(argv(text).unwrap(), *want, "{text}");
+        }
+        assert!(argv("cd 'tests && x").is_err());
+        assert_eq!(display(&argv("cd tests && make").unwrap()), "sh -c 'cd tests && make'");
+    }
+
+    #[test]
+    fn the_programs_a_gate_needs() {
+        #[rustfmt::skip]
+        let cases: &[(&[&str], &[&str])] = &[
+            (&["cargo", "test"], &["cargo"]),
+            (&["sh", "-c", "cd tests && python3 -m unittest"], &["sh"]),
+            (&["sh", "-c", "pytest -q | tee log"], &["sh", "pytest"]),
+            (&["/bin/bash", "-c", "make check"], &["/bin/bash", "make"]),
+            (&["sh", "script.sh"], &["sh"]),
+            (&[], &[]),
+        ];
+        for (command, want) in cases {
+            assert_eq!(programs(&strings(command)), *want, "{command:?}");
+        }
+    }
+
+    #[test]
+    fn check_programs_agrees_with_how_the_gate_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("check.sh"), "").unwrap();
+        let prd = |verify: &str| {
+            let json = format!(
+                r#"{{"userStories":[{{"id":"US-001","title":"t","passes":false,"verify":{verify:?}}}]}}"#
+            );
+            crate::prd::Prd::parse(json.as_bytes(), Path::new("prd.json")).unwrap()
+        };
+        let none = prd("true");
+        let check = |gate: &str, prd: &crate::prd::Prd| {
+            check_programs_in(&argv(gate).unwrap(), prd, dir.path()).map_err(|e| e.message)
+        };
+        #[rustfmt::skip]
+        let cases: &[(&str, &str, Result<(), &str>)] = &[
+            ("cd tests && python3 -m unittest", "true", Ok(())),
+            ("no-such-tool-xyz -q | tee log", "true", Err("`no-such-tool-xyz` (gate.command) not found")),
+            ("no-such-tool-xyz -q", "true", Err("`no-such-tool-xyz` (gate.command) not found")),
+            ("./check.sh", "true", Ok(())),
+            ("./missing.sh", "true", Err("`./missing.sh` (gate.command) not found")),
+            ("true", "cd sub && no-such-tool-xyz", Ok(())),
+            ("true", "no-such-tool-xyz | tee x", Err("`no-such-tool-xyz` (the \"verify\" of US-001) not found")),
+        ];
+        for (gate, verify, want) in cases {
+            let prd = if *verify == "true" { none.clone() } else { prd(verify) };
+            match (check(gate, &prd), want) {
+                (Ok(()), Ok(())) => {}
+                (Err(got), Err(want)) => assert!(got.contains(want), "{gate} / {verify}: {got}"),
+                (got, want) => panic!("{gate} / {verify}: {got:?}, wanted {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_shell_gate_runs_in_the_project() {
+        let _serial = crate::agent::supervise::serial();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("tests")).unwrap();
+        std::fs::write(dir.path().join("tests/ok"), "").unwrap();
+        let (g, _) = gate(&[]);
+        let v = g.run(
+            &argv("cd tests && test -f ok && echo in-$(basename $PWD)").unwrap(),
+            dir.path(),
+            None,
+        );
+        let v = v.unwrap();
+        assert!(v.passed && v.stdout_tail == "in-tests\n", "{v:?}");
+        let v = g.run(&argv("cd tests && test -f missing").unwrap(), dir.path(), None).unwrap();
+        assert!(!v.passed);
+        assert!(v.feedback(&argv("cd tests && test -f missing").unwrap()).starts_with(
+            "ralph ran the gate `sh -c 'cd tests && test -f missing'`: FAILED (exit 1)"
+        ));
     }
 
     #[test]

@@ -1,6 +1,10 @@
 //! Splitting a command string into argv the way a POSIX shell splits words
 //! (quotes and backslashes), without ever running a shell: `$(…)`, `;`,
 //! globs and variables stay literal text.
+//!
+//! [`shell_syntax`] says whether a text needs a shell to mean what it says
+//! (`cd tests && pytest`); only a gate, the user's own command, is then run
+//! by one ([`crate::gate::argv`]). Agents never are.
 
 /// Splits `text` into words. Errors on an unterminated quote.
 pub fn split(text: &str) -> Result<Vec<String>, String> {
@@ -64,9 +68,143 @@ pub fn split(text: &str) -> Result<Vec<String>, String> {
     Ok(words)
 }
 
+/// Shell builtins and keywords with no program of the same name: a
+/// command that starts with one means nothing without a shell.
+const SHELL_WORDS: &[&str] = &[
+    "cd", "export", "source", ".", "set", "unset", "ulimit", "umask", "alias", "eval", "exec",
+    "shift", "trap", "wait", "read", "if", "for", "while", "until", "case", "!", "{", "function",
+];
+
+/// The first shell feature in `text`, outside quotes where quotes make it
+/// literal: a list or pipeline (`&&`, `||`, `;`, `&`, `|`, a newline), a
+/// redirection, a subshell, an expansion (`$VAR`, `$(…)`, backquotes, also
+/// inside double quotes), a glob (`*`, `?`, `[…]`), a `~` or `#` starting a
+/// word, a variable assignment before the command, or a builtin such as
+/// `cd` as the command. `None`: splitting into words ([`split`]) is all a
+/// shell would do with it.
+pub fn shell_syntax(text: &str) -> Option<&'static str> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut i = 0;
+    let mut word_start = true;
+    // The first word, while it can still be the command's name.
+    let mut first = Some(String::new());
+    let mut glob_open = false;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        let at_start = word_start;
+        word_start = false;
+        match c {
+            '\\' => {
+                i += 1;
+                first = None;
+            }
+            '\'' => {
+                first = None;
+                i += 1;
+                while i < chars.len() && chars[i] != '\'' {
+                    i += 1;
+                }
+            }
+            '"' => {
+                first = None;
+                i += 1;
+                while i < chars.len() && chars[i] != '"' {
+                    match chars[i] {
+                        '\\' => i += 1,
+                        '`' => return Some("command substitution"),
+                        '$' if expands(chars.get(i + 1).copied()) => return Some("expansion"),
+                        _ => {}
+                    }
+                    i += 1;
+                }
+            }
+            '\n' => return Some("newline"),
+            ';' => return Some(";"),
+            '&' if next == Some('&') => return Some("&&"),
+            '&' => return Some("&"),
+            '|' if next == Some('|') => return Some("||"),
+            '|' => return Some("|"),
+            '<' | '>' => return Some("redirection"),
+            '(' | ')' => return Some("subshell"),
+            '`' => return Some("command substitution"),
+            '$' if expands(next) => return Some("expansion"),
+            '*' | '?' => return Some("glob"),
+            '[' => glob_open = true,
+            ']' if glob_open => return Some("glob"),
+            '~' if at_start => return Some("~"),
+            '#' if at_start => return Some("comment"),
+            '=' if first.as_deref().is_some_and(is_name) => return Some("assignment"),
+            c if c.is_whitespace() => {
+                word_start = true;
+                glob_open = false;
+                if let Some(word) = first.take_if(|w| !w.is_empty())
+                    && SHELL_WORDS.contains(&word.as_str())
+                {
+                    return Some("builtin");
+                }
+                // Past the command's name (if it was a word): arguments follow.
+            }
+            c => {
+                if let Some(word) = first.as_mut() {
+                    word.push(c);
+                }
+            }
+        }
+        i += 1;
+    }
+    match first {
+        Some(word) if SHELL_WORDS.contains(&word.as_str()) => Some("builtin"),
+        _ => None,
+    }
+}
+
+/// Whether `$` followed by `next` is an expansion (not a literal `$`).
+fn expands(next: Option<char>) -> bool {
+    next.is_some_and(|c| c.is_ascii_alphanumeric() || "_{(?#@*!$-".contains(c))
+}
+
+fn is_name(word: &str) -> bool {
+    let mut chars = word.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The program a shell command starts with, when it is a plain one worth
+/// looking for on PATH: not a builtin, not made by an expansion or a glob.
+/// `pytest -q | tee log` → `pytest`; `cd tests && pytest` → `None`;
+/// `FOO=1 make check` → `make`.
+pub fn first_program(script: &str) -> Option<String> {
+    let end = script.find(['&', '|', ';', '\n', '(', ')']).unwrap_or(script.len());
+    let words = split(&script[..end]).ok()?;
+    let word = words.into_iter().find(|w| {
+        let assignment = w.split_once('=').is_some_and(|(name, _)| is_name(name));
+        let redirection =
+            w.trim_start_matches(|c: char| c.is_ascii_digit()).starts_with(['<', '>']);
+        !assignment && !redirection
+    })?;
+    let plain = !SHELL_WORDS.contains(&word.as_str())
+        && !word.contains(['$', '`', '*', '?', '[', '~', '"', '\'', '\\'])
+        && !word.is_empty();
+    plain.then_some(word)
+}
+
+/// argv as a person would type it: words with spaces or shell syntax in
+/// single quotes.
+pub fn join(argv: &[String]) -> String {
+    argv.iter()
+        .map(|w| {
+            let plain = !w.is_empty()
+                && w.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%^".contains(c));
+            if plain { w.clone() } else { format!("'{}'", w.replace('\'', "'\\''")) }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 #[cfg(test)]
 mod tests {
-    use super::split;
+    use super::*;
 
     #[test]
     fn splits_like_a_shell() {
@@ -84,5 +222,86 @@ mod tests {
         }
         assert!(split("a 'b").is_err());
         assert!(split("a \"b").is_err());
+    }
+
+    #[test]
+    fn shell_syntax_is_found_where_a_shell_would_see_it() {
+        #[rustfmt::skip]
+        let cases: &[(&str, Option<&str>)] = &[
+            ("cargo test --quiet", None),
+            ("python3 -m unittest discover -s tests", None),
+            ("pytest -k 'a or b'", None),
+            ("sh -c 'seq 1 10; echo done'", None),
+            ("echo '$HOME; *'", None),
+            (r"echo a\;b", None),
+            ("test -f done.txt", None),
+            ("[ -f done.txt ]", None),
+            ("npm test -- --watch=false", None),
+            ("curl https://x/?q", Some("glob")),
+            ("cd tests && python3 -m unittest", Some("builtin")),
+            ("make check && echo ok", Some("&&")),
+            ("make || true", Some("||")),
+            ("make; make test", Some(";")),
+            ("pytest -q | tee log", Some("|")),
+            ("pytest > out.txt", Some("redirection")),
+            ("pytest 2>&1", Some("redirection")),
+            ("go test ./... &", Some("&")),
+            ("pytest $PYTEST_ARGS", Some("expansion")),
+            ("pytest \"${ARGS}\"", Some("expansion")),
+            ("echo $(date)", Some("expansion")),
+            ("echo `date`", Some("command substitution")),
+            ("echo costs $5", Some("expansion")),
+            ("echo 'a' $", None),
+            ("grep -q x src/*.rs", Some("glob")),
+            ("ls file[12].txt", Some("glob")),
+            ("~/bin/check", Some("~")),
+            ("make # the default target", Some("comment")),
+            ("make x#y", None),
+            ("CI=1 npm test", Some("assignment")),
+            ("npm test --x=1", None),
+            ("(cd tests; pytest)", Some("subshell")),
+            ("export X=1", Some("builtin")),
+            ("source venv/bin/activate", Some("builtin")),
+            (". venv/bin/activate", Some("builtin")),
+            ("cd", Some("builtin")),
+            ("make\ncheck", Some("newline")),
+            ("'cd' x", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(shell_syntax(text), *want, "{text}");
+        }
+    }
+
+    #[test]
+    fn the_first_program_of_a_shell_command() {
+        #[rustfmt::skip]
+        let cases: &[(&str, Option<&str>)] = &[
+            ("pytest -q | tee log", Some("pytest")),
+            ("cd tests && python3 -m unittest", None),
+            ("FOO=1 BAR=2 make check", Some("make")),
+            ("2>/dev/null pytest", Some("pytest")),
+            ("./run-tests.sh; echo done", Some("./run-tests.sh")),
+            ("$RUNNER test", None),
+            ("~/bin/check", None),
+            ("(cd x; make)", None),
+            ("", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(first_program(text).as_deref(), *want, "{text}");
+        }
+    }
+
+    #[test]
+    fn join_quotes_what_a_shell_would_split() {
+        let argv = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(join(&argv(&["cargo", "test", "--quiet"])), "cargo test --quiet");
+        assert_eq!(
+            join(&argv(&["sh", "-c", "cd tests && it's ok"])),
+            r"sh -c 'cd tests && it'\''s ok'"
+        );
+        assert_eq!(join(&argv(&["echo", ""])), "echo ''");
+        for v in [&["a b", "c"][..], &["x", "$(y)", "'"][..]] {
+            assert_eq!(split(&join(&argv(v))).unwrap(), argv(v));
+        }
     }
 }

@@ -427,3 +427,41 @@ fn a_failed_gate_names_the_failing_test_and_its_log() {
     let summary = event["summary"].as_str().unwrap();
     assert!(summary.starts_with("error: the widget is broken · log: .git/ralph/logs/"), "{event}");
 }
+
+#[test]
+#[ignore = "needs config.rs and driver/context.rs to read gate text with crate::gate::argv (helper/learn report, item 8)"]
+fn a_gate_with_shell_syntax_runs_through_sh() {
+    let p = Project::with_prd(ONE_STORY);
+    p.write("tests/.keep", "");
+    p.git(&["add", "-A"]);
+    p.git(&["commit", "-q", "-m", "tests folder"]);
+    p.script("[run *]\nwrite tests/done.txt yes\ncommit feat: {id} - {title}\n");
+    let r = p.run(&["2", "--gate", "cd tests && test -f done.txt"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(p.passes("US-001"), "{r:?}");
+    // A story's own verify is the user's command too.
+    let p = Project::with_prd(
+        r#"{"userStories":[{"id":"US-001","title":"x","passes":false,"verify":"cd tests && test -f done.txt"}]}"#,
+    );
+    p.write("tests/.keep", "");
+    p.git(&["add", "-A"]);
+    p.git(&["commit", "-q", "-m", "tests folder"]);
+    p.script("[run *]\nwrite tests/done.txt yes\ncommit feat: {id} - {title}\n");
+    let r = p.run(&["2"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+}
+
+#[test]
+fn a_shell_gate_whose_program_is_missing_stops_before_any_agent() {
+    let p = Project::with_prd(ONE_STORY);
+    p.script("[run *]\nimplement\n");
+    // Written as argv, as config files may: `sh` exists, the script's program does not.
+    p.write(
+        ".ralph/config.toml",
+        "[gate]\ncommand = [\"sh\", \"-c\", \"no-such-test-runner -q | tee gate.log\"]\n",
+    );
+    let r = p.run(&["2"]);
+    assert_eq!(r.code, code(exit::ENVIRONMENT), "{r:?}");
+    assert!(r.stdout.contains("`no-such-test-runner` (gate.command) not found"), "{r:?}");
+    assert!(p.agent_runs().is_empty());
+}
