@@ -255,8 +255,12 @@ impl Sink for GateSink {
 /// `pytest | tee log`, `$VAR`, globs; see [`words::shell_syntax`]) runs as
 /// `sh -c TEXT`, as the bash drivers run it; other text is split into words
 /// and run without a shell. An argv written as an array is never given to
-/// a shell. Agents' commands never come here: only the user's gate.
+/// a shell, nor is one written as JSON text (`["pytest", "-q"]`). Agents'
+/// commands never come here: only the user's gate.
 pub fn argv(text: &str) -> Result<Vec<String>, String> {
+    if let Some(argv) = words::json_argv(text) {
+        return argv;
+    }
     let words = words::split(text)?;
     if words.is_empty() || words::shell_syntax(text).is_none() {
         return Ok(words);
@@ -737,6 +741,8 @@ mod tests {
             ("  cd tests && python3 -m unittest ", &["sh", "-c", "cd tests && python3 -m unittest"]),
             ("pytest -q | tee log", &["sh", "-c", "pytest -q | tee log"]),
             ("CI=1 npm test", &["sh", "-c", "CI=1 npm test"]),
+            (r#"["sh", "-c", "cd tests && make"]"#, &["sh", "-c", "cd tests && make"]),
+            (r#"["pytest", "tests/*.py"]"#, &["pytest", "tests/*.py"]),
             ("", &[]),
         ];
         for (text, want) in cases {

@@ -7,7 +7,17 @@
 //! by one ([`crate::gate::argv`]). Agents never are.
 
 /// Splits `text` into words. Errors on an unterminated quote.
+///
+/// A text that is a JSON array of strings (`["notify-send", "ralph done"]`)
+/// is that argv: it is how a list is written where only text fits (an
+/// environment variable such as `RALPH_HOOKS_ON_HALT`), and split as shell
+/// words it would be one word, `[notify-send,ralph done]`. A JSON array with
+/// anything but strings in it is an error; text that only looks like one
+/// (`[ -f done.txt ]`) is split as usual.
 pub fn split(text: &str) -> Result<Vec<String>, String> {
+    if let Some(argv) = json_argv(text) {
+        return argv;
+    }
     let mut words = Vec::new();
     let mut word = String::new();
     let mut in_word = false;
@@ -66,6 +76,23 @@ pub fn split(text: &str) -> Result<Vec<String>, String> {
         words.push(word);
     }
     Ok(words)
+}
+
+/// `text` as a JSON array of strings, when it is a JSON array.
+pub fn json_argv(text: &str) -> Option<Result<Vec<String>, String>> {
+    let text = text.trim();
+    if !(text.starts_with('[') && text.ends_with(']')) {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    let items = value.as_array()?;
+    Some(
+        items
+            .iter()
+            .map(|v| v.as_str().map(str::to_string))
+            .collect::<Option<Vec<String>>>()
+            .ok_or_else(|| format!("{text} is a JSON array, but not of strings only")),
+    )
 }
 
 /// Shell builtins and keywords with no program of the same name: a
@@ -222,6 +249,29 @@ mod tests {
         }
         assert!(split("a 'b").is_err());
         assert!(split("a \"b").is_err());
+    }
+
+    #[test]
+    fn a_json_array_of_strings_is_that_argv() {
+        #[rustfmt::skip]
+        let cases: &[(&str, &[&str])] = &[
+            (r#"["no-such-notifier","x"]"#, &["no-such-notifier", "x"]),
+            (r#" [ "notify-send", "ralph: all done", "$HOME" ] "#, &["notify-send", "ralph: all done", "$HOME"]),
+            ("[]", &[]),
+            ("[ -f done.txt ]", &["[", "-f", "done.txt", "]"]),
+            ("[no-such-notifier, x]", &["[no-such-notifier,", "x]"]),
+            (r#"echo ["a"]"#, &["echo", "[a]"]),
+        ];
+        for (text, want) in cases {
+            assert_eq!(split(text).unwrap(), *want, "{text}");
+        }
+        let e = split(r#"["a", 1]"#).unwrap_err();
+        assert!(e.contains("not of strings only"), "{e}");
+        // Shell syntax is looked for in text, never in a JSON argv.
+        assert_eq!(
+            json_argv(r#"["sh", "-c", "a && b"]"#).unwrap().unwrap(),
+            ["sh", "-c", "a && b"]
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod core_loop;
 mod faults;
 mod fuzz_replay;
 mod harness;
+mod hooks;
 mod hostile;
 mod real_claude;
 mod stopping;
