@@ -42,6 +42,9 @@ pub enum Category {
     GateNotRun,
     /// The agent exited abnormally.
     AgentExit,
+    /// A signal ralph did not send ended the agent (someone's `kill -9`,
+    /// the OOM killer, a crash): nothing about the code.
+    AgentKilled,
     /// The agent ran out of time.
     AgentTimeout,
     /// The handoff was missing or broke its rules.
@@ -61,6 +64,7 @@ impl Category {
             Category::GateFailure => "gate-failure",
             Category::GateNotRun => "gate-not-run",
             Category::AgentExit => "agent-exit",
+            Category::AgentKilled => "agent-killed",
             Category::AgentTimeout => "agent-timeout",
             Category::HandoffInvalid => "handoff-invalid",
             Category::ToolError => "tool-error",
@@ -72,6 +76,7 @@ impl Category {
 
     /// Whether rows of this category are merged into rule cards. Not
     /// `gate-not-run`: a broken environment is not a lesson about the code.
+    /// Not `agent-killed`: neither is a kill.
     /// Not `blocked`: it needs a person, not a rule. Not `lesson`: it follows
     /// the failure it describes, which is counted already.
     pub fn learns(&self) -> bool {
@@ -92,6 +97,7 @@ impl From<String> for Category {
             "gate-failure" => Category::GateFailure,
             "gate-not-run" => Category::GateNotRun,
             "agent-exit" => Category::AgentExit,
+            "agent-killed" => Category::AgentKilled,
             "agent-timeout" => Category::AgentTimeout,
             "handoff-invalid" => Category::HandoffInvalid,
             "tool-error" => Category::ToolError,
@@ -344,6 +350,7 @@ mod tests {
             (Category::GateFailure, "gate-failure", true),
             (Category::GateNotRun, "gate-not-run", false),
             (Category::AgentExit, "agent-exit", true),
+            (Category::AgentKilled, "agent-killed", false),
             (Category::AgentTimeout, "agent-timeout", true),
             (Category::HandoffInvalid, "handoff-invalid", true),
             (Category::Blocked, "blocked", false),

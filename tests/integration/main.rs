@@ -10,6 +10,7 @@ mod fuzz_replay;
 mod harness;
 mod hooks;
 mod hostile;
+mod killed;
 mod real_claude;
 mod stopping;
 mod trust;
