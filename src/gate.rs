@@ -274,7 +274,7 @@ pub fn display(command: &[String]) -> String {
 }
 
 /// The script of a `sh -c SCRIPT` command (any POSIX-like shell).
-fn shell_script(command: &[String]) -> Option<&str> {
+pub(crate) fn shell_script(command: &[String]) -> Option<&str> {
     let [shell, flag, script, ..] = command else { return None };
     let name = shell.rsplit('/').next().unwrap_or(shell);
     (matches!(name, "sh" | "bash" | "dash" | "zsh" | "ksh") && flag == "-c")
@@ -293,6 +293,21 @@ pub fn programs(command: &[String]) -> Vec<String> {
     programs
 }
 
+/// The gate commands a run may use, each with what it is: `gate.command`
+/// and the unfinished stories' `verify` (`the "verify" of US-002`).
+pub fn commands(gate: &[String], prd: &crate::prd::Prd) -> Vec<(Vec<String>, String)> {
+    let mut commands: Vec<(Vec<String>, String)> = Vec::new();
+    if !gate.is_empty() {
+        commands.push((gate.to_vec(), "gate.command".into()));
+    }
+    for s in prd.stories().iter().filter(|s| !s.passes) {
+        if let Some(words) = s.verify.as_deref().and_then(|v| argv(v).ok()) {
+            commands.push((words, format!("the \"verify\" of {}", s.id)));
+        }
+    }
+    commands
+}
+
 /// Every gate program — `gate.command` and the unfinished stories'
 /// `verify` — must exist before the first agent is paid for: a gate that
 /// cannot start is an environment error, not something an agent can fix.
@@ -309,16 +324,7 @@ pub fn check_programs_in(
     prd: &crate::prd::Prd,
     project: &Path,
 ) -> Result<(), NotRun> {
-    let mut commands: Vec<(Vec<String>, String)> = Vec::new();
-    if !gate.is_empty() {
-        commands.push((gate.to_vec(), "gate.command".into()));
-    }
-    for s in prd.stories().iter().filter(|s| !s.passes) {
-        if let Some(words) = s.verify.as_deref().and_then(|v| argv(v).ok()) {
-            commands.push((words, format!("the \"verify\" of {}", s.id)));
-        }
-    }
-    for (words, what) in commands {
+    for (words, what) in commands(gate, prd) {
         for program in programs(&words) {
             let found = if program.contains('/') {
                 std::fs::metadata(project.join(&program)).is_ok_and(|m| m.is_file())

@@ -202,18 +202,62 @@ fn is_name(word: &str) -> bool {
 /// `pytest -q | tee log` → `pytest`; `cd tests && pytest` → `None`;
 /// `FOO=1 make check` → `make`.
 pub fn first_program(script: &str) -> Option<String> {
-    let end = script.find(['&', '|', ';', '\n', '(', ')']).unwrap_or(script.len());
-    let words = split(&script[..end]).ok()?;
-    let word = words.into_iter().find(|w| {
-        let assignment = w.split_once('=').is_some_and(|(name, _)| is_name(name));
-        let redirection =
-            w.trim_start_matches(|c: char| c.is_ascii_digit()).starts_with(['<', '>']);
-        !assignment && !redirection
-    })?;
-    let plain = !SHELL_WORDS.contains(&word.as_str())
+    command_words(script).into_iter().next().filter(|w| is_plain_program(w))
+}
+
+/// The word each simple command of a shell script starts with (after
+/// variable assignments and redirections), in order: `cd tests && FOO=1
+/// python3 -m unittest | tee log` → `cd`, `python3`, `tee`. A command
+/// ralph cannot split (an unterminated quote) is left out.
+pub fn command_words(script: &str) -> Vec<String> {
+    segments(script)
+        .into_iter()
+        .filter_map(|segment| {
+            split(segment).ok()?.into_iter().find(|w| {
+                let assignment = w.split_once('=').is_some_and(|(name, _)| is_name(name));
+                let redirection =
+                    w.trim_start_matches(|c: char| c.is_ascii_digit()).starts_with(['<', '>']);
+                !assignment && !redirection
+            })
+        })
+        .collect()
+}
+
+/// Whether `word` names a program as it is: not a shell builtin, nothing
+/// a shell would expand.
+pub fn is_plain_program(word: &str) -> bool {
+    !word.is_empty()
+        && !SHELL_WORDS.contains(&word)
         && !word.contains(['$', '`', '*', '?', '[', '~', '"', '\'', '\\'])
-        && !word.is_empty();
-    plain.then_some(word)
+}
+
+/// The simple commands of a script: the text between unquoted `;`, `&`,
+/// `|`, newlines and parentheses.
+fn segments(script: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for (i, c) in script.char_indices() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match (quote, c) {
+            (Some('\''), '\'') | (Some('"'), '"') => quote = None,
+            (Some('"'), '\\') | (None, '\\') => escaped = true,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, ';' | '&' | '|' | '\n' | '(' | ')') => {
+                out.push(&script[start..i]);
+                start = i + c.len_utf8();
+            }
+            (None, _) => {}
+        }
+    }
+    out.push(&script[start..]);
+    out.retain(|s| !s.trim().is_empty());
+    out
 }
 
 /// argv as a person would type it: words with spaces or shell syntax in
@@ -334,10 +378,22 @@ mod tests {
             ("$RUNNER test", None),
             ("~/bin/check", None),
             ("(cd x; make)", None),
+            ("pytest -k \"a|b\" | tee log", Some("pytest")),
             ("", None),
         ];
         for (text, want) in cases {
             assert_eq!(first_program(text).as_deref(), *want, "{text}");
+        }
+        #[rustfmt::skip]
+        let all: &[(&str, &[&str])] = &[
+            ("cd tests && FOO=1 python3 -m unittest | tee log", &["cd", "python3", "tee"]),
+            ("pytest -k 'a; b' || echo \"x && y\"", &["pytest", "echo"]),
+            ("(cd x; make) & wait", &["cd", "make", "wait"]),
+            ("a\\;b c", &["a;b"]),
+            ("make 'check", &[]),
+        ];
+        for (script, want) in all {
+            assert_eq!(command_words(script), *want, "{script}");
         }
     }
 

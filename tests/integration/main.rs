@@ -12,6 +12,7 @@ mod hooks;
 mod hostile;
 mod killed;
 mod real_claude;
+mod safe_mode;
 mod stopping;
 mod trust;
 mod ui;
