@@ -2,6 +2,9 @@
 //! (quotes and backslashes), without ever running a shell: `$(…)`, `;`,
 //! globs and variables stay literal text.
 //!
+//! A text that is a JSON array of strings is read as that argv instead
+//! ([`json_argv`]): how a list is written in an environment variable.
+//!
 //! [`shell_syntax`] says whether a text needs a shell to mean what it says
 //! (`cd tests && pytest`); only a gate, the user's own command, is then run
 //! by one ([`crate::gate::argv`]). Agents never are.
@@ -232,15 +235,26 @@ pub fn is_plain_program(word: &str) -> bool {
 }
 
 /// The simple commands of a script: the text between unquoted `;`, `&`,
-/// `|`, newlines and parentheses.
+/// `|`, newlines and parentheses (not the `&` of `2>&1` or `&>`, nor the
+/// `|` of `>|`: those are redirections).
 fn segments(script: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut quote: Option<char> = None;
     let mut escaped = false;
+    let mut prev = ' ';
     for (i, c) in script.char_indices() {
+        let before = std::mem::replace(&mut prev, c);
         if escaped {
             escaped = false;
+            continue;
+        }
+        let redirection = match c {
+            '&' => matches!(before, '<' | '>') || script[i + 1..].starts_with('>'),
+            '|' => before == '>',
+            _ => false,
+        };
+        if quote.is_none() && redirection {
             continue;
         }
         match (quote, c) {
@@ -390,6 +404,8 @@ mod tests {
             ("pytest -k 'a; b' || echo \"x && y\"", &["pytest", "echo"]),
             ("(cd x; make) & wait", &["cd", "make", "wait"]),
             ("a\\;b c", &["a;b"]),
+            ("pytest -q 2>&1 | tee log", &["pytest", "tee"]),
+            ("make &> out; make >| out2 >&2", &["make", "make"]),
             ("make 'check", &[]),
         ];
         for (script, want) in all {
