@@ -23,6 +23,8 @@
 //! `ignore-sigterm`, `spawn setsid|group|stubborn-setsid SECS`, `close-stdout`,
 //! `skip-stdin`, `corrupt-prd invalid|delete|flip`, `cat FILE`,
 //! `usage-limit SECS`, `claude-result TEXT`, `claude-error STATUS TEXT`,
+//! `die SIGNAL` (it sends itself a signal by number: `die 9`, as `kill -9`
+//! from outside would),
 //! `set-all-passing`, `set-verify COMMAND`, `stage PATH`, `exit CODE`,
 //! `write-story-file` (src/<id>.txt, uncommitted), `run PROGRAM ARGS` (no shell), `fifo handoff|prd` (a FIFO where ralph expects the file),
 //! `claude-tool-error TEXT` (a failed tool call's result, as claude
@@ -258,6 +260,14 @@ fn run(cmd: &str, rest: &str, task: &Task, prompt: &str, dir: &Path) -> Result<(
             .map_err(|e| e.to_string())?,
         "print" => println!("{rest}"),
         "stderr" => eprintln!("{rest}"),
+        "die" => {
+            let signal: i32 = rest.trim().parse().map_err(|_| "die SIGNAL (a number)")?;
+            let _ = std::io::stdout().flush();
+            // SAFETY: kill(2) on our own pid; no memory is involved.
+            unsafe { libc::kill(libc::getpid(), signal) };
+            std::thread::sleep(std::time::Duration::from_secs(5));
+            return Err(format!("signal {signal} did not end it"));
+        }
         "output" => {
             let total: usize = rest.trim().parse().map_err(|_| "output BYTES")?;
             let line = "x".repeat(99) + "\n";

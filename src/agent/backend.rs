@@ -131,6 +131,10 @@ pub struct Backend {
     pub safe: bool,
     /// Tools to allow in safe mode (Claude `--allowedTools`).
     pub allowed_tools: Vec<String>,
+    /// The run's gate commands (`gate.command`, the stories' `verify`): in
+    /// safe mode claude may also run the programs they run
+    /// ([`gate_tools`]), so it can check its work the way ralph will.
+    pub gate_commands: Vec<Vec<String>>,
     /// Output format of a custom command.
     pub format: Format,
 }
@@ -200,6 +204,7 @@ impl Backend {
             extra_args: Vec::new(),
             safe: false,
             allowed_tools: default_allowed_tools(),
+            gate_commands: Vec::new(),
             format: tool.format(),
         }
     }
@@ -259,9 +264,15 @@ impl Backend {
                 push(&mut args, &["-p", "--output-format", "stream-json", "--verbose"]);
                 if self.safe {
                     push(&mut args, &["--permission-mode", "acceptEdits"]);
-                    if !self.allowed_tools.is_empty() {
+                    let mut allowed = self.allowed_tools.clone();
+                    for tool in gate_tools(&self.gate_commands) {
+                        if !allowed.contains(&tool) {
+                            allowed.push(tool);
+                        }
+                    }
+                    if !allowed.is_empty() {
                         push(&mut args, &["--allowedTools"]);
-                        args.extend(self.allowed_tools.iter().cloned());
+                        args.extend(allowed);
                     }
                 } else {
                     push(&mut args, &["--dangerously-skip-permissions"]);
@@ -322,10 +333,16 @@ impl Backend {
                 }
             }
             Tool::Aider => {
-                push(
-                    &mut args,
-                    &["--yes-always", "--no-stream", "--no-pretty", "--no-check-update"],
-                );
+                // aider has no safer headless mode than `--yes-always` (it
+                // cannot run without answering), and that never runs a
+                // shell command the model suggests. Safe mode also keeps
+                // the model from suggesting them and aider from fetching
+                // the URLs it finds in the prompt or the reply.
+                push(&mut args, &["--yes-always"]);
+                if self.safe {
+                    push(&mut args, &["--no-suggest-shell-commands", "--no-detect-urls"]);
+                }
+                push(&mut args, &["--no-stream", "--no-pretty", "--no-check-update"]);
                 push(
                     &mut args,
                     &["--no-show-release-notes", "--no-analytics", "--no-auto-commits"],
@@ -415,8 +432,45 @@ fn push(args: &mut Vec<String>, items: &[&str]) {
     args.extend(items.iter().map(|s| s.to_string()));
 }
 
+/// Programs a gate may start that would let any command through a prefix
+/// rule (`Bash(env:*)` allows `env rm -rf ~`): never allowed for a gate.
+/// A `sh -c` gate is looked into instead.
+const WRAPPERS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "ksh", "fish", "env", "sudo", "doas", "su", "xargs", "nohup",
+    "nice", "ionice", "timeout", "time", "command", "builtin", "busybox", "ssh", "watch", "strace",
+    "script", "unbuffer", "stdbuf", "setsid", "chroot", "flock",
+];
+
+/// The claude rules that let it run what the gates run: `Bash(python3:*)`
+/// for `python3 -m unittest`, each command of a `sh -c` script
+/// (`cd tests && uv run pytest` → `Bash(cd:*)`, `Bash(uv:*)`), never a
+/// shell or another wrapper that runs whatever follows it ([`WRAPPERS`]).
+pub fn gate_tools(gates: &[Vec<String>]) -> Vec<String> {
+    let mut tools: Vec<String> = Vec::new();
+    for gate in gates {
+        let programs = match crate::gate::shell_script(gate) {
+            Some(script) => super::words::command_words(script),
+            None => gate.first().cloned().into_iter().collect(),
+        };
+        for program in programs {
+            let name = program.rsplit('/').next().unwrap_or(&program);
+            let allowed = program == "cd"
+                || (super::words::is_plain_program(&program)
+                    && !WRAPPERS.contains(&name)
+                    && !program.contains(|c: char| c.is_whitespace() || c == '(' || c == ')'));
+            let tool = format!("Bash({program}:*)");
+            if allowed && !tools.contains(&tool) {
+                tools.push(tool);
+            }
+        }
+    }
+    tools
+}
+
 /// Claude tools allowed in safe mode: edits plus the usual build and VCS
-/// commands, and nothing that can reach outside the project by default.
+/// commands (Rust, Node, Python, Go, make), and nothing that can reach
+/// outside the project by default. The programs the gate runs are added
+/// ([`gate_tools`]).
 pub fn default_allowed_tools() -> Vec<String> {
     [
         "Read",
@@ -436,8 +490,11 @@ pub fn default_allowed_tools() -> Vec<String> {
         "Bash(npx:*)",
         "Bash(pnpm:*)",
         "Bash(yarn:*)",
+        "Bash(node:*)",
         "Bash(pytest:*)",
         "Bash(python:*)",
+        "Bash(python3:*)",
+        "Bash(uv:*)",
         "Bash(go:*)",
         "Bash(make:*)",
     ]
@@ -514,6 +571,23 @@ mod tests {
                 File,
             ),
             (
+                with(Tool::Aider, |b| b.safe = true),
+                "aider --yes-always --no-suggest-shell-commands --no-detect-urls --no-stream --no-pretty --no-check-update --no-show-release-notes --no-analytics --no-auto-commits --message-file /p/prompt.md",
+                File,
+            ),
+            (
+                with(Tool::Claude, |b| {
+                    b.safe = true;
+                    b.allowed_tools = vec!["Read".into(), "Bash(make:*)".into()];
+                    b.gate_commands = vec![
+                        vec!["sh".into(), "-c".into(), "cd tests && python3 -m unittest".into()],
+                        vec!["make".into(), "check".into()],
+                    ];
+                }),
+                "claude -p --output-format stream-json --verbose --permission-mode acceptEdits --allowedTools Read Bash(make:*) Bash(cd:*) Bash(python3:*)",
+                Stdin,
+            ),
+            (
                 with(Tool::Codex, |b| {
                     b.model = Some("o4".into());
                     b.extra_args = vec!["-c".into(), "x=1".into()]
@@ -527,6 +601,59 @@ mod tests {
             assert_eq!(got.join(" "), want);
             assert_eq!(ch, channel, "{want}");
         }
+    }
+
+    #[test]
+    fn safe_mode_differs_from_the_default_for_every_tool_with_a_safer_mode() {
+        for tool in Tool::ALL.into_iter().filter(|t| *t != Tool::Custom) {
+            let default = argv(&Backend::new(tool)).0;
+            let safe = argv(&with(tool, |b| b.safe = true)).0;
+            assert_ne!(default, safe, "{tool}: --safe changes nothing");
+        }
+    }
+
+    #[test]
+    fn the_gate_adds_what_it_runs_to_claudes_safe_mode() {
+        let gate = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        #[rustfmt::skip]
+        let cases: &[(&[&str], &[&str])] = &[
+            (&["python3", "-m", "unittest"], &["Bash(python3:*)"]),
+            (&["npm", "test"], &["Bash(npm:*)"]),
+            (&["./scripts/check.sh", "--all"], &["Bash(./scripts/check.sh:*)"]),
+            (&["sh", "-c", "cd tests && uv run pytest -q | tee log"], &["Bash(cd:*)", "Bash(uv:*)", "Bash(tee:*)"]),
+            (&["sh", "-c", "CI=1 bundle exec rspec"], &["Bash(bundle:*)"]),
+            (&["bash", "-c", "env X=1 make; sudo make install"], &[]),
+            (&["sh", "scripts/check.sh"], &[]),
+            (&["timeout", "60", "pytest"], &[]),
+            (&["/usr/bin/env", "pytest"], &[]),
+            (&["sh", "-c", "$RUNNER test; ~/bin/x"], &[]),
+            (&[], &[]),
+        ];
+        for (command, want) in cases {
+            assert_eq!(gate_tools(&[gate(command)]), *want, "{command:?}");
+        }
+        // Once each, and on top of the default list, which has python3, node and uv.
+        let twice = [gate(&["pytest"]), gate(&["sh", "-c", "pytest -x"])];
+        assert_eq!(gate_tools(&twice), ["Bash(pytest:*)"]);
+        let mut b = with(Tool::Claude, |b| b.safe = true);
+        b.gate_commands = vec![gate(&["sh", "-c", "cd tests && tox -q"])];
+        let (args, _) = argv(&b);
+        let allowed: Vec<&String> =
+            args.iter().skip_while(|a| *a != "--allowedTools").skip(1).collect();
+        for tool in [
+            "Bash(python3:*)",
+            "Bash(node:*)",
+            "Bash(uv:*)",
+            "Bash(npm:*)",
+            "Bash(cd:*)",
+            "Bash(tox:*)",
+        ] {
+            assert_eq!(allowed.iter().filter(|a| **a == tool).count(), 1, "{tool}: {args:?}");
+        }
+        // Outside safe mode the gate changes nothing.
+        let mut b = Backend::new(Tool::Claude);
+        b.gate_commands = vec![gate(&["tox"])];
+        assert!(!argv(&b).0.iter().any(|a| a.contains("tox")));
     }
 
     #[test]

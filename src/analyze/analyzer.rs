@@ -16,8 +16,10 @@
 //! 3. Otherwise a stop is `Stopped`, and a clean exit is success, except for
 //!    the CLIs that always print a terminal event (a missing one is a failure).
 //! 4. A failure is classified: a rejected `rate_limit_event`, then the HTTP
-//!    status, then [`Patterns`] over the CLI's error texts (newest first),
-//!    stderr, and stray non-JSON stdout lines; else `Failed`.
+//!    status, then a signal ralph did not send (named with who sent it, not
+//!    with whatever the agent last printed; see [`killed`]), then
+//!    [`Patterns`] over the CLI's error texts (newest first), stderr, and
+//!    stray non-JSON stdout lines; else `Failed`.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -529,6 +531,11 @@ impl Analyzer {
             );
             return error_of(kind, message, None);
         }
+        // ralph's own stops are `Stopped` already: this signal came from
+        // elsewhere, and it, not the agent's last words, is why it ended.
+        if let (Some(signal), None) = (end.signal, end.stopped) {
+            return AgentError::Failed { exit_code: None, message: killed(signal) };
+        }
         for text in &texts {
             if let Some((kind, line)) = self.patterns.classify(text) {
                 let resets_at = (kind == PatternKind::UsageLimit).then(reset_in_texts).flatten();
@@ -574,6 +581,52 @@ fn error_of(kind: PatternKind, message: String, resets_at: Option<DateTime<Utc>>
         PatternKind::Overload => AgentError::Overloaded { message },
         PatternKind::Unreachable => AgentError::Unreachable { message },
     }
+}
+
+/// Why an agent that a signal ended stopped, when ralph did not send the
+/// signal (its timeouts and stops are [`AgentError::Stopped`]): "stopped
+/// by signal 9 (KILL), sent by someone other than ralph"; a crash or a
+/// resource limit is named as such.
+fn killed(signal: i32) -> String {
+    let name = signal_name(signal).map(|n| format!(" ({n})")).unwrap_or_default();
+    let by = match signal {
+        libc::SIGSEGV
+        | libc::SIGBUS
+        | libc::SIGILL
+        | libc::SIGFPE
+        | libc::SIGABRT
+        | libc::SIGTRAP
+        | libc::SIGSYS => ": the agent crashed",
+        libc::SIGXCPU | libc::SIGXFSZ => ": it hit a resource limit (ulimit)",
+        libc::SIGPIPE => ": its output was closed",
+        _ => ", sent by someone other than ralph",
+    };
+    format!("stopped by signal {signal}{name}{by}")
+}
+
+/// "KILL" for 9: the name without its `SIG`.
+fn signal_name(signal: i32) -> Option<&'static str> {
+    Some(match signal {
+        libc::SIGHUP => "HUP",
+        libc::SIGINT => "INT",
+        libc::SIGQUIT => "QUIT",
+        libc::SIGILL => "ILL",
+        libc::SIGTRAP => "TRAP",
+        libc::SIGABRT => "ABRT",
+        libc::SIGBUS => "BUS",
+        libc::SIGFPE => "FPE",
+        libc::SIGKILL => "KILL",
+        libc::SIGUSR1 => "USR1",
+        libc::SIGSEGV => "SEGV",
+        libc::SIGUSR2 => "USR2",
+        libc::SIGPIPE => "PIPE",
+        libc::SIGALRM => "ALRM",
+        libc::SIGTERM => "TERM",
+        libc::SIGXCPU => "XCPU",
+        libc::SIGXFSZ => "XFSZ",
+        libc::SIGSYS => "SYS",
+        _ => return None,
+    })
 }
 
 fn first_line(text: &str) -> String {

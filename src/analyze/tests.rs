@@ -1227,3 +1227,49 @@ fn a_result_printed_after_the_stop_does_not_undo_it() {
         assert_eq!(analyzer.finish(&end, now()).error, *want, "{name}");
     }
 }
+
+/// A signal ralph did not send is named, with who sent it, instead of the
+/// agent's last words; ralph's own stops stay stops.
+#[test]
+fn a_killed_agent_is_named_as_killed() {
+    let kill = |signal: i32| format!("stopped by signal {signal}");
+    #[rustfmt::skip]
+    let cases: &[(&str, Format, &[&str], &str, Option<i32>, Option<StopReason>, Option<AgentError>)] = &[
+        ("SIGKILL from outside, text", Format::Text, &["working on it"], "argv: my-agent --fast\n", Some(libc::SIGKILL), None,
+            Some(AgentError::Failed { exit_code: None, message: format!("{} (KILL), sent by someone other than ralph", kill(9)) })),
+        ("SIGKILL from outside, claude without a result", Format::Claude, &[r#"{"type":"system","subtype":"init","session_id":"s"}"#], "", Some(libc::SIGKILL), None,
+            Some(AgentError::Failed { exit_code: None, message: format!("{} (KILL), sent by someone other than ralph", kill(9)) })),
+        ("SIGTERM from outside", Format::Text, &[], "Terminated\n", Some(libc::SIGTERM), None,
+            Some(AgentError::Failed { exit_code: None, message: format!("{} (TERM), sent by someone other than ralph", kill(15)) })),
+        ("a crash", Format::Text, &["error: boom"], "", Some(libc::SIGSEGV), None,
+            Some(AgentError::Failed { exit_code: None, message: format!("{} (SEGV): the agent crashed", kill(11)) })),
+        ("a ulimit", Format::Text, &[], "", Some(libc::SIGXCPU), None,
+            Some(AgentError::Failed { exit_code: None, message: format!("{} (XCPU): it hit a resource limit (ulimit)", kill(24)) })),
+        ("an unnamed signal", Format::Text, &[], "", Some(40), None,
+            Some(AgentError::Failed { exit_code: None, message: format!("{}, sent by someone other than ralph", kill(40)) })),
+        ("ralph's timeout", Format::Text, &[], "argv: x\n", Some(libc::SIGKILL), Some(StopReason::Timeout),
+            Some(AgentError::Stopped { reason: StopReason::Timeout })),
+        ("ralph's idle timeout", Format::Claude, &[], "", Some(libc::SIGTERM), Some(StopReason::Idle),
+            Some(AgentError::Stopped { reason: StopReason::Idle })),
+        ("an exit code is not a kill", Format::Text, &[], "argv: x\n", None, None,
+            Some(AgentError::Failed { exit_code: Some(1), message: "argv: x".into() })),
+    ];
+    for (name, format, lines, stderr, signal, stopped, want) in cases {
+        let mut analyzer = Analyzer::new(*format);
+        lines.iter().for_each(|l| analyzer.feed(l.as_bytes()));
+        let end = ProcessEnd {
+            exit_code: signal.is_none().then_some(1),
+            signal: *signal,
+            stopped: *stopped,
+            stderr_tail: stderr.to_string(),
+        };
+        let outcome = analyzer.finish(&end, now());
+        assert_eq!(outcome.error, *want, "{name}");
+    }
+    // A usage limit the CLI reported still wins: it decides when to retry.
+    let mut analyzer = Analyzer::new(Format::Claude);
+    analyzer.feed(br#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1764669600,"rateLimitType":"five_hour"}}"#);
+    let end = ProcessEnd { signal: Some(libc::SIGKILL), ..ProcessEnd::default() };
+    let outcome = analyzer.finish(&end, now());
+    assert!(matches!(outcome.error, Some(AgentError::UsageLimit { .. })), "{:?}", outcome.error);
+}

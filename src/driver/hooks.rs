@@ -1,6 +1,11 @@
 //! The user's hook commands (`hooks.on_iteration_end`, `on_complete`,
 //! `on_halt`) and the iteration's end event they follow. A failing hook is
 //! a warning, never the end of the loop.
+//!
+//! A hook is an argv (a TOML array, or text split into words; text that is
+//! a JSON array, as in `RALPH_HOOKS_ON_HALT='["notify-send", "done"]'`, is
+//! that argv: see [`agent::words::split`]). Its `RALPH_*` variables are
+//! single values, never lists.
 
 use std::time::Duration;
 
@@ -106,7 +111,7 @@ impl Run<'_> {
                 let detail = err.0.text();
                 self.warn(format!(
                     "hook {name} ({}) failed{}{}",
-                    command.join(" "),
+                    agent::words::join(command),
                     f.exit_code
                         .map(|c| format!(" with exit {c}"))
                         .unwrap_or_else(|| " (timed out or killed)".into()),

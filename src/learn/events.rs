@@ -42,6 +42,9 @@ pub enum Category {
     GateNotRun,
     /// The agent exited abnormally.
     AgentExit,
+    /// A signal ralph did not send ended the agent (someone's `kill -9`,
+    /// the OOM killer, a crash): nothing about the code.
+    AgentKilled,
     /// The agent ran out of time.
     AgentTimeout,
     /// The handoff was missing or broke its rules.
@@ -61,6 +64,7 @@ impl Category {
             Category::GateFailure => "gate-failure",
             Category::GateNotRun => "gate-not-run",
             Category::AgentExit => "agent-exit",
+            Category::AgentKilled => "agent-killed",
             Category::AgentTimeout => "agent-timeout",
             Category::HandoffInvalid => "handoff-invalid",
             Category::ToolError => "tool-error",
@@ -72,6 +76,7 @@ impl Category {
 
     /// Whether rows of this category are merged into rule cards. Not
     /// `gate-not-run`: a broken environment is not a lesson about the code.
+    /// Not `agent-killed`: neither is a kill.
     /// Not `blocked`: it needs a person, not a rule. Not `lesson`: it follows
     /// the failure it describes, which is counted already.
     pub fn learns(&self) -> bool {
@@ -92,6 +97,7 @@ impl From<String> for Category {
             "gate-failure" => Category::GateFailure,
             "gate-not-run" => Category::GateNotRun,
             "agent-exit" => Category::AgentExit,
+            "agent-killed" => Category::AgentKilled,
             "agent-timeout" => Category::AgentTimeout,
             "handoff-invalid" => Category::HandoffInvalid,
             "tool-error" => Category::ToolError,
@@ -186,6 +192,37 @@ static NUMBER: LazyLock<Regex> =
 static TEMP_PATH: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r#"(?:/private)?/(?:tmp|var/folders)/[^\s:'"`)\]]*"#).unwrap());
 
+/// What varies between two runs of the same code: timings (`0.002s`,
+/// `142 ms`, `Time: 1.234 s`, a bare `0.53`) and clock times (`12:03:44`).
+/// Counts and line numbers are not here: they can mean the code changed.
+static TIMING: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b|\b\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|secs?|seconds?|m|min|h)\b|\b\d+\.\d+\b",
+    )
+    .unwrap()
+});
+
+/// `text` with what differs between two runs of the same code masked:
+/// temporary paths → `<tmp>`, hex ids and addresses → `<hex>`, timings
+/// and clock times → `<t>`. The rest is kept as it is, so lessons that
+/// differ only in those are one lesson ([`super::lessons`]).
+pub fn mask_volatile(text: &str) -> String {
+    let s = TEMP_PATH.replace_all(text, "<tmp>");
+    let s = mask_hex(&s);
+    TIMING.replace_all(&s, "<t>").into_owned()
+}
+
+fn mask_hex(text: &str) -> std::borrow::Cow<'_, str> {
+    HEX.replace_all(text, |c: &Captures| {
+        let m = &c[0];
+        if m.starts_with("0x") || m.bytes().any(|b| b.is_ascii_digit()) {
+            "<hex>".to_string()
+        } else {
+            m.to_string()
+        }
+    })
+}
+
 /// Makes the same failure read the same every time: terminal escapes and
 /// control characters dropped; temporary paths → `<tmp>`; hex ids →
 /// `<hex>`; numbers standing alone (counts, line and column, durations) →
@@ -196,14 +233,7 @@ static TEMP_PATH: LazyLock<Regex> =
 pub fn signature(raw: &str) -> String {
     let s = text::plain(raw);
     let s = TEMP_PATH.replace_all(&s, "<tmp>");
-    let s = HEX.replace_all(&s, |c: &Captures| {
-        let m = &c[0];
-        if m.starts_with("0x") || m.bytes().any(|b| b.is_ascii_digit()) {
-            "<hex>".to_string()
-        } else {
-            m.to_string()
-        }
-    });
+    let s = mask_hex(&s);
     let s = NUMBER.replace_all(&s, "<n>");
     text::clip(&text::collapse(&s), MAX_SIGNATURE_CHARS)
 }
@@ -295,12 +325,32 @@ mod tests {
     }
 
     #[test]
+    fn volatile_parts_are_masked_and_the_rest_kept() {
+        #[rustfmt::skip]
+        let cases: &[(&str, &str)] = &[
+            ("Ran 3 tests in 0.002s", "Ran 3 tests in <t>"),
+            ("Time:        1.234 s", "Time:        <t>"),
+            ("took 142ms, then 3 seconds", "took <t>, then <t>"),
+            ("at 12:03:44.512 it failed", "at <t> it failed"),
+            ("<Calc object at 0x7ffd5e8c1a20>", "<Calc object at <hex>>"),
+            ("HEAD is 3fa9c2e1b7", "HEAD is <hex>"),
+            ("cannot open /tmp/.tmpAb3xYz/prd.json", "cannot open <tmp>"),
+            ("2 failed, 1 passed; src/lib.rs:42:9; E0425; test_2", "2 failed, 1 passed; src/lib.rs:42:9; E0425; test_2"),
+            ("the file was defaced", "the file was defaced"),
+        ];
+        for (raw, expected) in cases {
+            assert_eq!(mask_volatile(raw), *expected, "{raw:?}");
+        }
+    }
+
+    #[test]
     fn categories_round_trip_and_only_code_failures_learn() {
         #[rustfmt::skip]
         let cases: &[(Category, &str, bool)] = &[
             (Category::GateFailure, "gate-failure", true),
             (Category::GateNotRun, "gate-not-run", false),
             (Category::AgentExit, "agent-exit", true),
+            (Category::AgentKilled, "agent-killed", false),
             (Category::AgentTimeout, "agent-timeout", true),
             (Category::HandoffInvalid, "handoff-invalid", true),
             (Category::Blocked, "blocked", false),

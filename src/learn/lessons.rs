@@ -10,8 +10,9 @@
 //! hashing makes any story id, `../../etc` included, a safe file name. The
 //! file is versioned and written atomically; it keeps the newest
 //! [`MAX_LESSONS`], each at most [`MAX_CHARS`] chars. A lesson that comes back
-//! (same text once trimmed and whitespace-collapsed) moves to newest with its
-//! count raised, rather than being stored twice.
+//! (same text once trimmed and whitespace-collapsed, timings and addresses
+//! aside) moves to newest with its count raised, rather than being stored
+//! twice.
 //!
 //! Lessons help but are never needed: a damaged file reads as none, with a
 //! warning, and every error is returned for the caller to log and go on.
@@ -24,6 +25,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::events;
 use crate::prompt;
 use crate::store::{self, Loaded, Store};
 use crate::text::{self, chars};
@@ -114,10 +116,10 @@ impl Lessons {
         if lesson.is_empty() {
             return Added::Empty;
         }
-        let key = text::collapse(&lesson);
+        let same = key(&lesson);
         let mut entry = Lesson { text: lesson, source, first_seen: now, last_seen: now, count: 1 };
         let mut added = Added::New;
-        if let Some(i) = self.lessons.iter().position(|l| text::collapse(&l.text) == key) {
+        if let Some(i) = self.lessons.iter().position(|l| key(&l.text) == same) {
             let old = self.lessons.remove(i);
             entry.first_seen = old.first_seen;
             entry.count = old.count.saturating_add(1);
@@ -152,6 +154,13 @@ impl Lessons {
         fs::create_dir_all(store.lessons_dir())?;
         store::write_json(&path(store, &self.story), self)
     }
+}
+
+/// What makes two lessons the same: the text whitespace-collapsed, with
+/// what differs between two runs of the same code masked (timings, clock
+/// times, addresses, temporary paths; see [`events::mask_volatile`]).
+fn key(lesson: &str) -> String {
+    text::collapse(&events::mask_volatile(lesson))
 }
 
 /// `.ralph/lessons/<hex sha256 of story>.json`: never the raw id, which could
@@ -281,7 +290,8 @@ pub fn excerpt(exit_code: Option<i32>, stdout_tail: &str, stderr_tail: &str) -> 
     out
 }
 
-fn names_an_error(line: &str) -> bool {
+/// Whether an output line names an error: error, fail, panicked, assert.
+pub(crate) fn names_an_error(line: &str) -> bool {
     let lower = line.to_lowercase();
     ["error", "fail", "panicked", "assert"].iter().any(|w| lower.contains(w))
 }
@@ -341,6 +351,36 @@ mod tests {
         assert_eq!(texts, ["check the migration", "run   cargo\n fmt", "Run cargo fmt"]);
         let repeat = &lessons.lessons()[1];
         assert_eq!((repeat.count, repeat.first_seen, repeat.last_seen), (2, t(0), t(2)));
+    }
+
+    #[test]
+    fn output_that_differs_only_in_timings_and_addresses_is_one_lesson() {
+        let unittest = |secs: &str, addr: &str| {
+            format!(
+                "exit=1\nERROR: test_zero (tests.test_calc.TestCalc.test_zero)\n\
+                 ZeroDivisionError: division by zero\n<Calc object at {addr}>\n\
+                 Ran 3 tests in {secs}s\nFAILED (errors=1)"
+            )
+        };
+        #[rustfmt::skip]
+        let cases: &[(&str, String, String, bool)] = &[
+            ("unittest timings and addresses", unittest("0.000", "0x7ffd5e8c1a20"), unittest("0.002", "0x7f3e0b2c4d10"), true),
+            ("pytest", "1 failed, 2 passed in 0.02s".into(), "1 failed, 2 passed in 1.37s".into(), true),
+            ("cargo and a clock", "12:03:44 test result: FAILED. finished in 0.53s".into(), "12:04:10 test result: FAILED. finished in 0.61s".into(), true),
+            ("go", "--- FAIL: TestAdd (0.00s)".into(), "--- FAIL: TestAdd (0.01s)".into(), true),
+            ("a temporary path", "cannot open /tmp/.tmpAb3xYz/x.db".into(), "cannot open /tmp/.tmpQq9/x.db".into(), true),
+            ("another count", "2 failed, 1 passed in 0.02s".into(), "1 failed, 2 passed in 0.02s".into(), false),
+            ("another line", "panicked at src/lib.rs:42:9".into(), "panicked at src/lib.rs:57:9".into(), false),
+            ("another test", "--- FAIL: TestAdd (0.00s)".into(), "--- FAIL: TestSub (0.00s)".into(), false),
+        ];
+        for (name, first, second, same) in cases {
+            let mut lessons = Lessons::new("S");
+            assert_eq!(lessons.add(first, Source::Loop, t(0)), Added::New, "{name}");
+            let want = if *same { Added::Repeat } else { Added::New };
+            assert_eq!(lessons.add(second, Source::Loop, t(1)), want, "{name}");
+            // The newest wording is the one kept.
+            assert_eq!(lessons.lessons().last().unwrap().text, *second, "{name}");
+        }
     }
 
     #[test]

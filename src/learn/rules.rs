@@ -43,6 +43,15 @@ use crate::text;
 /// Format version of `rules.json`.
 pub const VERSION: u32 = 1;
 
+/// The note of a card ralph just made. It names why the card is in its
+/// state, not how often it was seen: that is `occurrences`.
+const NEW_NOTE: &str = "new candidate";
+
+/// What older ralphs wrote as a new card's note; it stayed after the count
+/// grew ("seen once" next to "occurrences: 16"), so it is shown as
+/// [`NEW_NOTE`].
+const STALE_NEW_NOTE: &str = "new: seen once";
+
 /// Samples of the failure kept on a card, newest last.
 const MAX_SAMPLES: usize = 3;
 
@@ -369,7 +378,7 @@ impl Rules {
                 last_seen: now,
                 armed_at: None,
                 changed_at: now,
-                note: "new: seen once".into(),
+                note: NEW_NOTE.into(),
                 metrics: Metrics::default(),
                 undeterminable: false,
                 samples: vec![sample],
@@ -803,7 +812,7 @@ pub fn render_card(card: &Card) -> String {
     };
     field("id", &card.id);
     field("state", card.state.as_str());
-    field("note", &card.note);
+    field("note", if card.note == STALE_NEW_NOTE { NEW_NOTE } else { &card.note });
     field("category", card.category.as_str());
     field("signature", &card.signature);
     field("statement", &text::collapse(&card.statement));
@@ -1207,7 +1216,7 @@ mod tests {
         let text = render_card(&card);
         #[rustfmt::skip]
         let fields: &[(&str, &str)] = &[
-            ("id:", &card.id), ("state:", "candidate"), ("note:", "new: seen once"),
+            ("id:", &card.id), ("state:", "candidate"), ("note:", "new candidate"),
             ("category:", "gate-failure"), ("signature:", "error[E0425]: cannot find value `x`"),
             ("statement:", "The verification gate kept failing with \"error[E0425]"),
             ("occurrences:", "3 (ready)"), ("recurrences:", "0"),
@@ -1225,6 +1234,12 @@ mod tests {
             ),
             "{text}"
         );
+        assert!(!text.contains("once"), "{text}");
+        // A card an older ralph wrote says so no longer either.
+        let old = Card { note: STALE_NEW_NOTE.into(), occurrences: 16, ..card.clone() };
+        let text = render_card(&old);
+        assert!(text.contains("\nnote:         new candidate\n"), "{text}");
+        assert!(!text.contains("once") && text.contains("occurrences:  16"), "{text}");
         let json = serde_json::to_value(&card).unwrap();
         assert_eq!(json["state"], "candidate");
         assert_eq!(json["category"], "gate-failure");
