@@ -234,6 +234,15 @@ impl Layers {
         }
     }
 
+    /// A gate given as text runs through `sh -c` when it has shell syntax
+    /// ([`crate::gate::argv`]); an array is its argv.
+    fn gate_command(&self, key: &str) -> Vec<String> {
+        match self.get(key) {
+            toml::Value::String(s) => crate::gate::argv(s).unwrap_or_default(),
+            _ => self.list(key),
+        }
+    }
+
     /// The typed configuration.
     pub(crate) fn resolve(&self) -> Config {
         let tool = tool_from(&self.str("agent.tool")).unwrap_or(Tool::Claude);
@@ -259,7 +268,7 @@ impl Layers {
                 commit_leftovers: self.bool("run.commit_leftovers"),
             },
             gate: GateConfig {
-                command: self.command("gate.command"),
+                command: self.gate_command("gate.command"),
                 timeout: self.duration("gate.timeout"),
                 tail_bytes: usize::try_from(self.int("gate.tail_bytes")).unwrap_or(4096),
                 fatal_signatures: self.list("gate.fatal_signatures"),

@@ -311,14 +311,8 @@ pub fn commands(gate: &[String], prd: &crate::prd::Prd) -> Vec<(Vec<String>, Str
 /// Every gate program — `gate.command` and the unfinished stories'
 /// `verify` — must exist before the first agent is paid for: a gate that
 /// cannot start is an environment error, not something an agent can fix.
-/// A program with a `/` is looked for from ralph's current directory; see
-/// [`check_programs_in`] for the project's.
-pub fn check_programs(gate: &[String], prd: &crate::prd::Prd) -> Result<(), NotRun> {
-    check_programs_in(gate, prd, Path::new(""))
-}
-
-/// [`check_programs`], with a program given by its path (`./run-tests.sh`)
-/// looked for in `project`, where the gate runs.
+/// A program given by its path (`./run-tests.sh`) is looked for in
+/// `project`, where the gate runs.
 pub fn check_programs_in(
     gate: &[String],
     prd: &crate::prd::Prd,

@@ -534,7 +534,7 @@ impl Analyzer {
         // ralph's own stops are `Stopped` already: this signal came from
         // elsewhere, and it, not the agent's last words, is why it ended.
         if let (Some(signal), None) = (end.signal, end.stopped) {
-            return AgentError::Failed { exit_code: None, message: killed(signal) };
+            return AgentError::Killed { signal, message: killed(signal) };
         }
         for text in &texts {
             if let Some((kind, line)) = self.patterns.classify(text) {

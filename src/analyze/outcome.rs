@@ -55,6 +55,9 @@ pub(crate) enum AgentError {
     Failed { exit_code: Option<i32>, message: String },
     /// ralph stopped it (timeout, idle, interrupt, budget).
     Stopped { reason: super::StopReason },
+    /// A signal ralph did not send ended it: someone's `kill`, the OOM
+    /// killer, a crash. `message` says which, as far as ralph can tell.
+    Killed { signal: i32, message: String },
 }
 
 /// A one-line description: "authentication failed: Invalid API key".
@@ -78,6 +81,7 @@ impl std::fmt::Display for AgentError {
                     m => write!(f, ": {m}"),
                 }
             }
+            AgentError::Killed { message, .. } => f.write_str(message),
             AgentError::Stopped { reason } => f.write_str(match reason {
                 StopReason::Timeout => "stopped: iteration timeout",
                 StopReason::Idle => "stopped: no output for the idle timeout",
@@ -98,7 +102,8 @@ impl AgentError {
             | AgentError::RateLimited { message }
             | AgentError::Overloaded { message }
             | AgentError::Unreachable { message }
-            | AgentError::Failed { message, .. } => Some(message),
+            | AgentError::Failed { message, .. }
+            | AgentError::Killed { message, .. } => Some(message),
             AgentError::Stopped { .. } => None,
         }
     }

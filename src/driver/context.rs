@@ -52,7 +52,7 @@ pub(super) fn render(i: &PromptInputs<'_>) -> Rendered {
     push_lessons(&mut context, i.paths, &i.story.id, &mut warnings);
     let applied = push_rules(&mut context, i.paths, &mut warnings);
     let gate_hint = match i.gate {
-        Some(cmd) => format!("; ralph verifies your work with `{}`", cmd.join(" ")),
+        Some(cmd) => format!("; ralph verifies your work with `{}`", crate::gate::display(cmd)),
         None => String::new(),
     };
     let iteration = i.iteration.to_string();
@@ -117,7 +117,7 @@ fn push_rules(context: &mut String, paths: &Paths, warnings: &mut Vec<String>) -
 /// (`None` without a gate).
 pub(super) fn gate_command(gate: &[String], story: &Story) -> Option<Vec<String>> {
     match &story.verify {
-        Some(v) => crate::agent::words::split(v).ok().filter(|w| !w.is_empty()),
+        Some(v) => crate::gate::argv(v).ok().filter(|w| !w.is_empty()),
         None => Some(gate.to_vec()).filter(|c| !c.is_empty()),
     }
 }

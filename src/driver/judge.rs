@@ -257,7 +257,7 @@ pub(crate) enum Stop {
 /// error. A run that failed or timed out is judged: its work may pass.
 pub(crate) fn needs_gate(agent: Option<&AgentError>) -> bool {
     match agent {
-        None | Some(AgentError::Failed { .. }) => true,
+        None | Some(AgentError::Failed { .. } | AgentError::Killed { .. }) => true,
         Some(AgentError::Stopped { reason }) => *reason != StopReason::Interrupted,
         Some(_) => false,
     }
@@ -287,7 +287,7 @@ pub(crate) fn judge(f: &Facts) -> Judgement {
     let failed = misbehaved
         || matches!(
             f.agent,
-            Some(AgentError::Failed { .. })
+            Some(AgentError::Failed { .. } | AgentError::Killed { .. })
                 | Some(AgentError::Stopped { reason: StopReason::Timeout | StopReason::Idle })
         );
     if misbehaved {
@@ -554,7 +554,7 @@ fn ended_before_a_verdict(f: &Facts, j: &Judgement) -> Option<Judgement> {
         | AgentError::Unreachable { message } => {
             early(IterationResult::Transient, Next::Backoff { message: message.clone() })
         }
-        AgentError::Failed { .. } | AgentError::Stopped { .. } => None,
+        AgentError::Failed { .. } | AgentError::Killed { .. } | AgentError::Stopped { .. } => None,
     }
 }
 
@@ -581,6 +581,15 @@ fn agent_failure(f: &Facts) -> Option<Learn> {
             Category::AgentTimeout
         }
         AgentError::Failed { .. } => Category::AgentExit,
+        // A kill says nothing about the code: an event, no lesson, no rule.
+        AgentError::Killed { message, .. } => {
+            return Some(Learn {
+                category: Category::AgentKilled,
+                signature: message.clone(),
+                detail: message.clone(),
+                lesson: None,
+            });
+        }
         _ => return None,
     };
     let text = e.to_string();

@@ -69,7 +69,10 @@ pub(super) fn start<'a>(
         unfinished.as_ref().is_some_and(|s| matches!(s.phase, Phase::Agent | Phase::Gate));
     let prd = load_prd(paths, crashed_mid_iteration, reporter)?;
     let repo = Repo::discover(&paths.project)?;
-    let backend = Backend::configured(&cfg.agent).map_err(Error::Usage)?;
+    let mut backend = Backend::configured(&cfg.agent).map_err(Error::Usage)?;
+    // Safe mode lets the agent run what the gate runs.
+    backend.gate_commands =
+        crate::gate::commands(&cfg.gate.command, &prd).into_iter().map(|(c, _)| c).collect();
     let template = load_template(paths, opts)?;
 
     let now = Utc::now();
@@ -195,7 +198,7 @@ fn preflight(paths: &Paths, opts: &Options) -> Result<(), Error> {
         .preflight(crate::process::euid() == 0, &|k| std::env::var(k).ok())
         .map_err(|message| Error::Environment { message, hint: None })?;
     if let Some(prd) = &prd {
-        crate::gate::check_programs(&cfg.gate.command, prd)
+        crate::gate::check_programs_in(&cfg.gate.command, prd, &paths.project)
             .map_err(|e| Error::Environment { message: e.message, hint: Some(e.hint) })?;
     }
     Ok(())

@@ -31,7 +31,7 @@ fn an_agent_killed_from_outside_is_named_as_killed_not_by_its_last_words() {
 }
 
 #[test]
-#[ignore = "needs the judge to record a kill as agent-killed (helper/learn report, item 9)"]
+
 fn kills_never_become_rule_candidates() {
     let p = Project::with_prd(ONE_STORY);
     p.script("[run *]\ndie 9\n");

@@ -424,7 +424,7 @@ fn a_failed_gate_names_the_failing_test_and_its_log() {
 }
 
 #[test]
-#[ignore = "needs config.rs and driver/context.rs to read gate text with crate::gate::argv (helper/learn report, item 8)"]
+
 fn a_gate_with_shell_syntax_runs_through_sh() {
     let p = Project::with_prd(ONE_STORY);
     p.write("tests/.keep", "");
@@ -457,6 +457,6 @@ fn a_shell_gate_whose_program_is_missing_stops_before_any_agent() {
     );
     let r = p.run(&["2"]);
     assert_eq!(r.code, code(exit::ENVIRONMENT), "{r:?}");
-    assert!(r.stdout.contains("`no-such-test-runner` (gate.command) not found"), "{r:?}");
+    assert!(r.stderr.contains("`no-such-test-runner` (gate.command) not found"), "{r:?}");
     assert!(p.agent_runs().is_empty());
 }
