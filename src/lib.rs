@@ -42,10 +42,12 @@ pub fn main_entry() -> u8 {
     match commands::dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            let mut text = format!("error: {e}\n");
             if let Some(h) = e.hint() {
-                eprintln!("hint: {h}");
+                text.push_str(&format!("hint: {h}\n"));
             }
+            // eprintln! would panic on a closed stderr; the exit code still tells.
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
             e.exit_code()
         }
     }

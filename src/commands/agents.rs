@@ -8,6 +8,8 @@ use crate::agent::{Backend, Tool};
 use crate::cli::Global;
 use crate::error::Error;
 
+use super::common::{print, print_json};
+
 /// One line of `ralph agents`.
 #[derive(Debug, serde::Serialize)]
 pub(crate) struct AgentInfo {
@@ -49,20 +51,22 @@ pub(crate) fn run(g: &Global) -> Result<u8, Error> {
         })
         .collect();
     if g.json {
-        println!("{}", serde_json::to_string_pretty(&infos).unwrap_or_default());
+        print_json(&infos)?;
         return Ok(0);
     }
+    let mut o = String::new();
     for i in &infos {
         let found = match (&i.path, &i.version) {
             (Some(p), Some(v)) => format!("{v} ({p})"),
             (Some(p), None) => p.clone(),
             (None, _) => "not installed".into(),
         };
-        println!("{:<13} {found}", i.tool);
+        o.push_str(&format!("{:<13} {found}\n", i.tool));
         for p in &i.problems {
-            println!("{:<13}   - {p}", "");
+            o.push_str(&format!("{:<13}   - {p}\n", ""));
         }
     }
+    print(&o)?;
     Ok(0)
 }
 

@@ -1,7 +1,7 @@
 //! `ralph analyze FILE`: the analysis of a saved agent output (a log from
 //! `.ralph/logs/` or any file), streamed, as the loop would see it.
 
-use std::io::{BufRead, Write};
+use std::io::BufRead;
 use std::path::Path;
 
 use chrono::Utc;
@@ -11,7 +11,7 @@ use crate::cli::{AnalyzeArgs, Global, SettingArgs};
 use crate::error::Error;
 use crate::ui::plural;
 
-use super::common::project_dir;
+use super::common::{print, print_json, project_dir};
 use super::flags::layers;
 
 fn guess_format(head: &[u8]) -> Format {
@@ -65,10 +65,10 @@ pub(crate) fn run(g: &Global, args: &AnalyzeArgs) -> Result<u8, Error> {
         .map_err(|e| Error::io(format!("read {}", args.file.display()), e))?;
     if g.json {
         let v = serde_json::json!({"file": args.file, "format": format, "outcome": outcome});
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        print_json(&v)?;
         return Ok(0);
     }
-    let _ = std::io::stdout().write_all(render(&args.file, format, &outcome).as_bytes());
+    print(&render(&args.file, format, &outcome))?;
     Ok(0)
 }
 

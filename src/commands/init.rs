@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::cli::{Global, InitArgs};
 use crate::error::Error;
 
-use super::common::project_dir;
+use super::common::{print, project_dir};
 
 const PRD_EXAMPLE: &str = include_str!("../../prd.json.example");
 const AGENTS_TEMPLATE: &str = include_str!("../../templates/AGENTS.md");
@@ -110,13 +110,12 @@ pub(crate) fn run(g: &Global, args: &InitArgs) -> Result<u8, Error> {
             args.tool
         )),
     }
-    for line in &done.lines {
-        println!("{line}");
-    }
-    println!(
+    let mut out: String = done.lines.iter().map(|l| format!("{l}\n")).collect();
+    out.push_str(
         "\nNext: describe your feature in prd.json (or ask your agent to use the prd and ralph skills),\n\
-         set gate.command in .ralph/config.toml to your test command, then run `ralph`."
+         set gate.command in .ralph/config.toml to your test command, then run `ralph`.\n",
     );
+    print(&out)?;
     Ok(0)
 }
 

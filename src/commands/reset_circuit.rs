@@ -8,7 +8,7 @@ use crate::cli::Global;
 use crate::error::Error;
 use crate::store;
 
-use super::common::project_dir;
+use super::common::{eprint, print, project_dir};
 
 pub(crate) fn run(g: &Global) -> Result<u8, Error> {
     let store = crate::paths::Paths::resolve(&project_dir(g)?, g.prd.as_deref())?.store;
@@ -22,14 +22,14 @@ pub(crate) fn run(g: &Global) -> Result<u8, Error> {
     let (mut breaker, warning) =
         Breaker::load(&store, now).map_err(|e| Error::io("read the circuit breaker", e))?;
     if let Some(w) = warning {
-        eprintln!("warning: {w}");
+        eprint(&format!("warning: {w}\n"));
     }
     let before = breaker.state();
     breaker.reset(now, "reset by hand (ralph reset-circuit)");
     breaker.save(&store).map_err(|e| Error::io("write the circuit breaker", e))?;
-    println!(
-        "circuit breaker reset: {before} → CLOSED (recorded in {})",
+    print(&format!(
+        "circuit breaker reset: {before} → CLOSED (recorded in {})\n",
         store.circuit_history().display()
-    );
+    ))?;
     Ok(0)
 }
