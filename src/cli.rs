@@ -104,6 +104,21 @@ pub(crate) struct RunArgs {
     /// Run inside a tmux session with status and log panes
     #[arg(long)]
     pub(crate) monitor: bool,
+    // The spellings of ralph-claude-code and other drivers, accepted and
+    // not advertised: `commands::argv` folds them into ralph's own.
+    /// Show the status and exit (ralph-claude-code's spelling of `ralph status`)
+    #[arg(long, hide = true)]
+    pub(crate) status: bool,
+    /// The iteration count as a flag (`--max-iterations 5`, `-n 5`)
+    #[arg(
+        long = "max-iterations",
+        short = 'n',
+        value_name = "N",
+        hide = true,
+        conflicts_with = "max_iterations",
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub(crate) iterations: Option<u32>,
 }
 
 /// Run options that set a configuration key: each is the `flag` of one row
@@ -153,7 +168,7 @@ pub(crate) struct SettingArgs {
     #[arg(long, value_name = "TOKENS")]
     pub(crate) max_tokens: Option<u64>,
     /// Agent runs allowed per hour; 0 = no limit [default: 100]
-    #[arg(long, value_name = "N")]
+    #[arg(long, alias = "calls", value_name = "N")]
     pub(crate) calls_per_hour: Option<u32>,
     /// Stop (exit 4) at a rate or usage limit instead of waiting it out
     #[arg(long)]
@@ -162,7 +177,7 @@ pub(crate) struct SettingArgs {
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub(crate) max_wait: Option<String>,
     /// Start with a closed circuit breaker, whatever state it was left in
-    #[arg(long)]
+    #[arg(long, alias = "auto-reset-circuit")]
     pub(crate) auto_reset: bool,
 }
 
@@ -196,9 +211,9 @@ pub(crate) enum Command {
     /// Reset the circuit breaker to CLOSED
     #[command(after_help = "Example:\n  ralph reset-circuit && ralph")]
     ResetCircuit,
-    /// Analyse a saved agent output (a log from .ralph/logs/ or any file)
+    /// Analyse a saved agent output (a log from .git/ralph/logs/ or any file)
     #[command(
-        after_help = "Examples:\n  ralph analyze .ralph/logs/20261202-101500-3a7f-9c41e2/iter-3.log\n  ralph analyze out.jsonl --format claude --json"
+        after_help = "Examples:\n  ralph analyze .git/ralph/logs/20261202-101500-3a7f-9c41e2/iter-3.log\n  ralph analyze out.jsonl --format claude --json"
     )]
     Analyze(AnalyzeArgs),
     /// Watch the loop on a built-in scripted agent in a throw-away project

@@ -498,6 +498,7 @@ mod tests {
         let cases = [
             ("[agent]\ntimeuot = \"5m\"\n", "unknown key `agent.timeuot`"),
             ("[agent]\ntimeout = 5\n", "`agent.timeout`: expected a duration"),
+            ("[agent]\ntimeout = \"15\"\n", "found \"15\": no unit: write \"15m\" for minutes"),
             ("[agent]\ntool = \"vim\"\n", "`agent.tool`: expected one of claude"),
             (
                 "[limits]\ncalls_per_hour = -1\n",

@@ -37,8 +37,15 @@ mod ui;
 /// Parses the command line, runs the command, prints a fatal error once
 /// (with its hint) and returns the exit code.
 pub fn main_entry() -> u8 {
-    use clap::Parser;
-    let cli = cli::Cli::parse();
+    let cli = match commands::parse(std::env::args_os().collect()) {
+        Ok(cli) => cli,
+        // Help and --version too: clap prints them, to stdout, and a
+        // closed pipe there is not an error.
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { exit::USAGE } else { exit::COMPLETE };
+        }
+    };
     match commands::dispatch(cli) {
         Ok(code) => code,
         Err(e) => {

@@ -220,6 +220,7 @@ mod tests {
             (&["--max-cost", "inf"], false),
             (&["--max-cost=-1"], false),
             (&["--timeout", "5 parsecs"], false),
+            (&["--timeout", "15"], false),
             (&["0"], false),
         ];
         for (args, ok) in cases {

@@ -352,12 +352,23 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     if t == "0" {
         return Ok(Duration::ZERO);
     }
+    // ralph-claude-code's --timeout counts minutes; a bare number here is a
+    // guess either way.
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("no unit: write \"{t}m\" for minutes or \"{t}s\" for seconds"));
+    }
     humantime::parse_duration(t).map_err(|e| format!("{t:?} is not a duration ({e})"))
 }
 
 /// Checks a TOML value against a key's type.
 pub(super) fn check(key: &Key, value: &toml::Value) -> Result<(), String> {
     use toml::Value as V;
+    if let (Kind::Duration, V::String(s)) = (key.kind, value)
+        && let Err(e) = parse_duration(s)
+        && e.starts_with("no unit")
+    {
+        return Err(format!("expected {}, found {value}: {e}", key.kind.expected()));
+    }
     let ok = match (key.kind, value) {
         (Kind::Str, V::String(_)) | (Kind::Bool, V::Boolean(_)) => true,
         (Kind::Int, V::Integer(i)) => *i >= 0,

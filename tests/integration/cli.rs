@@ -61,3 +61,61 @@ fn an_error_with_stderr_closed_still_exits_with_its_code() {
         .expect("run ralph");
     assert_eq!(out.status.code(), Some(code(exit::USAGE)), "{out:?}");
 }
+
+/// stderr and the exit status, for a snapshot of a refusal.
+fn refusal(r: &Run) -> String {
+    format!("{}[exit status: {}]\n", r.stderr, r.code)
+}
+
+#[test]
+fn a_typo_of_a_command_is_an_unknown_command_with_the_closest_one() {
+    let p = Project::with_prd(THREE_STORIES);
+    let r = p.run(&["stauts"]);
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
+    assert!(!r.stderr.contains("invalid digit"), "{r:?}");
+    insta::assert_snapshot!("unknown_command", refusal(&r));
+    let r = p.run(&["deploy"]);
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
+    assert!(
+        r.stderr.contains("unknown command `deploy`; `ralph --help` lists the commands"),
+        "{r:?}"
+    );
+    assert!(p.agent_runs().is_empty());
+}
+
+#[test]
+fn the_spellings_of_ralph_sh_and_ralph_claude_code_work_or_point_to_ralphs() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run *]\nimplement\n");
+    // ralph.sh: `./ralph.sh --tool amp 10`; ralph-claude-code: `ralph --status`,
+    // `--calls 50`, `--auto-reset-circuit`; other drivers: `--max-iterations N`, `-n N`.
+    let status = p.run(&["--status"]);
+    assert_eq!(status.code, code(exit::COMPLETE), "{status:?}");
+    assert_eq!(status.stdout, p.run(&["status"]).stdout);
+    let r = p.run(&["--max-iterations", "1", "--calls", "50", "--auto-reset-circuit"]);
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
+    assert_eq!(p.agent_runs().len(), 1, "{r:?}");
+    let r = p.run(&["-n", "1"]);
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
+    assert_eq!(p.agent_runs().len(), 2, "{r:?}");
+
+    let refused: &[(&[&str], &str)] = &[
+        (&["-5"], "the iteration count is a plain number: `ralph 5`"),
+        (&["-s"], "`ralph status`"),
+        (&["-m"], "`ralph monitor`"),
+        (&["--notify"], "hooks.on_complete and hooks.on_halt"),
+        (&["-n"], "ralph-claude-code's -n (--notify) is a hook here"),
+        (&["--reset-session"], "every iteration starts a fresh agent"),
+    ];
+    let mut shown = String::new();
+    for (args, want) in refused {
+        let r = p.run(args);
+        assert_eq!(r.code, code(exit::USAGE), "{args:?}: {r:?}");
+        assert!(r.stderr.contains(want), "{args:?}: {r:?}");
+        // clap's own tip would send `-5` after `--`, where it fails again.
+        assert!(!r.stderr.contains("'-- "), "{args:?}: {r:?}");
+        shown.push_str(&format!("$ ralph {}\n{}", args.join(" "), refusal(&r)));
+    }
+    insta::assert_snapshot!("peer_spellings_refused", shown);
+    assert_eq!(p.agent_runs().len(), 2, "a refused command line ran an agent");
+}

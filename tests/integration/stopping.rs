@@ -183,12 +183,16 @@ fn global_options_may_precede_a_subcommand_but_run_options_may_not() {
     assert_eq!(r.code, 0, "{r:?}");
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["total"], 3);
-    for args in
-        [&["5", "status"][..], &["--tool", "amp", "status"], &["--gate", "true", "rules", "list"]]
-    {
+    for (args, name) in [
+        (&["5", "status"][..], "status"),
+        (&["--tool", "amp", "status"], "status"),
+        (&["--gate", "true", "rules", "list"], "rules"),
+        (&["-n", "5", "reset-circuit"], "reset-circuit"),
+    ] {
         let r = p.run(args);
         assert_eq!(r.code, code(exit::USAGE), "{args:?}: {r:?}");
         assert!(r.stderr.contains("go with `ralph run`"), "{args:?}: {r:?}");
+        assert!(r.stderr.contains(&format!("not before `{name}`")), "{args:?}: {r:?}");
     }
 }
 
