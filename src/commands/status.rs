@@ -1,9 +1,9 @@
-//! `ralph status`: a read-only view of a project's state. It never takes
-//! the lock, so it works while a loop runs, and in a directory ralph has
-//! never run in.
+//! `ralph status`: a read-only view of a project's state — the stories,
+//! the breaker, the limits, and the last run: why it stopped, where its
+//! logs are and which iteration failed last. It never takes the lock, so
+//! it works while a loop runs, and in a directory ralph has never run in.
 
 use std::fmt::Write as _;
-use std::io::Write;
 
 use chrono::{DateTime, Local, Utc};
 use serde::Serialize;
@@ -17,7 +17,7 @@ use crate::prd::View;
 use crate::state::{Phase, RunState};
 use crate::store;
 
-use super::common::project_dir;
+use super::common::{print_more, project_dir};
 use super::flags::layers;
 
 #[derive(Debug, Serialize)]
@@ -66,6 +66,7 @@ pub(crate) struct CircuitLine {
     pub(crate) advice: Vec<String>,
 }
 
+/// The run of the checkpoint: the one running, stopped mid-run, or the last.
 #[derive(Debug, Serialize)]
 pub(crate) struct RunLine {
     pub(crate) run_id: String,
@@ -75,6 +76,23 @@ pub(crate) struct RunLine {
     pub(crate) story: Option<String>,
     pub(crate) cost_usd: f64,
     pub(crate) outcome: Option<String>,
+    pub(crate) exit_code: Option<u8>,
+    /// Why it ended, as its end message said: the blocker, the breaker's
+    /// reason, the limit's reset time, the program that is missing.
+    pub(crate) message: Option<String>,
+    /// Its logs: the agent's output, prompts and gate output per iteration.
+    pub(crate) log_dir: String,
+    /// The last iteration that failed or failed its gate.
+    pub(crate) last_failure: Option<FailureLine>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct FailureLine {
+    pub(crate) iteration: u32,
+    pub(crate) story: String,
+    pub(crate) error: Option<String>,
+    /// The agent's log of that iteration.
+    pub(crate) log: String,
 }
 
 /// Gathers the status of the project at `paths`.
@@ -142,6 +160,7 @@ pub(crate) fn gather(
         usage_limit_until: limits.usage_resume_at().filter(|t| *t > now),
         running_pid: store::lock_holder(&store.lock_path()),
         current_run: state.map(|s| RunLine {
+            log_dir: store.run_log_dir(&s.run_id).display().to_string(),
             run_id: s.run_id,
             iteration: s.iteration,
             max_iterations: s.max_iterations,
@@ -149,6 +168,14 @@ pub(crate) fn gather(
             story: s.story,
             cost_usd: s.cost_usd,
             outcome: s.outcome,
+            exit_code: s.exit_code,
+            message: s.message,
+            last_failure: s.last_failure.map(|f| FailureLine {
+                iteration: f.iteration,
+                story: f.story,
+                error: f.error,
+                log: f.log,
+            }),
         }),
         last_run,
         warnings,
@@ -242,6 +269,7 @@ pub(crate) fn render(s: &Status) -> String {
             r.story.as_ref().map(|st| format!(" ({st})")).unwrap_or_default(),
             r.cost_usd
         ));
+        details(&mut o, r, &s.project_dir);
     }
     if let Some(last) = &s.last_run {
         let g = |k: &str| {
@@ -259,6 +287,12 @@ pub(crate) fn render(s: &Status) -> String {
             if cost > 0.0 { format!(" · ${cost:.2}") } else { String::new() },
             g("exit_code")
         ));
+        // The checkpoint's run, when it is this one, says why and where.
+        if current.is_none()
+            && let Some(r) = s.current_run.as_ref().filter(|r| last_id == Some(r.run_id.as_str()))
+        {
+            details(&mut o, r, &s.project_dir);
+        }
     }
     for w in &s.warnings {
         o.push_str(&format!("warning: {w}\n"));
@@ -266,30 +300,61 @@ pub(crate) fn render(s: &Status) -> String {
     o
 }
 
+/// Why a run ended, its last failure and where its logs are, under its line.
+/// Paths inside the project are shown from there (`.git/ralph/logs/…`): the
+/// first line names the project, and the view stays short in a tmux pane.
+fn details(o: &mut String, r: &RunLine, project: &str) {
+    let short = |path: &str| -> String {
+        std::path::Path::new(path)
+            .strip_prefix(project)
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| path.to_string())
+    };
+    // "every story passes" says what the run's line already does.
+    let ended_badly = r.outcome.is_some() && r.exit_code != Some(crate::exit::COMPLETE);
+    if let Some(message) = r.message.as_deref().filter(|_| ended_badly) {
+        // A breaker's message goes on with the breaker's report, which the
+        // circuit lines above already show.
+        let shown = if r.outcome.as_deref() == Some("circuit_open") {
+            message.lines().next().unwrap_or_default()
+        } else {
+            message
+        };
+        let shown = shown.replace(&format!("{project}/"), "");
+        for (i, line) in shown.lines().filter(|l| !l.trim().is_empty()).enumerate() {
+            let label = if i == 0 { "why:" } else { "" };
+            let _ = writeln!(o, "  {label:<5}{line}");
+        }
+    }
+    if let Some(f) = &r.last_failure {
+        // A gate that failed without output leaves "gate: " as its error.
+        let error = f.error.as_deref().map(|e| e.trim().trim_end_matches(':').trim_end());
+        let error = error.filter(|e| !e.is_empty()).map(|e| format!(": {e}")).unwrap_or_default();
+        let _ = writeln!(o, "  last failure: iteration {} ({}){error}", f.iteration, f.story);
+        let _ = writeln!(o, "    log: {}", short(&f.log));
+    }
+    let _ = writeln!(o, "  logs: {}/", short(&r.log_dir));
+}
+
 pub(crate) fn run(g: &Global, args: &StatusArgs) -> Result<u8, Error> {
     let project = project_dir(g)?;
     let paths = Paths::resolve(&project, g.prd.as_deref())?;
     let config = layers(g, &paths.project, &SettingArgs::default())?.resolve();
     crate::signals::install();
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
     loop {
         let s = gather(&paths, config.limits.calls_per_hour, config.circuit.cooldown, Utc::now());
-        let text = if g.json {
-            serde_json::to_string_pretty(&s).unwrap_or_default() + "\n"
-        } else {
-            render(&s)
+        let text = match (g.json, args.watch) {
+            // One document; watching, one compact document per line (JSON lines).
+            (true, false) => serde_json::to_string_pretty(&s).unwrap_or_default() + "\n",
+            (true, true) => serde_json::to_string(&s).unwrap_or_default() + "\n",
+            (false, false) => render(&s),
+            (false, true) => {
+                let clear = if tty { "\x1b[H\x1b[2J" } else { "" };
+                format!("{clear}[{}]\n{}", Local::now().format("%H:%M:%S"), render(&s))
+            }
         };
-        let mut out = std::io::stdout().lock();
-        if args.watch && !g.json && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-            let _ = write!(out, "\x1b[H\x1b[2J");
-        }
-        if args.watch {
-            let _ = writeln!(out, "[{}]", Local::now().format("%H:%M:%S"));
-        }
-        if out.write_all(text.as_bytes()).and_then(|_| out.flush()).is_err() {
-            return Ok(0);
-        }
-        drop(out);
-        if !args.watch {
+        if !print_more(&text)? || !args.watch {
             return Ok(0);
         }
         let until =

@@ -724,13 +724,9 @@ fn monitor_runs_the_loop_in_a_detached_tmux_session_with_three_panes() {
     // Every pane is still there: the loop pane keeps its report, the others keep watching.
     assert_eq!(panes().lines().count(), 3, "{}", panes());
     let status_pane =
-        session.tmux(&["capture-pane", "-p", "-t", &format!("{}:ralph.1", session.name)]);
-    assert!(
-        eventually(Duration::from_secs(10), || {
-            session
-                .tmux(&["capture-pane", "-p", "-t", &format!("{}:ralph.1", session.name)])
-                .contains("1/1 pass")
-        }),
-        "status pane:\n{status_pane}"
-    );
+        || session.tmux(&["capture-pane", "-p", "-t", &format!("{}:ralph.1", session.name)]);
+    // The pane is small (a quarter of 80x24): the story's mark is what
+    // stays on screen, the header scrolls away.
+    let shown = eventually(Duration::from_secs(10), || status_pane().contains("✓ US-001"));
+    assert!(shown, "status pane:\n{}", status_pane());
 }
