@@ -495,6 +495,23 @@ fn bad_config_is_a_usage_error_naming_file_key_and_type() {
         }
     }
     assert!(p.agent_runs().is_empty(), "an agent ran with a bad config");
+
+    // Where, which key, and what would be right; the command the hint names works.
+    let mut errors = String::new();
+    for text in [
+        "[agent]\nmodel = \"opus\"\nmodel = \"sonnet\"\n",
+        "[agent]\nmodle = \"opus\"\n",
+        "[gate]\ncommand = [\"cargo\", \"test\"]\ntimeout = 600\n",
+        "[agent]\ntimeout = \n",
+    ] {
+        p.write(".ralph/config.toml", text);
+        let r = p.run(&["1"]);
+        assert_eq!(r.code, code(exit::USAGE), "{text:?}: {r:?}");
+        errors.push_str(&format!("{text}{}\n", redact(&r.stderr, &p)));
+        let every_key = p.run(&["config", "show", "--no-config"]);
+        assert_eq!(every_key.code, code(exit::COMPLETE), "{text:?}: {every_key:?}");
+    }
+    insta::assert_snapshot!("config_errors", errors);
     std::fs::remove_file(p.path(".ralph/config.toml")).unwrap();
     let user = p.home().join(".config/ralph/config.toml");
     std::fs::create_dir_all(user.parent().unwrap()).unwrap();
