@@ -528,6 +528,21 @@ fn bad_config_is_a_usage_error_naming_file_key_and_type() {
     assert!(r.stderr.contains("RALPH_LIMITS_WAIT") && r.stderr.contains("true or false"), "{r:?}");
 }
 
+#[test]
+fn analyze_reads_a_saved_output_in_words() {
+    let p = Project::new();
+    p.write(
+        "iter-3.log",
+        "reading the code\nerror: tests failed\n---RALPH_STATUS---\nSTATUS: IN_PROGRESS\nTASKS_COMPLETED_THIS_LOOP: 1\nFILES_MODIFIED: 2\nTESTS_STATUS: FAILING\nWORK_TYPE: IMPLEMENTATION\nEXIT_SIGNAL: false\nRECOMMENDATION: fix the failing test next\n---END_RALPH_STATUS---\n",
+    );
+    let r = p.run(&["analyze", "iter-3.log"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    for debug in ["Some(", "None", "InProgress", "Text)"] {
+        assert!(!r.stdout.contains(debug), "Rust's Debug formatting in {r:?}");
+    }
+    insta::assert_snapshot!("analyze", shown(&r, &p));
+}
+
 /// `KEY=value` lines of a file the hook wrote.
 fn hook_env(path: &Path) -> std::collections::BTreeMap<String, String> {
     std::fs::read_to_string(path)
