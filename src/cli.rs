@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::agent::Tool;
-use crate::config::Color;
+use crate::config::{Color, Progress};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -69,10 +69,13 @@ pub(crate) struct Global {
     /// Path of prd.json (default: ./prd.json, else ./scripts/ralph/prd.json)
     #[arg(long, global = true, value_name = "PATH", env = "RALPH_PRD_FILE")]
     pub(crate) prd: Option<PathBuf>,
-    // The one global option that is a setting: the `flag` of ui.color.
+    // The global options that are settings: the `flag`s of ui.color and ui.progress.
     /// When to use colour; auto: when stdout is a terminal and NO_COLOR is unset
     #[arg(long, global = true, value_enum, value_name = "WHEN")]
     pub(crate) color: Option<Color>,
+    /// How a run shows progress; plain: timestamped lines even on a terminal [default: auto]
+    #[arg(long, global = true, value_enum, value_name = "HOW")]
+    pub(crate) progress: Option<Progress>,
     /// Only iteration results and the final report; no agent output
     #[arg(short, long, global = true)]
     pub(crate) quiet: bool,

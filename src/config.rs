@@ -62,6 +62,30 @@ impl Color {
     }
 }
 
+/// How a run shows its progress (`ui.progress`, `--progress`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Progress {
+    // Plain comments, not doc comments: clap would turn those into a long
+    // "Possible values" list in every command's help.
+    // The live display on an interactive terminal, plain lines elsewhere.
+    Auto,
+    // Timestamped lines, even on a terminal.
+    Plain,
+    // The live display whenever stdout is a terminal, even on CI.
+    Bar,
+}
+
+impl Progress {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Progress::Auto => "auto",
+            Progress::Plain => "plain",
+            Progress::Bar => "bar",
+        }
+    }
+}
+
 /// A configuration error, naming where the bad value came from (the file
 /// with line and column, the variable, the flag) and the key, with a hint
 /// when there is something better to say than the message. A hint never
@@ -447,6 +471,11 @@ impl Layers {
                 "never" => Color::Never,
                 _ => Color::Auto,
             },
+            progress: match self.str("ui.progress").as_str() {
+                "plain" => Progress::Plain,
+                "bar" => Progress::Bar,
+                _ => Progress::Auto,
+            },
         }
     }
 }
@@ -501,6 +530,7 @@ pub struct Config {
     pub(crate) patterns: crate::analyze::PatternTexts,
     pub(crate) hooks: HooksConfig,
     pub(crate) color: Color,
+    pub(crate) progress: Progress,
 }
 
 #[derive(Debug, Clone)]

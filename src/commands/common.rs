@@ -25,17 +25,26 @@ pub(crate) fn env(k: &str) -> Option<String> {
     std::env::var(k).ok()
 }
 
+/// The renderer and colour for this terminal, these flags and this configuration.
+fn decide(g: &Global, config: &Config) -> (Mode, bool) {
+    let facts = ui::Facts {
+        json: g.json,
+        stdout_is_terminal: std::io::stdout().is_terminal(),
+        no_color: env("NO_COLOR").is_some_and(|v| !v.is_empty()),
+        term_dumb: env("TERM").as_deref() == Some("dumb"),
+        ci: env("CI").is_some_and(|v| !v.is_empty() && v != "false" && v != "0"),
+    };
+    ui::decide(facts, config.color, config.progress)
+}
+
+/// Whether a command's own output (`ralph status`) is coloured.
+pub(crate) fn color(g: &Global, config: &Config) -> bool {
+    decide(g, config).1
+}
+
 /// The renderer for this terminal and these flags.
 pub(crate) fn reporter(g: &Global, config: &Config) -> (Box<dyn Reporter>, Style) {
-    let tty = std::io::stdout().is_terminal();
-    let (mode, color) = ui::decide(
-        g.json,
-        tty,
-        config.color,
-        env("NO_COLOR").is_some_and(|v| !v.is_empty()),
-        env("TERM").as_deref() == Some("dumb"),
-        env("CI").is_some_and(|v| !v.is_empty() && v != "false" && v != "0"),
-    );
+    let (mode, color) = decide(g, config);
     let style = Style { color, agent_output: !g.quiet, quiet: g.quiet, verbose: g.verbose > 0 };
     let reporter: Box<dyn Reporter> = match mode {
         Mode::Json => Box::new(ui::Json::new(std::io::stdout())),

@@ -34,6 +34,11 @@ pub(crate) fn dispatch(cli: Cli) -> Result<u8, Error> {
             name(command)
         )));
     }
+    if g.json
+        && let Some(why) = no_json(cli.command.as_ref(), &cli.run)
+    {
+        return Err(Error::Usage(why.into()));
+    }
     match cli.command {
         None => run_or_alias(g, &cli.run),
         Some(Command::Run(args)) => run_or_alias(g, &args),
@@ -52,6 +57,22 @@ pub(crate) fn dispatch(cli: Cli) -> Result<u8, Error> {
         Some(Command::Man) => generate::man(),
     }
 }
+
+/// Why `--json` does not apply, for the commands whose output is not data:
+/// refused out loud rather than silently ignored.
+fn no_json(command: Option<&Command>, run: &RunArgs) -> Option<&'static str> {
+    match command {
+        Some(Command::Monitor(_)) => Some(MONITOR_JSON),
+        None if run.monitor => Some(MONITOR_JSON),
+        Some(Command::Completions { .. }) => {
+            Some("--json does not apply to `ralph completions`: it prints a shell script")
+        }
+        Some(Command::Man) => Some("--json does not apply to `ralph man`: it prints a roff page"),
+        _ => None,
+    }
+}
+
+const MONITOR_JSON: &str = "--json does not apply to `ralph monitor`, which lays the loop out in tmux for a person; for JSON events run the loop itself: `ralph --json`";
 
 /// The command as typed.
 fn name(command: &Command) -> &'static str {

@@ -17,7 +17,7 @@ use crate::prd::View;
 use crate::state::{Phase, RunState};
 use crate::store;
 
-use super::common::{print_more, project_dir};
+use super::common::{color, print_more, project_dir};
 use super::flags::layers;
 
 #[derive(Debug, Serialize)]
@@ -183,7 +183,10 @@ pub(crate) fn gather(
 }
 
 /// The human view.
-pub(crate) fn render(s: &Status) -> String {
+/// The human view; `color` marks what passes green, what is next bold, the
+/// breaker and the last run by how they stand.
+pub(crate) fn render(s: &Status, color: bool) -> String {
+    let paint = |code: &str, text: String| crate::ui::paint(color, code, &text);
     let mut o = String::new();
     let project = s.project.as_deref().unwrap_or("(no project name)");
     o.push_str(&format!("{project} — {}\n", s.prd));
@@ -209,18 +212,30 @@ pub(crate) fn render(s: &Status) -> String {
                 Some(p) => format!("p{p}"),
                 None => "p-".into(),
             };
-            let _ = writeln!(
-                o,
+            let line = format!(
                 "  {mark} {:<10} {prio:<4} {}{}",
                 st.id,
                 st.title,
                 if st.next { "  (next)" } else { "" }
             );
+            let code = if st.passes {
+                "32"
+            } else if st.next {
+                "1"
+            } else {
+                "0"
+            };
+            let _ = writeln!(o, "{}", if code == "0" { line } else { paint(code, line) });
         }
     }
     // "new" is the reason of a breaker that has never changed state.
     let reason = if s.circuit.reason == "new" { "never tripped" } else { &s.circuit.reason };
-    o.push_str(&format!("\ncircuit: {} — {reason}\n", s.circuit.state));
+    let code = match s.circuit.state.as_str() {
+        "CLOSED" => "32",
+        "HALF_OPEN" => "33",
+        _ => "31",
+    };
+    let _ = writeln!(o, "\n{}", paint(code, format!("circuit: {} — {reason}", s.circuit.state)));
     if s.circuit.iterations_without_progress > 0 {
         o.push_str(&format!(
             "  iterations without progress: {}\n",
@@ -254,7 +269,7 @@ pub(crate) fn render(s: &Status) -> String {
         .filter(|r| !(r.phase == Phase::Ended && last_id == Some(r.run_id.as_str())));
     if let Some(r) = current {
         let state = match (&r.outcome, r.phase) {
-            (Some(out), Phase::Ended) => format!("ended: {out}"),
+            (Some(out), Phase::Ended) => format!("ended: {}", out.replace('_', " ")),
             (_, Phase::Ended) => "ended".into(),
             _ if s.running_pid.is_none() => "stopped mid-run: `ralph` resumes it".into(),
             (_, Phase::Agent) => "the agent is working".into(),
@@ -277,8 +292,8 @@ pub(crate) fn render(s: &Status) -> String {
         };
         let iterations = last.get("iterations").and_then(|v| v.as_u64()).unwrap_or(0);
         let cost = last.get("cost_usd").and_then(|v| v.as_f64()).unwrap_or(0.0);
-        o.push_str(&format!(
-            "last run: {} · {} after {iterations} iteration{} · {}/{} stories pass{} · exit {}\n",
+        let line = format!(
+            "last run: {} · {} after {iterations} iteration{} · {}/{} stories pass{} · exit {}",
             g("run_id"),
             g("outcome").replace('_', " "),
             crate::ui::plural(iterations as usize),
@@ -286,7 +301,9 @@ pub(crate) fn render(s: &Status) -> String {
             g("stories"),
             if cost > 0.0 { format!(" · ${cost:.2}") } else { String::new() },
             g("exit_code")
-        ));
+        );
+        let code = if g("exit_code") == "0" { "32" } else { "31" };
+        let _ = writeln!(o, "{}", paint(code, line));
         // The checkpoint's run, when it is this one, says why and where.
         if current.is_none()
             && let Some(r) = s.current_run.as_ref().filter(|r| last_id == Some(r.run_id.as_str()))
@@ -295,7 +312,7 @@ pub(crate) fn render(s: &Status) -> String {
         }
     }
     for w in &s.warnings {
-        o.push_str(&format!("warning: {w}\n"));
+        let _ = writeln!(o, "{}", paint("33", format!("warning: {w}")));
     }
     o
 }
@@ -340,6 +357,7 @@ pub(crate) fn run(g: &Global, args: &StatusArgs) -> Result<u8, Error> {
     let project = project_dir(g)?;
     let paths = Paths::resolve(&project, g.prd.as_deref())?;
     let config = layers(g, &paths.project, &SettingArgs::default())?.resolve();
+    let color = color(g, &config);
     crate::signals::install();
     let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
     loop {
@@ -348,10 +366,10 @@ pub(crate) fn run(g: &Global, args: &StatusArgs) -> Result<u8, Error> {
             // One document; watching, one compact document per line (JSON lines).
             (true, false) => serde_json::to_string_pretty(&s).unwrap_or_default() + "\n",
             (true, true) => serde_json::to_string(&s).unwrap_or_default() + "\n",
-            (false, false) => render(&s),
+            (false, false) => render(&s, color),
             (false, true) => {
                 let clear = if tty { "\x1b[H\x1b[2J" } else { "" };
-                format!("{clear}[{}]\n{}", Local::now().format("%H:%M:%S"), render(&s))
+                format!("{clear}[{}]\n{}", Local::now().format("%H:%M:%S"), render(&s, color))
             }
         };
         if !print_more(&text)? || !args.watch {

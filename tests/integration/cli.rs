@@ -119,3 +119,51 @@ fn the_spellings_of_ralph_sh_and_ralph_claude_code_work_or_point_to_ralphs() {
     insta::assert_snapshot!("peer_spellings_refused", shown);
     assert_eq!(p.agent_runs().len(), 2, "a refused command line ran an agent");
 }
+
+#[test]
+fn json_is_given_by_every_command_or_refused_out_loud() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run *]\nimplement\n");
+    p.write("agent.log", "some agent output\n");
+    let demo = p.tmp.path().join("demo");
+    let demo = demo.to_str().unwrap();
+    // One JSON document each; `run` and `demo` print JSON lines.
+    let documents: &[&[&str]] = &[
+        &["status"],
+        &["reset-circuit"],
+        &["analyze", "agent.log"],
+        &["agents"],
+        &["rules", "list"],
+        &["config", "show"],
+        &["init"],
+    ];
+    for args in documents {
+        let r = p.run(&[args, &["--json"][..]].concat());
+        assert_eq!(r.code, code(exit::COMPLETE), "{args:?}: {r:?}");
+        serde_json::from_str::<serde_json::Value>(&r.stdout)
+            .unwrap_or_else(|e| panic!("{args:?} --json is not one JSON document ({e}): {r:?}"));
+    }
+    for (args, want) in [
+        (&["1", "--json"][..], code(exit::MAX_ITERATIONS)),
+        (&["demo", "--json", "--pace", "0", "--into", demo], code(exit::COMPLETE)),
+    ] {
+        let r = p.run(args);
+        assert_eq!(r.code, want, "{args:?}: {r:?}");
+        for line in r.stdout.lines() {
+            serde_json::from_str::<serde_json::Value>(line)
+                .unwrap_or_else(|e| panic!("{args:?}: not a JSON line ({e}): {line}"));
+        }
+    }
+    let refused: &[&[&str]] = &[
+        &["monitor", "--json"],
+        &["--monitor", "--json"],
+        &["completions", "bash", "--json"],
+        &["man", "--json"],
+    ];
+    for args in refused {
+        let r = p.run(args);
+        assert_eq!(r.code, code(exit::USAGE), "{args:?}: {r:?}");
+        assert!(r.stderr.contains("--json does not apply to `ralph "), "{args:?}: {r:?}");
+        assert_eq!(r.stdout, "", "{args:?}: {r:?}");
+    }
+}

@@ -248,10 +248,23 @@ fn color_always_colours_and_overrides_no_color() {
     for line in r.stdout.lines().filter(|l| l.contains("\x1b[")) {
         assert!(line.ends_with("\x1b[0m"), "{line:?}");
     }
+    // ralph status takes --color too: passing stories green, the breaker by its state.
+    let status = to_run(
+        p.ralph().args(["status", "--color", "always"]).env("NO_COLOR", "1").output().unwrap(),
+    );
+    assert_eq!(status.code, code(exit::COMPLETE), "{status:?}");
+    assert!(status.stdout.contains("\x1b[32m  ✓ US-001"), "{status:?}");
+    assert!(status.stdout.contains("\x1b[32mcircuit: CLOSED"), "{status:?}");
+    for line in status.stdout.lines().filter(|l| l.contains("\x1b[")) {
+        assert!(line.ends_with("\x1b[0m"), "{line:?}");
+    }
+    let plain = p.run(&["status", "--color", "never"]);
+    assert!(!plain.stdout.contains('\x1b'), "{plain:?}");
     // The config file's ui.color is a layer like any other.
     p.write(".ralph/config.toml", "[ui]\ncolor = \"always\"\n");
     let r = p.run(&["5"]);
     assert!(r.stdout.contains('\x1b'), "ui.color = always ignored: {r:?}");
+    assert!(p.run(&["status"]).stdout.contains('\x1b'), "ui.color = always ignored by status");
 }
 
 /// `script` gives ralph a pseudo-terminal for stdout, as a person's terminal would.
@@ -304,6 +317,36 @@ fn the_live_display_draws_the_bar_and_spinner_and_ends_with_the_report() {
     assert!(tail.contains("2/2 stories pass after 2 iterations"), "{tail}");
     assert!(tail.contains("✓ US-002 Second"), "{tail}");
     assert!(!tail.contains("stories pass ·"), "a bar drawn after the report:\n{tail}");
+}
+
+#[test]
+fn progress_plain_gives_lines_on_a_terminal_and_bar_draws_even_on_ci() {
+    let p = Project::with_prd(TWO_STORIES);
+    p.script(WORKING_AGENT);
+    let Some((code, raw)) = under_a_terminal(&p, "5 --progress plain", &[]) else { return };
+    assert_eq!(code, 0, "{raw}");
+    let screen = frames(&raw).join("\n");
+    assert!(
+        Regex::new(r"\[\d{2}:\d{2}:\d{2}\] iteration 1/5 · US-001 First")
+            .unwrap()
+            .is_match(&screen),
+        "no timestamped lines:\n{screen}"
+    );
+    assert!(!screen.contains("stories pass · iteration"), "the live display with plain:\n{screen}");
+    // The same from the configuration, and `bar` on CI, where auto would print lines.
+    let p = Project::with_prd(TWO_STORIES);
+    p.script("[run *]\nprint reading the code\nsleep 1\nimplement\n");
+    p.write(".ralph/config.toml", "[ui]\nprogress = \"bar\"\n");
+    let Some((code, raw)) = under_a_terminal(&p, "5", &[("CI", "true")]) else { return };
+    assert_eq!(code, 0, "{raw}");
+    let screen = frames(&raw).join("\n");
+    assert!(screen.contains("stories pass · iteration 1/5"), "no live display:\n{screen}");
+    let p = Project::with_prd(TWO_STORIES);
+    p.script(WORKING_AGENT);
+    let Some((_, raw)) = under_a_terminal(&p, "5", &[("RALPH_UI_PROGRESS", "plain")]) else {
+        return;
+    };
+    assert!(!frames(&raw).join("\n").contains("stories pass · iteration"), "{raw}");
 }
 
 #[test]
@@ -384,7 +427,7 @@ fn init_puts_the_skills_where_each_agent_finds_them() {
             }
             None => {
                 assert!(
-                    r.stdout.contains(&format!("skills: {tool} has no skills folder")),
+                    r.stdout.contains(&format!("skipped  skills ({tool} has no skills folder")),
                     "{r:?}"
                 );
                 assert!(r.stdout.contains("skills/"), "does not say where the skills are: {r:?}");
