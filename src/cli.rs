@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::agent::Tool;
 use crate::config::{Color, Progress};
 
-const EXAMPLES: &str = "\
+pub(crate) const EXAMPLES: &str = "\
 Examples:
   ralph init                   scaffold prd.json, .ralph/config.toml and the skills
   ralph                        run up to 10 iterations over ./prd.json with claude
