@@ -167,3 +167,80 @@ fn json_is_given_by_every_command_or_refused_out_loud() {
         assert_eq!(r.stdout, "", "{args:?}: {r:?}");
     }
 }
+
+/// What `ralph agents` says about this project (the installed CLIs above it
+/// differ from machine to machine).
+fn this_project(r: &Run) -> String {
+    let at = r.stdout.find("this project:").unwrap_or_else(|| panic!("{r:?}"));
+    let text = r.stdout[at..].replace(FAKE_AGENT, "[FAKE_AGENT]");
+    format!("{text}[exit status: {}]\n", r.code)
+}
+
+#[test]
+fn doctor_checks_the_configured_agent_and_the_gate_and_fails_when_they_cannot_run() {
+    let p = Project::with_prd(THREE_STORIES);
+    let r = p.run(&["agents"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(r.stdout.contains("claude") && r.stdout.contains("codex"), "the CLIs: {r:?}");
+    let mut shown = format!("$ ralph agents\n{}", this_project(&r));
+
+    // A custom agent command that is not there, and a gate program that is not.
+    // (command, environment, what it says, its exit code: `ralph`'s for the same)
+    let cases: &[(&str, &[(&str, &str)], &str, u8)] = &[
+        (
+            "doctor",
+            &[("RALPH_AGENT_COMMAND", "/nonexistent/my-agent --fast")],
+            "agent command `/nonexistent/my-agent` not found",
+            exit::ENVIRONMENT,
+        ),
+        (
+            "agents",
+            &[("RALPH_GATE_COMMAND", "no-such-gate-program --all")],
+            "`no-such-gate-program` (gate.command) not found",
+            exit::ENVIRONMENT,
+        ),
+        (
+            "agents",
+            &[("RALPH_AGENT_TOOL", "custom"), ("RALPH_AGENT_COMMAND", "")],
+            "tool custom needs a command",
+            exit::USAGE,
+        ),
+    ];
+    for (command, env, want, exit_code) in cases {
+        let r = to_run(p.ralph().arg(command).envs(env.iter().copied()).output().unwrap());
+        assert_eq!(r.code, code(*exit_code), "{env:?}: {r:?}");
+        let run = to_run(p.ralph().arg("1").envs(env.iter().copied()).output().unwrap());
+        assert_eq!(run.code, r.code, "ralph itself ends otherwise: {run:?}");
+        assert!(r.stdout.contains(want), "{env:?}: {r:?}");
+        shown.push_str(&format!(
+            "$ {} ralph {command}\n{}",
+            env.iter().map(|(k, v)| format!("{k}={v:?}")).collect::<Vec<_>>().join(" "),
+            this_project(&r)
+        ));
+    }
+    // A story's own gate, from prd.json.
+    let prd = THREE_STORIES.replacen(
+        r#""notes": """#,
+        r#""notes": "", "verify": "no-such-checker US-001""#,
+        1,
+    );
+    let p = Project::with_prd(&prd);
+    let r = p.run(&["agents"]);
+    assert_eq!(r.code, code(exit::ENVIRONMENT), "{r:?}");
+    assert!(r.stdout.contains(r#"`no-such-checker` (the "verify" of US-001) not found"#), "{r:?}");
+    shown.push_str(&format!("$ ralph agents   # a story's verify\n{}", this_project(&r)));
+    insta::assert_snapshot!("doctor", shown);
+
+    let json = p.run(&["agents", "--json"]);
+    assert_eq!(json.code, code(exit::ENVIRONMENT), "{json:?}");
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).expect("agents --json");
+    assert_eq!(v["ready"], false, "{v}");
+    assert_eq!(v["configured"]["problems"], serde_json::json!([]), "{v}");
+    assert_eq!(v["gate"]["story_gates"], 1, "{v}");
+    assert!(v["gate"]["problem"].as_str().unwrap().contains("no-such-checker"), "{v}");
+    assert!(v["agents"].as_array().unwrap().iter().any(|a| a["tool"] == "claude"), "{v}");
+    // The same check the run makes: it stops with the same code before any agent.
+    let run = p.run(&["1"]);
+    assert_eq!(run.code, code(exit::ENVIRONMENT), "{run:?}");
+    assert!(p.agent_runs().is_empty());
+}
