@@ -323,8 +323,8 @@ fn the_live_display_draws_the_bar_and_spinner_and_ends_with_the_report() {
 fn progress_plain_gives_lines_on_a_terminal_and_bar_draws_even_on_ci() {
     let p = Project::with_prd(TWO_STORIES);
     p.script(WORKING_AGENT);
-    let Some((code, raw)) = under_a_terminal(&p, "5 --progress plain", &[]) else { return };
-    assert_eq!(code, 0, "{raw}");
+    let Some((status, raw)) = under_a_terminal(&p, "5 --progress plain", &[]) else { return };
+    assert_eq!(status, code(exit::COMPLETE), "{raw}");
     let screen = frames(&raw).join("\n");
     assert!(
         Regex::new(r"\[\d{2}:\d{2}:\d{2}\] iteration 1/5 · US-001 First")
@@ -337,8 +337,8 @@ fn progress_plain_gives_lines_on_a_terminal_and_bar_draws_even_on_ci() {
     let p = Project::with_prd(TWO_STORIES);
     p.script("[run *]\nprint reading the code\nsleep 1\nimplement\n");
     p.write(".ralph/config.toml", "[ui]\nprogress = \"bar\"\n");
-    let Some((code, raw)) = under_a_terminal(&p, "5", &[("CI", "true")]) else { return };
-    assert_eq!(code, 0, "{raw}");
+    let Some((status, raw)) = under_a_terminal(&p, "5", &[("CI", "true")]) else { return };
+    assert_eq!(status, code(exit::COMPLETE), "{raw}");
     let screen = frames(&raw).join("\n");
     assert!(screen.contains("stories pass · iteration 1/5"), "no live display:\n{screen}");
     let p = Project::with_prd(TWO_STORIES);
