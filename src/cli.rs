@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::agent::Tool;
-use crate::config::Color;
+use crate::config::{Color, Progress};
 
-const EXAMPLES: &str = "\
+pub(crate) const EXAMPLES: &str = "\
 Examples:
   ralph init                   scaffold prd.json, .ralph/config.toml and the skills
   ralph                        run up to 10 iterations over ./prd.json with claude
@@ -69,10 +69,13 @@ pub(crate) struct Global {
     /// Path of prd.json (default: ./prd.json, else ./scripts/ralph/prd.json)
     #[arg(long, global = true, value_name = "PATH", env = "RALPH_PRD_FILE")]
     pub(crate) prd: Option<PathBuf>,
-    // The one global option that is a setting: the `flag` of ui.color.
+    // The global options that are settings: the `flag`s of ui.color and ui.progress.
     /// When to use colour; auto: when stdout is a terminal and NO_COLOR is unset
     #[arg(long, global = true, value_enum, value_name = "WHEN")]
     pub(crate) color: Option<Color>,
+    /// How a run shows progress; plain: timestamped lines even on a terminal [default: auto]
+    #[arg(long, global = true, value_enum, value_name = "HOW")]
+    pub(crate) progress: Option<Progress>,
     /// Only iteration results and the final report; no agent output
     #[arg(short, long, global = true)]
     pub(crate) quiet: bool,
@@ -108,6 +111,21 @@ pub(crate) struct RunArgs {
     /// environment, prompt, gate) and change nothing
     #[arg(long)]
     pub(crate) dry_run: bool,
+    // The spellings of ralph-claude-code and other drivers, accepted and
+    // not advertised: `commands::argv` folds them into ralph's own.
+    /// Show the status and exit (ralph-claude-code's spelling of `ralph status`)
+    #[arg(long, hide = true)]
+    pub(crate) status: bool,
+    /// The iteration count as a flag (`--max-iterations 5`, `-n 5`)
+    #[arg(
+        long = "max-iterations",
+        short = 'n',
+        value_name = "N",
+        hide = true,
+        conflicts_with = "max_iterations",
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub(crate) iterations: Option<u32>,
 }
 
 /// Run options that set a configuration key: each is the `flag` of one row
@@ -157,7 +175,7 @@ pub(crate) struct SettingArgs {
     #[arg(long, value_name = "TOKENS")]
     pub(crate) max_tokens: Option<u64>,
     /// Agent runs allowed per hour; 0 = no limit [default: 100]
-    #[arg(long, value_name = "N")]
+    #[arg(long, alias = "calls", value_name = "N")]
     pub(crate) calls_per_hour: Option<u32>,
     /// Stop (exit 4) at a rate or usage limit instead of waiting it out
     #[arg(long)]
@@ -166,7 +184,7 @@ pub(crate) struct SettingArgs {
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub(crate) max_wait: Option<String>,
     /// Start with a closed circuit breaker, whatever state it was left in
-    #[arg(long)]
+    #[arg(long, alias = "auto-reset-circuit")]
     pub(crate) auto_reset: bool,
 }
 
@@ -200,9 +218,9 @@ pub(crate) enum Command {
     /// Reset the circuit breaker to CLOSED
     #[command(after_help = "Example:\n  ralph reset-circuit && ralph")]
     ResetCircuit,
-    /// Analyse a saved agent output (a log from .ralph/logs/ or any file)
+    /// Analyse a saved agent output (a log from .git/ralph/logs/ or any file)
     #[command(
-        after_help = "Examples:\n  ralph analyze .ralph/logs/20261202-101500-3a7f-9c41e2/iter-3.log\n  ralph analyze out.jsonl --format claude --json"
+        after_help = "Examples:\n  ralph analyze .git/ralph/logs/20261202-101500-3a7f-9c41e2/iter-3.log\n  ralph analyze out.jsonl --format claude --json"
     )]
     Analyze(AnalyzeArgs),
     /// Watch the loop on a built-in scripted agent in a throw-away project

@@ -62,13 +62,58 @@ impl Color {
     }
 }
 
-/// A configuration error, naming where the bad value came from.
+/// How a run shows its progress (`ui.progress`, `--progress`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Progress {
+    // Plain comments, not doc comments: clap would turn those into a long
+    // "Possible values" list in every command's help.
+    // The live display on an interactive terminal, plain lines elsewhere.
+    Auto,
+    // Timestamped lines, even on a terminal.
+    Plain,
+    // The live display whenever stdout is a terminal, even on CI.
+    Bar,
+}
+
+impl Progress {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Progress::Auto => "auto",
+            Progress::Plain => "plain",
+            Progress::Bar => "bar",
+        }
+    }
+}
+
+/// A configuration error, naming where the bad value came from (the file
+/// with line and column, the variable, the flag) and the key, with a hint
+/// when there is something better to say than the message. A hint never
+/// points at a command that would fail with the same error.
 #[derive(Debug)]
-pub struct ConfigError(pub(crate) String);
+pub struct ConfigError {
+    message: String,
+    hint: Option<String>,
+}
+
+impl ConfigError {
+    fn new(message: impl Into<String>) -> ConfigError {
+        ConfigError { message: message.into(), hint: None }
+    }
+
+    fn hint(mut self, hint: impl Into<String>) -> ConfigError {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    pub(crate) fn hint_text(&self) -> Option<&str> {
+        self.hint.as_deref()
+    }
+}
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 
@@ -76,7 +121,117 @@ impl std::error::Error for ConfigError {}
 
 impl From<crate::analyze::PatternError> for ConfigError {
     fn from(e: crate::analyze::PatternError) -> ConfigError {
-        ConfigError(format!("patterns.{}: {e}: {}", e.kind, e.source))
+        ConfigError::new(format!("patterns.{}: {e}: {}", e.kind, e.source))
+    }
+}
+
+/// What lists every key without reading the config files, so it works
+/// while one of them is broken.
+const EVERY_KEY: &str = "`ralph config show --no-config` lists every key with its default";
+
+/// `path:line:column` of byte `offset` in `text` (both counted from 1).
+fn at(path: &Path, text: &str, offset: usize) -> String {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().unwrap_or_default().chars().count() + 1;
+    format!("{}:{line}:{column}", path.display())
+}
+
+/// The line of `text` that holds byte `offset`, trimmed.
+fn line_at(text: &str, offset: usize) -> &str {
+    let offset = offset.min(text.len());
+    let start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let end = text[offset..].find('\n').map_or(text.len(), |i| offset + i);
+    text[start..end].trim()
+}
+
+/// The `[section]` a byte offset of a TOML text falls in: the last table
+/// header before it.
+fn section_at(text: &str, offset: usize) -> Option<String> {
+    let offset = offset.min(text.len());
+    let start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    text[..start].lines().rev().map(str::trim).find_map(|l| {
+        let name = l.strip_prefix('[')?.split(']').next()?.trim();
+        Some(name.trim_matches(['[', '"', '\'']).to_string())
+    })
+}
+
+/// A TOML syntax error, at its line and column, with the key for a
+/// duplicate one.
+fn syntax_error(path: &Path, text: &str, e: &toml::de::Error) -> ConfigError {
+    let offset = e.span().map_or(0, |s| s.start);
+    let line = line_at(text, offset);
+    if e.message() == "duplicate key"
+        && let Some(span) = e.span()
+    {
+        let name = text[span].trim().trim_matches(['"', '\'']);
+        if line.starts_with('[') {
+            return ConfigError::new(format!(
+                "{}: invalid TOML: the table [{name}] appears twice",
+                at(path, text, offset)
+            ))
+            .hint(format!("merge the two [{name}] tables into one"));
+        }
+        let key = match section_at(text, offset) {
+            Some(section) => format!("{section}.{name}"),
+            None => name.to_string(),
+        };
+        return ConfigError::new(format!(
+            "{}: invalid TOML: duplicate key `{key}`",
+            at(path, text, offset)
+        ))
+        .hint(format!("`{key}` is set twice; keep one (this one reads `{line}`)"));
+    }
+    ConfigError::new(format!("{}: invalid TOML: {}", at(path, text, offset), e.message()))
+        .hint(format!("the line reads `{line}`; {EVERY_KEY}"))
+}
+
+/// Where each key and value of a parsed file is, by `section.name`.
+struct Spans(Vec<(String, usize, usize)>);
+
+impl Spans {
+    fn new(text: &str) -> Spans {
+        let mut out = Vec::new();
+        if let Ok(doc) = toml::de::DeTable::parse(text) {
+            for (section, value) in doc.get_ref().iter() {
+                let section_name = section.get_ref().to_string();
+                out.push((section_name.clone(), section.span().start, value.span().start));
+                if let toml::de::DeValue::Table(items) = value.get_ref() {
+                    for (name, value) in items.iter() {
+                        out.push((
+                            format!("{section_name}.{}", name.get_ref()),
+                            name.span().start,
+                            value.span().start,
+                        ));
+                    }
+                }
+            }
+        }
+        Spans(out)
+    }
+
+    /// Where `key` is written, and where its value is.
+    fn of(&self, key: &str) -> (usize, usize) {
+        self.0.iter().find(|(k, _, _)| k == key).map_or((0, 0), |(_, k, v)| (*k, *v))
+    }
+}
+
+/// "did you mean …?" for a key ralph does not have: a close spelling of a
+/// key, else keys of that name in other sections.
+fn did_you_mean(full: &str) -> Option<String> {
+    if let Some(near) = crate::text::closest(full, KEYS.iter().map(|k| k.key)) {
+        return Some(format!("did you mean `{near}`?"));
+    }
+    let name = full.rsplit('.').next().unwrap_or(full);
+    let same: Vec<String> = KEYS
+        .iter()
+        .filter(|k| k.key.rsplit('.').next() == Some(name))
+        .map(|k| format!("`{}`", k.key))
+        .collect();
+    match same.len() {
+        0 => None,
+        1 => Some(format!("did you mean {}?", same[0])),
+        _ => Some(format!("did you mean one of {}?", same.join(", "))),
     }
 }
 
@@ -122,28 +277,39 @@ impl Layers {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(ConfigError(format!("cannot read {}: {e}", path.display()))),
+            Err(e) => return Err(ConfigError::new(format!("cannot read {}: {e}", path.display()))),
         };
-        let table: toml::Table = toml::from_str(&text).map_err(|e| {
-            ConfigError(format!("{}: invalid TOML: {}", path.display(), e.message()))
-        })?;
+        let table: toml::Table =
+            toml::from_str(&text).map_err(|e| syntax_error(path, &text, &e))?;
+        let spans = Spans::new(&text);
         for (section, value) in table {
             let toml::Value::Table(items) = value else {
-                return Err(ConfigError(format!(
-                    "{}: unknown key `{section}` (settings live in sections such as [agent], [gate]; see `ralph config show`)",
-                    path.display()
-                )));
+                let here = at(path, &text, spans.of(&section).0);
+                let error = ConfigError::new(format!(
+                    "{here}: unknown key `{section}`: settings live in sections such as [agent] and [gate]"
+                ));
+                return Err(match did_you_mean(&format!(".{section}")) {
+                    Some(near) => error.hint(format!("{near} (write it under its [section])")),
+                    None => error.hint(EVERY_KEY),
+                });
             };
             for (name, value) in items {
                 let full = format!("{section}.{name}");
-                let key = find(&full).ok_or_else(|| {
-                    ConfigError(format!(
-                        "{}: unknown key `{full}` (see `ralph config show` for every key)",
-                        path.display()
-                    ))
+                let (key_at, value_at) = spans.of(&full);
+                let Some(key) = find(&full) else {
+                    let error = ConfigError::new(format!(
+                        "{}: unknown key `{full}`",
+                        at(path, &text, key_at)
+                    ));
+                    return Err(match did_you_mean(&full) {
+                        Some(near) => error.hint(format!("{near} ({EVERY_KEY})")),
+                        None => error.hint(EVERY_KEY),
+                    });
+                };
+                check(key, &value).map_err(|e| {
+                    ConfigError::new(format!("{}: `{full}`: {e}", at(path, &text, value_at)))
+                        .hint(format!("its default reads `{name} = {}`", key.default))
                 })?;
-                check(key, &value)
-                    .map_err(|e| ConfigError(format!("{}: `{full}`: {e}", path.display())))?;
                 self.values.insert(key.key, (value, source.clone()));
             }
         }
@@ -154,8 +320,10 @@ impl Layers {
         for key in KEYS {
             let var = env_name(key.key);
             let Some(text) = env(&var).filter(|t| !t.is_empty()) else { continue };
-            let value =
-                parse_text(key, &text).map_err(|e| ConfigError(format!("{var}={text:?}: {e}")))?;
+            let value = parse_text(key, &text).map_err(|e| {
+                ConfigError::new(format!("{var}={text:?}: {e}"))
+                    .hint(format!("fix {var} in the environment, or unset it"))
+            })?;
             self.values.insert(key.key, (value, Source::Env(var)));
         }
         Ok(())
@@ -170,8 +338,9 @@ impl Layers {
         value: toml::Value,
         flag: &str,
     ) -> Result<(), ConfigError> {
-        let k = find(key).ok_or_else(|| ConfigError(format!("{flag}: unknown key `{key}`")))?;
-        check(k, &value).map_err(|e| ConfigError(format!("{flag}: {e}")))?;
+        let k =
+            find(key).ok_or_else(|| ConfigError::new(format!("{flag}: unknown key `{key}`")))?;
+        check(k, &value).map_err(|e| ConfigError::new(format!("{flag}: {e}")))?;
         self.values.insert(k.key, (value, Source::Flag(flag.to_string())));
         Ok(())
     }
@@ -311,6 +480,11 @@ impl Layers {
                 "never" => Color::Never,
                 _ => Color::Auto,
             },
+            progress: match self.str("ui.progress").as_str() {
+                "plain" => Progress::Plain,
+                "bar" => Progress::Bar,
+                _ => Progress::Auto,
+            },
         }
     }
 }
@@ -365,6 +539,7 @@ pub struct Config {
     pub(crate) patterns: crate::analyze::PatternTexts,
     pub(crate) hooks: HooksConfig,
     pub(crate) color: Color,
+    pub(crate) progress: Progress,
 }
 
 #[derive(Debug, Clone)]
@@ -507,6 +682,7 @@ mod tests {
         let cases = [
             ("[agent]\ntimeuot = \"5m\"\n", "unknown key `agent.timeuot`"),
             ("[agent]\ntimeout = 5\n", "`agent.timeout`: expected a duration"),
+            ("[agent]\ntimeout = \"15\"\n", "found \"15\": no unit: write \"15m\" for minutes"),
             ("[agent]\ntool = \"vim\"\n", "`agent.tool`: expected one of claude"),
             (
                 "[limits]\ncalls_per_hour = -1\n",
@@ -525,6 +701,73 @@ mod tests {
         let env = |k: &str| (k == "RALPH_LIMITS_WAIT").then(|| "maybe".to_string());
         let e = Layers::load(None, &dir.path().join("none"), &env).unwrap_err().to_string();
         assert!(e.contains("RALPH_LIMITS_WAIT"), "{e}");
+    }
+
+    #[test]
+    fn file_errors_say_where_and_what_would_be_right() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("config.toml");
+        let f = p.display().to_string();
+        // (file, message, hint)
+        let cases: &[(&str, String, &str)] = &[
+            (
+                "[agent]\nmodel = \"a\"\nmodel = \"b\"\n",
+                format!("{f}:3:1: invalid TOML: duplicate key `agent.model`"),
+                "`agent.model` is set twice; keep one (this one reads `model = \"b\"`)",
+            ),
+            (
+                "[agent]\ntool = \"codex\"\n[agent]\n",
+                format!("{f}:3:2: invalid TOML: the table [agent] appears twice"),
+                "merge the two [agent] tables into one",
+            ),
+            (
+                "# mine\n[agent\n",
+                format!("{f}:2:7: invalid TOML: unclosed table, expected `]`"),
+                "the line reads `[agent`; `ralph config show --no-config` lists every key",
+            ),
+            (
+                "[agent]\nmodle = \"x\"\n",
+                format!("{f}:2:1: unknown key `agent.modle`"),
+                "did you mean `agent.model`? (`ralph config show --no-config` lists every key",
+            ),
+            (
+                "[agnet]\nmodel = \"x\"\n",
+                format!("{f}:2:1: unknown key `agnet.model`"),
+                "did you mean `agent.model`?",
+            ),
+            (
+                "[run]\ntimeout = \"5m\"\n",
+                format!("{f}:2:1: unknown key `run.timeout`"),
+                "did you mean one of `agent.timeout`, `gate.timeout`?",
+            ),
+            (
+                "\ntimeout = \"5m\"\n",
+                format!("{f}:2:1: unknown key `timeout`: settings live in sections"),
+                "did you mean one of `agent.timeout`, `gate.timeout`? (write it under its [section])",
+            ),
+            (
+                "[agent]\nxyzzy = 1\n",
+                format!("{f}:2:1: unknown key `agent.xyzzy`"),
+                "`ralph config show --no-config` lists every key",
+            ),
+            (
+                "[agent]\ntool = \"claude\"\ntimeout = 5\n",
+                format!("{f}:3:11: `agent.timeout`: expected a duration"),
+                "its default reads `timeout = \"30m\"`",
+            ),
+        ];
+        for (text, message, hint) in cases {
+            std::fs::write(&p, text).unwrap();
+            let e = Layers::load(None, &p, &no_env).unwrap_err();
+            assert!(e.to_string().starts_with(message.as_str()), "{text:?}: {e}");
+            let got = e.hint_text().unwrap_or_default();
+            assert!(got.contains(hint), "{text:?}: hint {got:?}");
+            // The hint never sends the person to a command that reads the broken file.
+            assert!(!got.contains("`ralph config show`"), "{text:?}: {got}");
+        }
+        let env = |k: &str| (k == "RALPH_LIMITS_WAIT").then(|| "maybe".to_string());
+        let e = Layers::load(None, &dir.path().join("none"), &env).unwrap_err();
+        assert_eq!(e.hint_text(), Some("fix RALPH_LIMITS_WAIT in the environment, or unset it"));
     }
 
     #[test]

@@ -45,6 +45,7 @@ impl Error {
                 lock.display()
             )),
             Error::Prd(_) => Some("fix prd.json and run ralph again; nothing was changed".into()),
+            Error::Config(e) => e.hint_text().map(str::to_string),
             _ => None,
         }
     }

@@ -37,15 +37,24 @@ mod ui;
 /// Parses the command line, runs the command, prints a fatal error once
 /// (with its hint) and returns the exit code.
 pub fn main_entry() -> u8 {
-    use clap::Parser;
-    let cli = cli::Cli::parse();
+    let cli = match commands::parse(std::env::args_os().collect()) {
+        Ok(cli) => cli,
+        // Help and --version too: clap prints them, to stdout, and a
+        // closed pipe there is not an error.
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { exit::USAGE } else { exit::COMPLETE };
+        }
+    };
     match commands::dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            let mut text = format!("error: {e}\n");
             if let Some(h) = e.hint() {
-                eprintln!("hint: {h}");
+                text.push_str(&format!("hint: {h}\n"));
             }
+            // eprintln! would panic on a closed stderr; the exit code still tells.
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
             e.exit_code()
         }
     }

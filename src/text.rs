@@ -55,6 +55,42 @@ pub fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
+/// The candidate `word` is most likely a typo of, for "did you mean …?":
+/// the closest by edit distance (a swap of two neighbours counts as one
+/// edit), when it is within a third of the word's length. Ties go to the
+/// earlier candidate.
+pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let limit = (chars(word) / 3).max(1);
+    let mut best: Option<(usize, &str)> = None;
+    for c in candidates {
+        let d = edits(word, c);
+        if d <= limit && best.is_none_or(|(b, _)| d < b) {
+            best = Some((d, c));
+        }
+    }
+    best.map(|(_, c)| c)
+}
+
+/// Edits (insert, delete, replace, swap of neighbours) from `a` to `b`.
+fn edits(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    // Three rows of the optimal-string-alignment table: two back, one back, this one.
+    let mut before: Vec<usize> = Vec::new();
+    let mut last: Vec<usize> = (0..=b.len()).collect();
+    for i in 1..=a.len() {
+        let mut row = vec![i; b.len() + 1];
+        for j in 1..=b.len() {
+            let same = usize::from(a[i - 1] != b[j - 1]);
+            row[j] = (last[j] + 1).min(row[j - 1] + 1).min(last[j - 1] + same);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                row[j] = row[j].min(before[j - 2] + 1);
+            }
+        }
+        before = std::mem::replace(&mut last, row);
+    }
+    last[b.len()]
+}
+
 /// Trimmed, with every run of whitespace (newlines included) made one space.
 pub fn collapse(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -107,6 +143,30 @@ mod tests {
         for (input, expected) in cases {
             assert_eq!(plain(input), *expected, "{input:?}");
         }
+    }
+
+    #[test]
+    fn closest_finds_typos_and_nothing_that_is_merely_another_word() {
+        let commands = ["run", "status", "reset-circuit", "agents", "doctor", "config"];
+        #[rustfmt::skip]
+        let cases: &[(&str, Option<&str>)] = &[
+            ("stauts", Some("status")),
+            ("statuss", Some("status")),
+            ("agnets", Some("agents")),
+            ("rn", Some("run")),
+            ("reset-circut", Some("reset-circuit")),
+            ("confg", Some("config")),
+            ("deploy", None),
+            ("x", None),
+            ("", None),
+        ];
+        for (word, want) in cases {
+            assert_eq!(closest(word, commands), *want, "{word:?}");
+        }
+        assert_eq!(edits("abc", "abc"), 0);
+        assert_eq!(edits("ab", "ba"), 1);
+        assert_eq!(edits("", "abc"), 3);
+        assert_eq!(edits("agent.modle", "agent.model"), 1);
     }
 
     #[test]

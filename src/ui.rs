@@ -9,7 +9,7 @@ use std::io::Write;
 
 use chrono::{Local, Utc};
 
-use crate::config::Color;
+use crate::config::{Color, Progress};
 use crate::event::{Event, Level, Reporter, SCHEMA_VERSION};
 
 pub mod tty;
@@ -33,26 +33,32 @@ pub enum Mode {
     Json,
 }
 
-/// Decides the renderer and colour from the facts of the environment.
-pub fn decide(
-    json: bool,
-    stdout_is_terminal: bool,
-    color: Color,
-    no_color: bool,
-    term_dumb: bool,
-    ci: bool,
-) -> (Mode, bool) {
-    let mode = if json {
-        Mode::Json
-    } else if stdout_is_terminal && !term_dumb && !ci {
-        Mode::Tty
-    } else {
-        Mode::Plain
+/// The facts of the environment the renderer and colour are decided from.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Facts {
+    pub json: bool,
+    pub stdout_is_terminal: bool,
+    pub no_color: bool,
+    pub term_dumb: bool,
+    pub ci: bool,
+}
+
+/// Decides the renderer and colour from the facts of the environment and
+/// the settings (`ui.color`, `ui.progress`). A live display needs a
+/// terminal to draw on: `--progress bar` forces it past CI and TERM=dumb,
+/// never into a pipe, where it would draw nothing.
+pub fn decide(f: Facts, color: Color, progress: Progress) -> (Mode, bool) {
+    let mode = match progress {
+        _ if f.json => Mode::Json,
+        Progress::Plain => Mode::Plain,
+        Progress::Bar if f.stdout_is_terminal => Mode::Tty,
+        Progress::Auto if f.stdout_is_terminal && !f.term_dumb && !f.ci => Mode::Tty,
+        _ => Mode::Plain,
     };
     let colour = match color {
         Color::Always => true,
         Color::Never => false,
-        Color::Auto => stdout_is_terminal && !no_color && !term_dumb && mode != Mode::Json,
+        Color::Auto => f.stdout_is_terminal && !f.no_color && !f.term_dumb && mode != Mode::Json,
     };
     (mode, colour)
 }
@@ -71,7 +77,7 @@ impl<W: Write> Plain<W> {
 
 /// Colours each line on its own, so a multi-line text printed line by line
 /// (above a progress bar, or with a timestamp per line) never leaves a colour on.
-fn paint(on: bool, code: &str, text: &str) -> String {
+pub(crate) fn paint(on: bool, code: &str, text: &str) -> String {
     if !on {
         return text.to_string();
     }
@@ -325,24 +331,31 @@ mod tests {
 
     #[test]
     fn renderer_choice_table() {
-        use Color::*;
-        // (json, tty, color, NO_COLOR, dumb, ci) → (mode, colour)
+        use Color::{Always, Auto as A, Never};
+        use Progress::{Auto, Bar, Plain};
+        // (json, tty, color, NO_COLOR, dumb, ci, progress) → (mode, colour)
+        #[rustfmt::skip]
         let cases = [
-            ((false, true, Auto, false, false, false), (Mode::Tty, true)),
-            ((false, true, Auto, true, false, false), (Mode::Tty, false)),
-            ((false, false, Auto, false, false, false), (Mode::Plain, false)),
-            ((false, false, Always, false, false, false), (Mode::Plain, true)),
-            ((false, true, Never, false, false, false), (Mode::Tty, false)),
-            ((false, true, Auto, false, true, false), (Mode::Plain, false)),
-            ((false, true, Auto, false, false, true), (Mode::Plain, true)),
-            ((true, true, Auto, false, false, false), (Mode::Json, false)),
+            ((false, true, A, false, false, false, Auto), (Mode::Tty, true)),
+            ((false, true, A, true, false, false, Auto), (Mode::Tty, false)),
+            ((false, false, A, false, false, false, Auto), (Mode::Plain, false)),
+            ((false, false, Always, false, false, false, Auto), (Mode::Plain, true)),
+            ((false, true, Never, false, false, false, Auto), (Mode::Tty, false)),
+            ((false, true, A, false, true, false, Auto), (Mode::Plain, false)),
+            ((false, true, A, false, false, true, Auto), (Mode::Plain, true)),
+            ((true, true, A, false, false, false, Auto), (Mode::Json, false)),
+            // --progress plain: lines on a terminal, still coloured there.
+            ((false, true, A, false, false, false, Plain), (Mode::Plain, true)),
+            // --progress bar: the live display on CI and a dumb terminal, never in a pipe.
+            ((false, true, A, false, false, true, Bar), (Mode::Tty, true)),
+            ((false, true, A, false, true, false, Bar), (Mode::Tty, false)),
+            ((false, false, A, false, false, false, Bar), (Mode::Plain, false)),
+            ((true, true, A, false, false, false, Bar), (Mode::Json, false)),
+            ((true, true, A, false, false, false, Plain), (Mode::Json, false)),
         ];
-        for ((json, tty, color, nc, dumb, ci), want) in cases {
-            assert_eq!(
-                decide(json, tty, color, nc, dumb, ci),
-                want,
-                "{json} {tty} {color:?} {nc} {dumb} {ci}"
-            );
+        for ((json, tty, color, no_color, dumb, ci, progress), want) in cases {
+            let facts = Facts { json, stdout_is_terminal: tty, no_color, term_dumb: dumb, ci };
+            assert_eq!(decide(facts, color, progress), want, "{facts:?} {color:?} {progress:?}");
         }
     }
 

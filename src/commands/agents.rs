@@ -1,15 +1,27 @@
 //! `ralph agents` (alias `doctor`): which agent CLIs are installed, their
-//! versions, and what each still needs.
+//! versions and what each still needs; then whether this project's run can
+//! start — the configured agent (a named tool, or `agent.command`) and the
+//! gate's programs (`gate.command` and the unfinished stories' `verify`).
+//! It exits as `ralph` itself would before paying for an agent: with
+//! `exit::ENVIRONMENT` when a program is missing or cannot run, with
+//! `exit::USAGE` when the configuration names no agent command at all.
 
 use std::path::Path;
 use std::time::Duration;
 
+use serde::Serialize;
+
 use crate::agent::{Backend, Tool};
-use crate::cli::Global;
+use crate::cli::{Global, SettingArgs};
 use crate::error::Error;
+use crate::paths::Paths;
+use crate::prd::Prd;
+
+use super::common::{env, print, print_json, project_dir};
+use super::flags::layers;
 
 /// One line of `ralph agents`.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, Serialize)]
 pub(crate) struct AgentInfo {
     pub(crate) tool: String,
     pub(crate) program: String,
@@ -18,52 +30,199 @@ pub(crate) struct AgentInfo {
     pub(crate) problems: Vec<String>,
 }
 
-/// Every known CLI, found or not.
+/// The agent this project's configuration names.
+#[derive(Debug, Serialize)]
+struct Configured {
+    /// "claude", "custom (my-agent)".
+    agent: String,
+    command: Vec<String>,
+    path: Option<String>,
+    problems: Vec<String>,
+    /// The configuration names no runnable agent (`tool = "custom"`
+    /// without a command): a usage error, as for `ralph` itself.
+    #[serde(skip)]
+    misconfigured: bool,
+}
+
+/// The gate's programs.
+#[derive(Debug, Serialize)]
+struct GateCheck {
+    command: Vec<String>,
+    /// How many unfinished stories have their own `verify`.
+    story_gates: usize,
+    /// What cannot run, with its hint.
+    problem: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    version: u32,
+    agents: Vec<AgentInfo>,
+    configured: Configured,
+    gate: GateCheck,
+    /// Whether `ralph` could start here: the configured agent and the gate can run.
+    ready: bool,
+}
+
 pub(crate) fn run(g: &Global) -> Result<u8, Error> {
-    // SAFETY: geteuid has no preconditions.
     let is_root = crate::process::euid() == 0;
-    let env = |k: &str| std::env::var(k).ok();
-    let infos: Vec<AgentInfo> = Tool::ALL
+    let agents: Vec<AgentInfo> = Tool::ALL
         .iter()
         .filter(|t| **t != Tool::Custom)
-        .map(|&tool| {
-            let backend = Backend::new(tool);
-            let program = backend.program().to_string();
-            let path = which::which(&program).ok();
-            let mut problems = Vec::new();
-            let version = path.as_ref().and_then(|p| version(p));
-            match backend.preflight(is_root, &env) {
-                Ok(_) => {}
-                Err(e) => problems.push(e),
-            }
-            if tool == Tool::Claude && path.is_some() && env("ANTHROPIC_API_KEY").is_none() && env("CLAUDE_CODE_OAUTH_TOKEN").is_none() {
-                problems.push("no ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN in the environment (fine if you ran `claude login`)".into());
-            }
-            AgentInfo {
-                tool: tool.to_string(),
-                program,
-                path: path.map(|p| p.display().to_string()),
-                version,
-                problems,
-            }
-        })
+        .map(|&tool| known(tool, is_root))
         .collect();
+    let project = project_dir(g)?;
+    let paths = Paths::resolve(&project, g.prd.as_deref())?;
+    let config = layers(g, &paths.project, &SettingArgs::default())?.resolve();
+    let configured = configured(&config.agent, is_root);
+    let gate = gate(&config.gate.command, &paths.prd);
+    let ready = configured.problems.is_empty() && gate.problem.is_none();
+    let code = if configured.misconfigured {
+        crate::exit::USAGE
+    } else if ready {
+        crate::exit::COMPLETE
+    } else {
+        crate::exit::ENVIRONMENT
+    };
+    let report = Report { version: 1, agents, configured, gate, ready };
     if g.json {
-        println!("{}", serde_json::to_string_pretty(&infos).unwrap_or_default());
-        return Ok(0);
+        print_json(&report)?;
+    } else {
+        print(&render(&report, code))?;
     }
-    for i in &infos {
+    Ok(code)
+}
+
+/// A known CLI: found or not, its version, and what it still needs.
+fn known(tool: Tool, is_root: bool) -> AgentInfo {
+    let backend = Backend::new(tool);
+    let program = backend.program().to_string();
+    let path = which::which(&program).ok();
+    let mut problems = Vec::new();
+    let version = path.as_ref().and_then(|p| version(p));
+    if let Err(e) = backend.preflight(is_root, &env) {
+        problems.push(e);
+    }
+    if tool == Tool::Claude
+        && path.is_some()
+        && env("ANTHROPIC_API_KEY").is_none()
+        && env("CLAUDE_CODE_OAUTH_TOKEN").is_none()
+    {
+        problems.push("no ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN in the environment (fine if you ran `claude login`)".into());
+    }
+    AgentInfo {
+        tool: tool.to_string(),
+        program,
+        path: path.map(|p| p.display().to_string()),
+        version,
+        problems,
+    }
+}
+
+/// The configured agent, checked as a run checks it before its first
+/// iteration (its program is never started: a custom command may not know
+/// `--version`, and may be the agent itself).
+fn configured(agent: &crate::config::AgentConfig, is_root: bool) -> Configured {
+    match Backend::configured(agent) {
+        Ok(backend) => {
+            let preflight = backend.preflight(is_root, &env);
+            Configured {
+                agent: backend.describe(),
+                command: agent_command(&backend, agent),
+                path: preflight.as_ref().ok().map(|p| p.display().to_string()),
+                problems: preflight.err().into_iter().collect(),
+                misconfigured: false,
+            }
+        }
+        Err(e) => Configured {
+            agent: agent.tool.to_string(),
+            command: agent.command.clone(),
+            path: None,
+            problems: vec![e],
+            misconfigured: true,
+        },
+    }
+}
+
+/// The program and the configured arguments, for the report.
+fn agent_command(backend: &Backend, agent: &crate::config::AgentConfig) -> Vec<String> {
+    if agent.command.is_empty() {
+        vec![backend.program().to_string()]
+    } else {
+        agent.command.clone()
+    }
+}
+
+/// A PRD with no unfinished story: with no readable prd.json there are no
+/// `verify` programs to check, only `gate.command`.
+const NO_STORIES: &str = r#"{"userStories":[{"id":"-","passes":true}]}"#;
+
+fn gate(command: &[String], prd_path: &Path) -> GateCheck {
+    let prd = Prd::load(prd_path).ok();
+    let story_gates = prd
+        .as_ref()
+        .map_or(0, |p| p.stories().iter().filter(|s| !s.passes && s.verify.is_some()).count());
+    let prd = prd.or_else(|| Prd::parse(NO_STORIES.as_bytes(), prd_path).ok());
+    let problem = prd.and_then(|prd| {
+        let project = prd_path.parent().unwrap_or(Path::new("."));
+        crate::gate::check_programs_in(command, &prd, project)
+            .err()
+            .map(|e| format!("{} ({})", e.message, e.hint))
+    });
+    GateCheck { command: command.to_vec(), story_gates, problem }
+}
+
+fn render(r: &Report, code: u8) -> String {
+    let mut o = String::new();
+    for i in &r.agents {
         let found = match (&i.path, &i.version) {
             (Some(p), Some(v)) => format!("{v} ({p})"),
             (Some(p), None) => p.clone(),
             (None, _) => "not installed".into(),
         };
-        println!("{:<13} {found}", i.tool);
+        o.push_str(&format!("{:<13} {found}\n", i.tool));
         for p in &i.problems {
-            println!("{:<13}   - {p}", "");
+            o.push_str(&format!("{:<13}   - {p}\n", ""));
         }
     }
-    Ok(0)
+    o.push_str("\nthis project:\n");
+    let c = &r.configured;
+    let verdict = match (&c.path, c.problems.is_empty()) {
+        // A custom agent is named by its program already.
+        (Some(path), true) if !c.agent.contains(path.as_str()) => format!("ready ({path})"),
+        (Some(_), true) => "ready".into(),
+        _ => "cannot run".into(),
+    };
+    o.push_str(&format!("  agent   {} · {verdict}\n", c.agent));
+    for p in &c.problems {
+        o.push_str(&format!("          - {p}\n"));
+    }
+    let own = (r.gate.story_gates > 0).then(|| {
+        let n = r.gate.story_gates;
+        format!("{} own verify", crate::text::count(n, "story's", "stories'"))
+    });
+    let gates = match (r.gate.command.is_empty(), own) {
+        (true, None) => "none: a story passes on the agent's word (set gate.command)".to_string(),
+        (true, Some(own)) => format!("{own} · {}", ready(&r.gate.problem)),
+        (false, None) => format!("{} · {}", r.gate.command.join(" "), ready(&r.gate.problem)),
+        (false, Some(own)) => {
+            format!("{}, and {own} · {}", r.gate.command.join(" "), ready(&r.gate.problem))
+        }
+    };
+    o.push_str(&format!("  gate    {gates}\n"));
+    if let Some(p) = &r.gate.problem {
+        o.push_str(&format!("          - {p}\n"));
+    }
+    if !r.ready {
+        o.push_str(&format!(
+            "\n`ralph` would stop here with exit {code}, before running an agent.\n"
+        ));
+    }
+    o
+}
+
+fn ready(problem: &Option<String>) -> &'static str {
+    if problem.is_some() { "cannot run" } else { "ready" }
 }
 
 /// `<program> --version`, first line, with a timeout.

@@ -1,17 +1,18 @@
 //! `ralph analyze FILE`: the analysis of a saved agent output (a log from
 //! `.ralph/logs/` or any file), streamed, as the loop would see it.
 
-use std::io::{BufRead, Write};
+use std::fmt::Write as _;
+use std::io::BufRead;
 use std::path::Path;
 
 use chrono::Utc;
 
-use crate::analyze::{Format, Outcome};
+use crate::analyze::{Format, Outcome, Status};
 use crate::cli::{AnalyzeArgs, Global, SettingArgs};
 use crate::error::Error;
 use crate::ui::plural;
 
-use super::common::project_dir;
+use super::common::{print, print_json, project_dir};
 use super::flags::layers;
 
 fn guess_format(head: &[u8]) -> Format {
@@ -65,69 +66,137 @@ pub(crate) fn run(g: &Global, args: &AnalyzeArgs) -> Result<u8, Error> {
         .map_err(|e| Error::io(format!("read {}", args.file.display()), e))?;
     if g.json {
         let v = serde_json::json!({"file": args.file, "format": format, "outcome": outcome});
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        print_json(&v)?;
         return Ok(0);
     }
-    let _ = std::io::stdout().write_all(render(&args.file, format, &outcome).as_bytes());
+    print(&render(&args.file, format, &outcome))?;
     Ok(0)
 }
 
-/// The human view of an analysis.
+/// A format as `--format` spells it.
+fn format_name(format: Format) -> String {
+    clap::ValueEnum::to_possible_value(&format)
+        .map(|v| v.get_name().to_string())
+        .unwrap_or_default()
+}
+
+fn yes(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+/// `IN_PROGRESS` → "in progress", as people write it.
+fn words(value: &str) -> String {
+    value.trim().replace('_', " ").to_lowercase()
+}
+
+/// The human view of an analysis: what the loop would conclude from this
+/// output, in sentences and plain values.
 fn render(file: &Path, format: Format, outcome: &Outcome) -> String {
     let (lines, bytes) = (outcome.output_lines, outcome.output_bytes);
     let mut o = format!(
-        "{} ({lines} line{}, {bytes} byte{}, format {format:?})\n",
+        "{} ({lines} line{}, {bytes} byte{}, format {})\n",
         file.display(),
         plural(lines as usize),
         plural(bytes as usize),
+        format_name(format),
     );
-    let yes = |b: bool| if b { "yes" } else { "no" };
-    o.push_str(&format!("claimed COMPLETE: {}\n", yes(outcome.claimed_complete)));
+    let _ = writeln!(
+        o,
+        "claimed COMPLETE: {}",
+        if outcome.claimed_complete {
+            "yes (<promise>COMPLETE</promise> in its own output)"
+        } else {
+            "no"
+        }
+    );
     match &outcome.status_block {
-        Some(b) => o.push_str(&format!(
-            "status block: status {:?}, exit signal {:?}, tasks {:?}, files {:?}, tests {:?}\n",
-            b.status, b.exit_signal, b.tasks_completed, b.files_modified, b.tests_status
-        )),
+        Some(b) => {
+            o.push_str("status block:\n");
+            let status = match b.status {
+                Some(Status::InProgress) => "in progress",
+                Some(Status::Complete) => "complete",
+                Some(Status::Blocked) => "blocked",
+                None => "not given",
+            };
+            let _ = writeln!(o, "  status: {status}");
+            let exit = match b.exit_signal {
+                Some(e) => yes(e).to_string(),
+                None => "not given".into(),
+            };
+            let _ = writeln!(o, "  exit signal: {exit}");
+            if let Some(n) = b.tasks_completed {
+                let _ = writeln!(o, "  tasks completed: {n}");
+            }
+            if let Some(n) = b.files_modified {
+                let _ = writeln!(o, "  files modified: {n}");
+            }
+            if let Some(t) = &b.tests_status {
+                let _ = writeln!(o, "  tests: {}", words(t));
+            }
+            if let Some(w) = &b.work_type {
+                let _ = writeln!(o, "  work type: {}", words(w));
+            }
+            if let Some(r) = &b.recommendation {
+                let _ = writeln!(o, "  recommendation: {}", r.trim());
+            }
+        }
         None => o.push_str("status block: none\n"),
     }
     if let Some(e) = &outcome.status_block_error {
-        o.push_str(&format!("status block problem: {e}\n"));
+        let _ = writeln!(o, "status block problem: {e}");
     }
     if let Some(e) = &outcome.error {
-        o.push_str(&format!("error: {}\n", e));
+        let _ = writeln!(o, "error: {e}");
+        if let crate::analyze::AgentError::UsageLimit { resets_at: Some(t), .. } = e {
+            let _ = writeln!(
+                o,
+                "usage limit resets at: {}",
+                t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S %Z")
+            );
+        }
+    } else if outcome.is_error {
+        o.push_str("error: the agent's CLI reported an error in its result\n");
+    }
+    if let Some(status) = outcome.api_error_status {
+        let _ = writeln!(o, "API error: HTTP {status}");
     }
     if let Some(sig) = &outcome.error_signature {
-        o.push_str(&format!("error signature: {sig}\n"));
+        let _ = writeln!(o, "error, as the breaker compares it: {sig}");
+    }
+    if !outcome.tool_errors.is_empty() {
+        o.push_str("errors in failed tool calls:\n");
+        for e in &outcome.tool_errors {
+            let _ = writeln!(o, "  - {}", crate::agent::display::clean(e));
+        }
     }
     if !outcome.permission_denials.is_empty() {
-        o.push_str(&format!("permission denials: {}\n", outcome.permission_denials.join(", ")));
+        let _ = writeln!(o, "permission denials: {}", outcome.permission_denials.join(", "));
+    }
+    if outcome.asking_questions {
+        o.push_str("asked a question: yes (no one answers a headless agent)\n");
+    }
+    if outcome.test_only {
+        o.push_str("only ran tests: yes\n");
     }
     if let Some(s) = &outcome.session_id {
-        o.push_str(&format!("session: {s}\n"));
+        let _ = writeln!(o, "session: {s}");
     }
     if let Some(c) = outcome.cost_usd {
-        o.push_str(&format!("cost: ${c:.4}\n"));
+        let _ = writeln!(o, "cost: ${c:.4}");
     }
     if let Some(t) = outcome.tokens {
-        o.push_str(&format!(
-            "tokens: {} in, {} out, {} cache read, {} cache write\n",
+        let _ = writeln!(
+            o,
+            "tokens: {} in, {} out, {} cache read, {} cache write",
             t.input, t.output, t.cache_read, t.cache_write
-        ));
+        );
     }
     if let Some(t) = outcome.turns {
-        o.push_str(&format!("turns: {t}\n"));
+        let _ = writeln!(o, "turns: {t}");
     }
     if !outcome.final_text.is_empty() {
-        let text: String = outcome
-            .final_text
-            .chars()
-            .rev()
-            .take(600)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
-        o.push_str(&format!("final text (end):\n{}\n", crate::agent::display::clean(&text)));
+        let text = crate::text::tail_chars(&outcome.final_text, 600);
+        let _ = writeln!(o, "final text (end):\n{}", crate::agent::display::clean(&text));
     }
     o
 }
@@ -139,7 +208,7 @@ mod tests {
     #[test]
     fn the_summary_line_counts_in_the_singular_and_the_plural() {
         let cases =
-            [(1, 1, "(1 line, 1 byte, format Text)"), (2, 0, "(2 lines, 0 bytes, format Text)")];
+            [(1, 1, "(1 line, 1 byte, format text)"), (2, 0, "(2 lines, 0 bytes, format text)")];
         for (lines, bytes, want) in cases {
             let outcome =
                 Outcome { output_lines: lines, output_bytes: bytes, ..Default::default() };
@@ -147,6 +216,51 @@ mod tests {
             let first = text.lines().next().unwrap();
             assert_eq!(first, format!("out.log {want}"));
         }
+    }
+
+    #[test]
+    fn a_status_block_and_an_error_read_as_words_not_as_rust() {
+        let outcome = Outcome {
+            status_block: Some(crate::analyze::StatusBlock {
+                status: Some(Status::Complete),
+                tasks_completed: Some(2),
+                files_modified: Some(3),
+                tests_status: Some("PASSING".into()),
+                work_type: Some("IMPLEMENTATION".into()),
+                exit_signal: Some(true),
+                recommendation: Some("move on to US-003".into()),
+            }),
+            error: Some(crate::analyze::AgentError::Failed {
+                exit_code: Some(2),
+                message: "boom".into(),
+            }),
+            tool_errors: vec!["error[E0425]: cannot find value `x`".into()],
+            ..Default::default()
+        };
+        let text = render(Path::new("out.log"), Format::Cursor, &outcome);
+        let want = "\
+out.log (0 lines, 0 bytes, format cursor)
+claimed COMPLETE: no
+status block:
+  status: complete
+  exit signal: yes
+  tasks completed: 2
+  files modified: 3
+  tests: passing
+  work type: implementation
+  recommendation: move on to US-003
+error: exit 2: boom
+errors in failed tool calls:
+  - error[E0425]: cannot find value `x`
+";
+        assert_eq!(text, want);
+        for debug in ["Some(", "None", "Complete", "Cursor", "true"] {
+            assert!(!text.contains(debug), "{debug:?} in:\n{text}");
+        }
+        let empty = crate::analyze::StatusBlock::default();
+        let outcome = Outcome { status_block: Some(empty), ..Default::default() };
+        let text = render(Path::new("out.log"), Format::Text, &outcome);
+        assert!(text.contains("  status: not given\n  exit signal: not given\n"), "{text}");
     }
 
     #[test]
@@ -160,7 +274,7 @@ mod tests {
         };
         let text = render(Path::new("out.log"), Format::Claude, &outcome);
         for want in [
-            "claimed COMPLETE: yes\n",
+            "claimed COMPLETE: yes (<promise>COMPLETE</promise> in its own output)\n",
             "status block: none\n",
             "permission denials: Bash(rm -rf /)\n",
             "cost: $0.1235\n",

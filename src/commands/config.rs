@@ -1,12 +1,12 @@
 //! `ralph config show`: every setting, its effective value and the layer it
 //! came from.
 
-use std::io::Write;
+use std::fmt::Write as _;
 
 use crate::cli::{Global, SettingArgs};
 use crate::error::Error;
 
-use super::common::project_dir;
+use super::common::{print, print_json, project_dir};
 use super::flags::layers;
 
 pub(crate) fn show(g: &Global) -> Result<u8, Error> {
@@ -19,7 +19,7 @@ pub(crate) fn show(g: &Global) -> Result<u8, Error> {
             .into_iter()
             .map(|(k, v, s)| serde_json::json!({"key": k.key, "value": v, "source": s.to_string(), "env": crate::config::env_name(k.key), "flag": k.flag}))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
+        print_json(&rows)?;
         return Ok(0);
     }
     let rows = layers.show();
@@ -31,10 +31,11 @@ pub(crate) fn show(g: &Global) -> Result<u8, Error> {
         .filter(|w| *w <= 48)
         .max()
         .unwrap_or(0);
-    let mut out = std::io::stdout().lock();
+    let mut out = String::new();
     for (key, value, source) in rows {
         let left = format!("{} = {value}", key.key);
         let _ = writeln!(out, "{left:<width$}  # {source}");
     }
+    print(&out)?;
     Ok(0)
 }

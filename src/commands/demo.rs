@@ -20,7 +20,7 @@ use crate::error::Error;
 use crate::git::Repo;
 use crate::paths::Paths;
 
-use super::common::reporter;
+use super::common::{eprint, print, reporter};
 use super::flags;
 
 /// The demo stories: id, title, file, content.
@@ -107,14 +107,14 @@ pub(crate) fn run(g: &Global, args: &DemoArgs) -> Result<u8, Error> {
         agent_output: style.agent_output || g.json,
     };
     if !g.json {
-        println!("ralph demo: a throw-away project in {}\n", paths.project.display());
+        print(&format!("ralph demo: a throw-away project in {}\n\n", paths.project.display()))?;
     }
     let code = crate::driver::run(&paths, &opts, reporter.as_mut())?;
     if !g.json {
         let d = paths.project.display();
-        println!(
-            "\nThe demo project stays in {d}. Look around:\n  git -C {d} log --oneline\n  ralph -C {d} status\n  ls {d}/.git/ralph/logs/*/"
-        );
+        print(&format!(
+            "\nThe demo project stays in {d}. Look around:\n  git -C {d} log --oneline\n  ralph -C {d} status\n  ls {d}/.git/ralph/logs/*/\n"
+        ))?;
     }
     Ok(code)
 }
@@ -149,20 +149,20 @@ fn read_task(prompt: &str) -> Option<Task> {
 pub(crate) fn agent(pace: f64) -> u8 {
     let pause = || std::thread::sleep(Duration::from_secs_f64(pace.clamp(0.0, 5.0)));
     let say = |line: &str| {
-        println!("{line}");
+        let _ = print(&format!("{line}\n"));
         pause();
     };
     let mut prompt = String::new();
     if std::io::stdin().read_to_string(&mut prompt).is_err() {
-        eprintln!("demo agent: cannot read the prompt from stdin");
+        eprint("demo agent: cannot read the prompt from stdin\n");
         return 1;
     }
     let Some(task) = read_task(&prompt) else {
-        eprintln!("demo agent: the prompt does not name a story and its files");
+        eprint("demo agent: the prompt does not name a story and its files\n");
         return 1;
     };
     let Some(&(id, title, file, content)) = STORIES.iter().find(|s| s.0 == task.story) else {
-        eprintln!("demo agent: unknown story {}", task.story);
+        eprint(&format!("demo agent: unknown story {}\n", task.story));
         return 1;
     };
     let project = task.prd.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -182,11 +182,11 @@ pub(crate) fn agent(pace: f64) -> u8 {
         content
     };
     if let Err(e) = std::fs::write(project.join(file), format!("{text}\n")) {
-        eprintln!("demo agent: cannot write {file}: {e}");
+        eprint(&format!("demo agent: cannot write {file}: {e}\n"));
         return 1;
     }
     if let Err(e) = mark_passing(&task.prd, id) {
-        eprintln!("demo agent: cannot update the PRD: {e}");
+        eprint(&format!("demo agent: cannot update the PRD: {e}\n"));
         return 1;
     }
     let entry = format!(
@@ -210,7 +210,7 @@ pub(crate) fn agent(pace: f64) -> u8 {
     match commit_all(&project, &format!("feat: {id} - {title}")) {
         Ok(()) => say(&format!("Committed: feat: {id} - {title}")),
         Err(e) => {
-            eprintln!("demo agent: commit failed: {e}");
+            eprint(&format!("demo agent: commit failed: {e}\n"));
             return 1;
         }
     }
@@ -218,20 +218,15 @@ pub(crate) fn agent(pace: f64) -> u8 {
         .ok()
         .and_then(|t| crate::prd::Prd::parse(t.as_bytes(), &task.prd).ok())
         .is_some_and(|p| p.all_pass());
-    println!("---RALPH_STATUS---");
-    println!("STATUS: {}", if all_pass { "COMPLETE" } else { "IN_PROGRESS" });
-    println!(
-        "TASKS_COMPLETED_THIS_LOOP: 1\nFILES_MODIFIED: 3\nTESTS_STATUS: NOT_RUN\nWORK_TYPE: IMPLEMENTATION"
-    );
-    println!("EXIT_SIGNAL: {all_pass}");
-    println!(
-        "RECOMMENDATION: {}",
+    let mut block = format!(
+        "---RALPH_STATUS---\nSTATUS: {}\nTASKS_COMPLETED_THIS_LOOP: 1\nFILES_MODIFIED: 3\nTESTS_STATUS: NOT_RUN\nWORK_TYPE: IMPLEMENTATION\nEXIT_SIGNAL: {all_pass}\nRECOMMENDATION: {}\n---END_RALPH_STATUS---\n",
+        if all_pass { "COMPLETE" } else { "IN_PROGRESS" },
         if all_pass { "all stories are done" } else { "continue with the next story" }
     );
-    println!("---END_RALPH_STATUS---");
     if all_pass {
-        println!("{}", crate::analyze::PROMISE_COMPLETE);
+        block.push_str(&format!("{}\n", crate::analyze::PROMISE_COMPLETE));
     }
+    let _ = print(&block);
     0
 }
 
@@ -260,25 +255,22 @@ fn commit_all(dir: &Path, message: &str) -> Result<(), git2::Error> {
 /// `ralph __demo-check STORY`: the demo's per-story gate.
 pub(crate) fn check(story: &str) -> u8 {
     let Some(&(_, _, file, content)) = STORIES.iter().find(|s| s.0 == story) else {
-        eprintln!("unknown story {story}");
+        eprint(&format!("unknown story {story}\n"));
         return 2;
     };
-    match std::fs::read_to_string(file) {
-        Ok(found) if found.trim_end() == content => {
-            println!("ok: {file} is right");
-            0
-        }
-        Ok(found) => {
-            println!("FAIL {file}: expected {content:?}, found {:?}", found.trim_end());
-            println!("{file}: expected {content:?}");
-            1
-        }
-        Err(e) => {
-            println!("FAIL {file}: {e}");
-            println!("{file}: expected {content:?}");
-            1
-        }
-    }
+    let (code, text) = match std::fs::read_to_string(file) {
+        Ok(found) if found.trim_end() == content => (0, format!("ok: {file} is right\n")),
+        Ok(found) => (
+            1,
+            format!(
+                "FAIL {file}: expected {content:?}, found {:?}\n{file}: expected {content:?}\n",
+                found.trim_end()
+            ),
+        ),
+        Err(e) => (1, format!("FAIL {file}: {e}\n{file}: expected {content:?}\n")),
+    };
+    let _ = print(&text);
+    code
 }
 
 #[cfg(test)]

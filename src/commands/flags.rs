@@ -3,7 +3,7 @@
 //! Which flag sets which key is declared once, in the `flag` column of
 //! `config::KEYS`; [`value`] reads a declared flag from the parsed
 //! arguments. The flags that are settings are the fields of
-//! `cli::SettingArgs` plus the global `--color`; the tests below fail when
+//! `cli::SettingArgs` plus the global `--color` and `--progress`; the tests below fail when
 //! one of them is missing from the table, when the table names a flag
 //! ralph does not have, or when a flag's help shows another default than
 //! its key's.
@@ -79,6 +79,7 @@ fn value(g: &Global, s: &SettingArgs, flag: &str) -> Option<Value> {
         "--max-wait" => text(&s.max_wait),
         "--auto-reset" => given(s.auto_reset, true),
         "--color" => g.color.map(|c| Value::String(c.name().into())),
+        "--progress" => g.progress.map(|p| Value::String(p.name().into())),
         _ => unreachable!("config::KEYS names {flag}, which commands::flags::value does not read"),
     }
 }
@@ -118,7 +119,8 @@ mod tests {
     fn every_setting_flag_is_in_the_table_and_every_flag_in_the_table_exists() {
         let mut settings: Vec<String> =
             SettingArgs::augment_args(clap::Command::new("s")).get_arguments().map(shown).collect();
-        settings.push("--color".into()); // the one global option that is a setting
+        // The global options that are settings.
+        settings.extend(["--color".into(), "--progress".into()]);
         let declared = declared();
         for flag in &settings {
             let rows = declared.iter().filter(|(f, _)| f == flag).count();
@@ -153,6 +155,7 @@ mod tests {
                 Kind::Command => Some("my-agent --fast"),
                 Kind::Tool | Kind::Format => Some("codex"),
                 Kind::Color => Some("never"),
+                Kind::Progress => Some("plain"),
             };
             let mut argv = vec!["ralph"];
             match (flag.starts_with('-'), sample) {
@@ -220,6 +223,7 @@ mod tests {
             (&["--max-cost", "inf"], false),
             (&["--max-cost=-1"], false),
             (&["--timeout", "5 parsecs"], false),
+            (&["--timeout", "15"], false),
             (&["0"], false),
         ];
         for (args, ok) in cases {

@@ -6,26 +6,48 @@ use std::path::{Path, PathBuf};
 use crate::cli::{Global, InitArgs};
 use crate::error::Error;
 
-use super::common::project_dir;
+use super::common::{print, print_json, project_dir};
 
 const PRD_EXAMPLE: &str = include_str!("../../prd.json.example");
 const AGENTS_TEMPLATE: &str = include_str!("../../templates/AGENTS.md");
 const SKILL_PRD: &str = include_str!("../../skills/prd/SKILL.md");
 const SKILL_RALPH: &str = include_str!("../../skills/ralph/SKILL.md");
 
-/// What `init` did, one line per file, with paths relative to the project.
+/// What `init` did to one file, with its path relative to the project.
+#[derive(serde::Serialize)]
+struct Step {
+    action: &'static str,
+    path: String,
+    note: Option<String>,
+}
+
+/// What `init` did, file by file.
 struct Done {
     project: PathBuf,
-    lines: Vec<String>,
+    steps: Vec<Step>,
 }
 
 impl Done {
-    fn push(&mut self, verb: &str, path: &Path, note: &str) {
-        let shown = path.strip_prefix(&self.project).unwrap_or(path).display().to_string();
-        let note = if note.is_empty() { String::new() } else { format!(" ({note})") };
-        self.lines.push(format!("{verb:<8} {shown}{note}"));
+    fn push(&mut self, action: &'static str, path: &Path, note: &str) {
+        let path = path.strip_prefix(&self.project).unwrap_or(path).display().to_string();
+        let note = (!note.is_empty()).then(|| note.to_string());
+        self.steps.push(Step { action, path, note });
+    }
+
+    /// One line per file: `created  prd.json`, `kept     AGENTS.md (already there)`.
+    fn lines(&self) -> String {
+        self.steps
+            .iter()
+            .map(|s| {
+                let note = s.note.as_ref().map(|n| format!(" ({n})")).unwrap_or_default();
+                format!("{:<8} {}{note}\n", s.action, s.path)
+            })
+            .collect()
     }
 }
+
+const NEXT: &str = "describe your feature in prd.json (or ask your agent to use the prd and ralph skills), \
+set gate.command in .ralph/config.toml to your test command, then run `ralph`";
 
 /// Writes `content` to `path` unless something is already there.
 fn create(path: &Path, content: &str, done: &mut Done) -> Result<(), Error> {
@@ -77,7 +99,7 @@ pub(crate) fn run(g: &Global, args: &InitArgs) -> Result<u8, Error> {
     })?;
     let store = crate::store::Store::for_project(&project, &project.join("prd.json"));
     store.ensure().map_err(|e| Error::io(format!("create {}", store.work().display()), e))?;
-    let mut done = Done { project: project.clone(), lines: Vec::new() };
+    let mut done = Done { project: project.clone(), steps: Vec::new() };
     done.push(
         "ready",
         store.work(),
@@ -105,18 +127,26 @@ pub(crate) fn run(g: &Global, args: &InitArgs) -> Result<u8, Error> {
             create(&project.join(dir).join("prd/SKILL.md"), SKILL_PRD, &mut done)?;
             create(&project.join(dir).join("ralph/SKILL.md"), SKILL_RALPH, &mut done)?;
         }
-        None => done.lines.push(format!(
-            "skipped  skills: {} has no skills folder; the prd and ralph skills are in ralph's repository under skills/",
-            args.tool
-        )),
+        None => done.steps.push(Step {
+            action: "skipped",
+            path: "skills".into(),
+            note: Some(format!(
+                "{} has no skills folder; the prd and ralph skills are in ralph's repository under skills/",
+                args.tool
+            )),
+        }),
     }
-    for line in &done.lines {
-        println!("{line}");
+    if g.json {
+        let v = serde_json::json!({
+            "project": project.display().to_string(),
+            "files": done.steps,
+            "next": NEXT,
+        });
+        print_json(&v)?;
+        return Ok(0);
     }
-    println!(
-        "\nNext: describe your feature in prd.json (or ask your agent to use the prd and ralph skills),\n\
-         set gate.command in .ralph/config.toml to your test command, then run `ralph`."
-    );
+    let next = NEXT.replace("skills), ", "skills),\n");
+    print(&format!("{}\nNext: {next}.\n", done.lines()))?;
     Ok(0)
 }
 

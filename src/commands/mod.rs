@@ -5,6 +5,7 @@
 
 mod agents;
 mod analyze;
+mod argv;
 mod common;
 mod config;
 mod demo;
@@ -17,8 +18,10 @@ mod rules;
 mod run;
 mod status;
 
-use crate::cli::{Cli, Command, ConfigCommand, Global, RunArgs};
+use crate::cli::{Cli, Command, ConfigCommand, Global, RunArgs, StatusArgs};
 use crate::error::Error;
+
+pub(crate) use argv::parse;
 
 /// Runs what the command line asks for.
 pub(crate) fn dispatch(cli: Cli) -> Result<u8, Error> {
@@ -26,11 +29,15 @@ pub(crate) fn dispatch(cli: Cli) -> Result<u8, Error> {
     if let Some(command) = &cli.command
         && cli.run != RunArgs::default()
     {
-        let name =
-            format!("{command:?}").split([' ', '(', '{']).next().unwrap_or("").to_lowercase();
         return Err(Error::Usage(format!(
-            "run options (an iteration count, --tool, --gate, …) go with `ralph run`, not before `{name}`"
+            "run options (an iteration count, --tool, --gate, …) go with `ralph run`, not before `{}`",
+            name(command)
         )));
+    }
+    if g.json
+        && let Some(why) = no_json(cli.command.as_ref(), &cli.run)
+    {
+        return Err(Error::Usage(why.into()));
     }
     match cli.command {
         None => run_or_alias(g, &cli.run),
@@ -51,11 +58,50 @@ pub(crate) fn dispatch(cli: Cli) -> Result<u8, Error> {
     }
 }
 
-/// `ralph [run]`: the loop, unless `--reset-circuit` or `--monitor` names
-/// another command.
+/// Why `--json` does not apply, for the commands whose output is not data:
+/// refused out loud rather than silently ignored.
+fn no_json(command: Option<&Command>, run: &RunArgs) -> Option<&'static str> {
+    match command {
+        Some(Command::Monitor(_)) => Some(MONITOR_JSON),
+        None if run.monitor => Some(MONITOR_JSON),
+        Some(Command::Completions { .. }) => {
+            Some("--json does not apply to `ralph completions`: it prints a shell script")
+        }
+        Some(Command::Man) => Some("--json does not apply to `ralph man`: it prints a roff page"),
+        _ => None,
+    }
+}
+
+const MONITOR_JSON: &str = "--json does not apply to `ralph monitor`, which lays the loop out in tmux for a person; for JSON events run the loop itself: `ralph --json`";
+
+/// The command as typed.
+fn name(command: &Command) -> &'static str {
+    match command {
+        Command::Run(_) => "run",
+        Command::Status(_) => "status",
+        Command::ResetCircuit => "reset-circuit",
+        Command::Analyze(_) => "analyze",
+        Command::Demo(_) => "demo",
+        Command::Init(_) => "init",
+        Command::Agents => "agents",
+        Command::Rules(_) => "rules",
+        Command::Config(_) => "config",
+        Command::Monitor(_) => "monitor",
+        Command::Completions { .. } => "completions",
+        Command::Man => "man",
+        Command::DemoAgent { .. } => "__demo-agent",
+        Command::DemoCheck { .. } => "__demo-check",
+    }
+}
+
+/// `ralph [run]`: the loop, unless `--reset-circuit`, `--monitor` or
+/// `--status` names another command.
 fn run_or_alias(g: &Global, args: &RunArgs) -> Result<u8, Error> {
     if args.reset_circuit {
         return reset_circuit::run(g);
+    }
+    if args.status {
+        return status::run(g, &StatusArgs { watch: false, interval: 2 });
     }
     if args.monitor {
         return monitor::run(g);

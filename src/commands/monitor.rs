@@ -7,7 +7,7 @@ use std::process::Command;
 use crate::cli::Global;
 use crate::error::Error;
 
-use super::common::project_dir;
+use super::common::{print, project_dir};
 
 /// The arguments of this ralph, turned into the loop's own command line:
 /// `monitor` becomes `run`, `--monitor` is dropped.
@@ -108,9 +108,11 @@ pub(crate) fn run(g: &Global) -> Result<u8, Error> {
     tmux_run(&["select-pane", "-t", &format!("{name}:ralph.0")])?;
     if std::io::IsTerminal::is_terminal(&std::io::stdout()) && std::env::var_os("TMUX").is_none() {
         let _ = Command::new(&tmux).args(["attach-session", "-t", &name]).status();
-        println!("detached from {name}; the loop keeps running. Re-attach: tmux attach -t {name}");
+        print(&format!(
+            "detached from {name}; the loop keeps running. Re-attach: tmux attach -t {name}\n"
+        ))?;
     } else {
-        println!("started tmux session {name}\nattach: tmux attach -t {name}");
+        print(&format!("started tmux session {name}\nattach: tmux attach -t {name}\n"))?;
     }
     Ok(0)
 }

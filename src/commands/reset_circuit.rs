@@ -8,7 +8,7 @@ use crate::cli::Global;
 use crate::error::Error;
 use crate::store;
 
-use super::common::project_dir;
+use super::common::{eprint, print, print_json, project_dir};
 
 pub(crate) fn run(g: &Global) -> Result<u8, Error> {
     let store = crate::paths::Paths::resolve(&project_dir(g)?, g.prd.as_deref())?.store;
@@ -22,14 +22,17 @@ pub(crate) fn run(g: &Global) -> Result<u8, Error> {
     let (mut breaker, warning) =
         Breaker::load(&store, now).map_err(|e| Error::io("read the circuit breaker", e))?;
     if let Some(w) = warning {
-        eprintln!("warning: {w}");
+        eprint(&format!("warning: {w}\n"));
     }
     let before = breaker.state();
     breaker.reset(now, "reset by hand (ralph reset-circuit)");
     breaker.save(&store).map_err(|e| Error::io("write the circuit breaker", e))?;
-    println!(
-        "circuit breaker reset: {before} → CLOSED (recorded in {})",
-        store.circuit_history().display()
-    );
+    let history = store.circuit_history().display().to_string();
+    if g.json {
+        let v = serde_json::json!({"from": before.to_string(), "to": "CLOSED", "history": history});
+        print_json(&v)?;
+    } else {
+        print(&format!("circuit breaker reset: {before} → CLOSED (recorded in {history})\n"))?;
+    }
     Ok(0)
 }

@@ -8,7 +8,7 @@ use crate::cli::{Global, RulesCommand};
 use crate::error::Error;
 use crate::learn::rules::{self, Card, RulesError};
 
-use super::common::project_dir;
+use super::common::{print, print_json, project_dir};
 
 fn fail(e: RulesError) -> Error {
     match e {
@@ -19,13 +19,13 @@ fn fail(e: RulesError) -> Error {
     }
 }
 
-fn print_card(g: &Global, card: &Card, verb: &str) {
+fn print_card(g: &Global, card: &Card, verb: &str) -> Result<(), Error> {
     if g.json {
-        println!("{}", serde_json::to_string_pretty(card).unwrap_or_default());
+        print_json(card)
     } else if verb.is_empty() {
-        print!("{}", rules::render_card(card));
+        print(&rules::render_card(card))
     } else {
-        println!("rule {} {verb}", card.id);
+        print(&format!("rule {} {verb}\n", card.id))
     }
 }
 
@@ -36,27 +36,27 @@ pub(crate) fn run(g: &Global, cmd: RulesCommand) -> Result<u8, Error> {
         RulesCommand::List => {
             let rules = rules::list(&store).map_err(fail)?;
             if g.json {
-                println!("{}", serde_json::to_string_pretty(&rules).unwrap_or_default());
+                print_json(&rules)?;
             } else {
-                print!("{}", rules::render_list(&rules));
+                print(&rules::render_list(&rules))?;
             }
         }
-        RulesCommand::Show { id } => print_card(g, &rules::show(&store, &id).map_err(fail)?, ""),
+        RulesCommand::Show { id } => print_card(g, &rules::show(&store, &id).map_err(fail)?, "")?,
         RulesCommand::Arm { id, statement } => {
             let card = rules::arm(&store, &id, statement.as_deref(), now).map_err(fail)?;
-            print_card(g, &card, "armed: it goes into every prompt from the next iteration on");
+            print_card(g, &card, "armed: it goes into every prompt from the next iteration on")?;
         }
         RulesCommand::Reject { id } => {
-            print_card(g, &rules::reject(&store, &id, now).map_err(fail)?, "rejected")
+            print_card(g, &rules::reject(&store, &id, now).map_err(fail)?, "rejected")?
         }
         RulesCommand::Demote { id } => {
-            print_card(g, &rules::demote(&store, &id, now).map_err(fail)?, "demoted")
+            print_card(g, &rules::demote(&store, &id, now).map_err(fail)?, "demoted")?
         }
         RulesCommand::Archive { id } => {
-            print_card(g, &rules::archive(&store, &id, now).map_err(fail)?, "archived")
+            print_card(g, &rules::archive(&store, &id, now).map_err(fail)?, "archived")?
         }
         RulesCommand::Revive { id } => {
-            print_card(g, &rules::revive(&store, &id, now).map_err(fail)?, "is a candidate again")
+            print_card(g, &rules::revive(&store, &id, now).map_err(fail)?, "is a candidate again")?
         }
     }
     Ok(0)

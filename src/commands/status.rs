@@ -1,9 +1,9 @@
-//! `ralph status`: a read-only view of a project's state. It never takes
-//! the lock, so it works while a loop runs, and in a directory ralph has
-//! never run in.
+//! `ralph status`: a read-only view of a project's state — the stories,
+//! the breaker, the limits, and the last run: why it stopped, where its
+//! logs are and which iteration failed last. It never takes the lock, so
+//! it works while a loop runs, and in a directory ralph has never run in.
 
 use std::fmt::Write as _;
-use std::io::Write;
 
 use chrono::{DateTime, Local, Utc};
 use serde::Serialize;
@@ -17,7 +17,7 @@ use crate::prd::View;
 use crate::state::{Phase, RunState};
 use crate::store;
 
-use super::common::project_dir;
+use super::common::{color, print_more, project_dir};
 use super::flags::layers;
 
 #[derive(Debug, Serialize)]
@@ -44,6 +44,10 @@ pub(crate) struct Status {
     pub(crate) current_run: Option<RunLine>,
     pub(crate) last_run: Option<serde_json::Value>,
     pub(crate) warnings: Vec<String>,
+    /// Why `ralph` would refuse to start here now, when it would: a gate
+    /// program that is missing (checked before a run creates anything, so
+    /// no run records it).
+    pub(crate) cannot_start: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -66,6 +70,7 @@ pub(crate) struct CircuitLine {
     pub(crate) advice: Vec<String>,
 }
 
+/// The run of the checkpoint: the one running, stopped mid-run, or the last.
 #[derive(Debug, Serialize)]
 pub(crate) struct RunLine {
     pub(crate) run_id: String,
@@ -75,6 +80,23 @@ pub(crate) struct RunLine {
     pub(crate) story: Option<String>,
     pub(crate) cost_usd: f64,
     pub(crate) outcome: Option<String>,
+    pub(crate) exit_code: Option<u8>,
+    /// Why it ended, as its end message said: the blocker, the breaker's
+    /// reason, the limit's reset time, the program that is missing.
+    pub(crate) message: Option<String>,
+    /// Its logs: the agent's output, prompts and gate output per iteration.
+    pub(crate) log_dir: String,
+    /// The last iteration that failed or failed its gate.
+    pub(crate) last_failure: Option<FailureLine>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct FailureLine {
+    pub(crate) iteration: u32,
+    pub(crate) story: String,
+    pub(crate) error: Option<String>,
+    /// The agent's log of that iteration.
+    pub(crate) log: String,
 }
 
 /// Gathers the status of the project at `paths`.
@@ -82,6 +104,7 @@ pub(crate) fn gather(
     paths: &Paths,
     calls_per_hour: u32,
     cooldown: std::time::Duration,
+    gate: &[String],
     now: DateTime<Utc>,
 ) -> Status {
     let mut warnings = Vec::new();
@@ -142,6 +165,7 @@ pub(crate) fn gather(
         usage_limit_until: limits.usage_resume_at().filter(|t| *t > now),
         running_pid: store::lock_holder(&store.lock_path()),
         current_run: state.map(|s| RunLine {
+            log_dir: store.run_log_dir(&s.run_id).display().to_string(),
             run_id: s.run_id,
             iteration: s.iteration,
             max_iterations: s.max_iterations,
@@ -149,14 +173,30 @@ pub(crate) fn gather(
             story: s.story,
             cost_usd: s.cost_usd,
             outcome: s.outcome,
+            exit_code: s.exit_code,
+            message: s.message,
+            last_failure: s.last_failure.map(|f| FailureLine {
+                iteration: f.iteration,
+                story: f.story,
+                error: f.error,
+                log: f.log,
+            }),
         }),
         last_run,
         warnings,
+        cannot_start: crate::prd::Prd::load(&paths.prd).ok().and_then(|prd| {
+            crate::gate::check_programs_in(gate, &prd, &paths.project)
+                .err()
+                .map(|e| format!("{}\nhint: {}", e.message, e.hint))
+        }),
     }
 }
 
 /// The human view.
-pub(crate) fn render(s: &Status) -> String {
+/// The human view; `color` marks what passes green, what is next bold, the
+/// breaker and the last run by how they stand.
+pub(crate) fn render(s: &Status, color: bool) -> String {
+    let paint = |code: &str, text: String| crate::ui::paint(color, code, &text);
     let mut o = String::new();
     let project = s.project.as_deref().unwrap_or("(no project name)");
     o.push_str(&format!("{project} — {}\n", s.prd));
@@ -182,18 +222,30 @@ pub(crate) fn render(s: &Status) -> String {
                 Some(p) => format!("p{p}"),
                 None => "p-".into(),
             };
-            let _ = writeln!(
-                o,
+            let line = format!(
                 "  {mark} {:<10} {prio:<4} {}{}",
                 st.id,
                 st.title,
                 if st.next { "  (next)" } else { "" }
             );
+            let code = if st.passes {
+                "32"
+            } else if st.next {
+                "1"
+            } else {
+                "0"
+            };
+            let _ = writeln!(o, "{}", if code == "0" { line } else { paint(code, line) });
         }
     }
     // "new" is the reason of a breaker that has never changed state.
     let reason = if s.circuit.reason == "new" { "never tripped" } else { &s.circuit.reason };
-    o.push_str(&format!("\ncircuit: {} — {reason}\n", s.circuit.state));
+    let code = match s.circuit.state.as_str() {
+        "CLOSED" => "32",
+        "HALF_OPEN" => "33",
+        _ => "31",
+    };
+    let _ = writeln!(o, "\n{}", paint(code, format!("circuit: {} — {reason}", s.circuit.state)));
     if s.circuit.iterations_without_progress > 0 {
         o.push_str(&format!(
             "  iterations without progress: {}\n",
@@ -227,7 +279,7 @@ pub(crate) fn render(s: &Status) -> String {
         .filter(|r| !(r.phase == Phase::Ended && last_id == Some(r.run_id.as_str())));
     if let Some(r) = current {
         let state = match (&r.outcome, r.phase) {
-            (Some(out), Phase::Ended) => format!("ended: {out}"),
+            (Some(out), Phase::Ended) => format!("ended: {}", out.replace('_', " ")),
             (_, Phase::Ended) => "ended".into(),
             _ if s.running_pid.is_none() => "stopped mid-run: `ralph` resumes it".into(),
             (_, Phase::Agent) => "the agent is working".into(),
@@ -242,6 +294,7 @@ pub(crate) fn render(s: &Status) -> String {
             r.story.as_ref().map(|st| format!(" ({st})")).unwrap_or_default(),
             r.cost_usd
         ));
+        details(&mut o, r, &s.project_dir);
     }
     if let Some(last) = &s.last_run {
         let g = |k: &str| {
@@ -249,8 +302,8 @@ pub(crate) fn render(s: &Status) -> String {
         };
         let iterations = last.get("iterations").and_then(|v| v.as_u64()).unwrap_or(0);
         let cost = last.get("cost_usd").and_then(|v| v.as_f64()).unwrap_or(0.0);
-        o.push_str(&format!(
-            "last run: {} · {} after {iterations} iteration{} · {}/{} stories pass{} · exit {}\n",
+        let line = format!(
+            "last run: {} · {} after {iterations} iteration{} · {}/{} stories pass{} · exit {}",
             g("run_id"),
             g("outcome").replace('_', " "),
             crate::ui::plural(iterations as usize),
@@ -258,38 +311,92 @@ pub(crate) fn render(s: &Status) -> String {
             g("stories"),
             if cost > 0.0 { format!(" · ${cost:.2}") } else { String::new() },
             g("exit_code")
-        ));
+        );
+        let code = if g("exit_code") == "0" { "32" } else { "31" };
+        let _ = writeln!(o, "{}", paint(code, line));
+        // The checkpoint's run, when it is this one, says why and where.
+        if current.is_none()
+            && let Some(r) = s.current_run.as_ref().filter(|r| last_id == Some(r.run_id.as_str()))
+        {
+            details(&mut o, r, &s.project_dir);
+        }
+    }
+    if let Some(why) = &s.cannot_start {
+        let mut lines = why.lines();
+        let _ =
+            writeln!(o, "{}", paint("31", format!("cannot start: {}", lines.next().unwrap_or(""))));
+        for line in lines {
+            let _ = writeln!(o, "  {line}");
+        }
     }
     for w in &s.warnings {
-        o.push_str(&format!("warning: {w}\n"));
+        let _ = writeln!(o, "{}", paint("33", format!("warning: {w}")));
     }
     o
+}
+
+/// Why a run ended, its last failure and where its logs are, under its line.
+/// Paths inside the project are shown from there (`.git/ralph/logs/…`): the
+/// first line names the project, and the view stays short in a tmux pane.
+fn details(o: &mut String, r: &RunLine, project: &str) {
+    let short = |path: &str| -> String {
+        std::path::Path::new(path)
+            .strip_prefix(project)
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| path.to_string())
+    };
+    // "every story passes" says what the run's line already does.
+    let ended_badly = r.outcome.is_some() && r.exit_code != Some(crate::exit::COMPLETE);
+    if let Some(message) = r.message.as_deref().filter(|_| ended_badly) {
+        // A breaker's message goes on with the breaker's report, which the
+        // circuit lines above already show.
+        let shown = if r.outcome.as_deref() == Some("circuit_open") {
+            message.lines().next().unwrap_or_default()
+        } else {
+            message
+        };
+        let shown = shown.replace(&format!("{project}/"), "");
+        for (i, line) in shown.lines().filter(|l| !l.trim().is_empty()).enumerate() {
+            let label = if i == 0 { "why:" } else { "" };
+            let _ = writeln!(o, "  {label:<5}{line}");
+        }
+    }
+    if let Some(f) = &r.last_failure {
+        // A gate that failed without output leaves "gate: " as its error.
+        let error = f.error.as_deref().map(|e| e.trim().trim_end_matches(':').trim_end());
+        let error = error.filter(|e| !e.is_empty()).map(|e| format!(": {e}")).unwrap_or_default();
+        let _ = writeln!(o, "  last failure: iteration {} ({}){error}", f.iteration, f.story);
+        let _ = writeln!(o, "    log: {}", short(&f.log));
+    }
+    let _ = writeln!(o, "  logs: {}/", short(&r.log_dir));
 }
 
 pub(crate) fn run(g: &Global, args: &StatusArgs) -> Result<u8, Error> {
     let project = project_dir(g)?;
     let paths = Paths::resolve(&project, g.prd.as_deref())?;
     let config = layers(g, &paths.project, &SettingArgs::default())?.resolve();
+    let color = color(g, &config);
     crate::signals::install();
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
     loop {
-        let s = gather(&paths, config.limits.calls_per_hour, config.circuit.cooldown, Utc::now());
-        let text = if g.json {
-            serde_json::to_string_pretty(&s).unwrap_or_default() + "\n"
-        } else {
-            render(&s)
+        let s = gather(
+            &paths,
+            config.limits.calls_per_hour,
+            config.circuit.cooldown,
+            &config.gate.command,
+            Utc::now(),
+        );
+        let text = match (g.json, args.watch) {
+            // One document; watching, one compact document per line (JSON lines).
+            (true, false) => serde_json::to_string_pretty(&s).unwrap_or_default() + "\n",
+            (true, true) => serde_json::to_string(&s).unwrap_or_default() + "\n",
+            (false, false) => render(&s, color),
+            (false, true) => {
+                let clear = if tty { "\x1b[H\x1b[2J" } else { "" };
+                format!("{clear}[{}]\n{}", Local::now().format("%H:%M:%S"), render(&s, color))
+            }
         };
-        let mut out = std::io::stdout().lock();
-        if args.watch && !g.json && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-            let _ = write!(out, "\x1b[H\x1b[2J");
-        }
-        if args.watch {
-            let _ = writeln!(out, "[{}]", Local::now().format("%H:%M:%S"));
-        }
-        if out.write_all(text.as_bytes()).and_then(|_| out.flush()).is_err() {
-            return Ok(0);
-        }
-        drop(out);
-        if !args.watch {
+        if !print_more(&text)? || !args.watch {
             return Ok(0);
         }
         let until =

@@ -21,6 +21,7 @@ pub(crate) enum Kind {
     Tool,
     Format,
     Color,
+    Progress,
 }
 
 impl Kind {
@@ -42,6 +43,7 @@ impl Kind {
             }
             Kind::Format => "one of text, claude, amp, codex, gemini, opencode, cursor",
             Kind::Color => "one of auto, always, never",
+            Kind::Progress => "one of auto, plain, bar",
         }
     }
 }
@@ -318,6 +320,13 @@ pub(crate) const KEYS: &[Key] = &[
         flag "--color",
         "Colour: auto, always, never (NO_COLOR is honoured in auto)."
     ),
+    key!(
+        "ui.progress",
+        Progress,
+        "\"auto\"",
+        flag "--progress",
+        "How a run shows its progress: auto (the live display on an interactive terminal, plain lines elsewhere and on CI), plain (timestamped lines, even on a terminal), bar (the live display whenever stdout is a terminal, even on CI or with TERM=dumb)."
+    ),
 ];
 
 /// `agent.idle_timeout` → `RALPH_AGENT_IDLE_TIMEOUT`.
@@ -352,12 +361,23 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     if t == "0" {
         return Ok(Duration::ZERO);
     }
+    // ralph-claude-code's --timeout counts minutes; a bare number here is a
+    // guess either way.
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("no unit: write \"{t}m\" for minutes or \"{t}s\" for seconds"));
+    }
     humantime::parse_duration(t).map_err(|e| format!("{t:?} is not a duration ({e})"))
 }
 
 /// Checks a TOML value against a key's type.
 pub(super) fn check(key: &Key, value: &toml::Value) -> Result<(), String> {
     use toml::Value as V;
+    if let (Kind::Duration, V::String(s)) = (key.kind, value)
+        && let Err(e) = parse_duration(s)
+        && e.starts_with("no unit")
+    {
+        return Err(format!("expected {}, found {value}: {e}", key.kind.expected()));
+    }
     let ok = match (key.kind, value) {
         (Kind::Str, V::String(_)) | (Kind::Bool, V::Boolean(_)) => true,
         (Kind::Int, V::Integer(i)) => *i >= 0,
@@ -370,6 +390,7 @@ pub(super) fn check(key: &Key, value: &toml::Value) -> Result<(), String> {
         (Kind::Tool, V::String(s)) => tool_from(s).is_some(),
         (Kind::Format, V::String(s)) => format_from(s).is_some(),
         (Kind::Color, V::String(s)) => matches!(s.as_str(), "auto" | "always" | "never"),
+        (Kind::Progress, V::String(s)) => matches!(s.as_str(), "auto" | "plain" | "bar"),
         _ => false,
     };
     if ok { Ok(()) } else { Err(format!("expected {}, found {value}", key.kind.expected())) }
@@ -379,9 +400,13 @@ pub(super) fn check(key: &Key, value: &toml::Value) -> Result<(), String> {
 pub(super) fn parse_text(key: &Key, text: &str) -> Result<toml::Value, String> {
     use toml::Value as V;
     let value = match key.kind {
-        Kind::Str | Kind::Duration | Kind::Tool | Kind::Format | Kind::Color | Kind::Command => {
-            V::String(text.into())
-        }
+        Kind::Str
+        | Kind::Duration
+        | Kind::Tool
+        | Kind::Format
+        | Kind::Color
+        | Kind::Progress
+        | Kind::Command => V::String(text.into()),
         Kind::Bool => match text.to_ascii_lowercase().as_str() {
             "1" | "true" | "yes" | "on" => V::Boolean(true),
             "0" | "false" | "no" | "off" => V::Boolean(false),

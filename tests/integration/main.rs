@@ -4,6 +4,7 @@
 
 mod claude_loop;
 mod claude_stub;
+mod cli;
 mod core_loop;
 mod faults;
 mod fuzz_replay;

@@ -22,6 +22,9 @@ fn an_agent_that_makes_no_progress_opens_the_circuit_and_status_says_why() {
     assert!(status.stdout.contains("circuit: OPEN"), "{status:?}");
     assert!(status.stdout.contains("iterations without progress: 3"), "{status:?}");
     assert!(status.stdout.contains("→ US-001"), "the next story is marked: {status:?}");
+    // Why the run stopped, once: the breaker's advice is in the circuit lines.
+    assert!(status.stdout.contains("  why: the circuit breaker opened: "), "{status:?}");
+    assert_eq!(status.stdout.matches("ralph reset-circuit").count(), 1, "{status:?}");
     // A second run inside the cooldown stops before calling the agent.
     let again = p.run(&["10"]);
     assert_eq!(again.code, code(exit::CIRCUIT_OPEN), "{again:?}");
@@ -144,6 +147,8 @@ fn a_usage_limit_beyond_max_wait_stops_with_the_rate_limit_code() {
     assert!(r.stdout.contains("usage limit") && r.stdout.contains("--max-wait"), "{r:?}");
     let status = p.run(&["status"]);
     assert!(status.stdout.contains("usage limit: calls resume at"), "{status:?}");
+    let why = status.stdout.lines().find(|l| l.starts_with("  why: ")).unwrap_or_default();
+    assert!(why.contains("usage limit") && why.contains("--max-wait"), "{status:?}");
     // A new run before the reset time waits (or here, stops) too.
     let again = to_run(
         p.ralph().args(["3", "--no-wait"]).env("RALPH_AGENT_FORMAT", "claude").output().unwrap(),
@@ -183,12 +188,16 @@ fn global_options_may_precede_a_subcommand_but_run_options_may_not() {
     assert_eq!(r.code, 0, "{r:?}");
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["total"], 3);
-    for args in
-        [&["5", "status"][..], &["--tool", "amp", "status"], &["--gate", "true", "rules", "list"]]
-    {
+    for (args, name) in [
+        (&["5", "status"][..], "status"),
+        (&["--tool", "amp", "status"], "status"),
+        (&["--gate", "true", "rules", "list"], "rules"),
+        (&["-n", "5", "reset-circuit"], "reset-circuit"),
+    ] {
         let r = p.run(args);
         assert_eq!(r.code, code(exit::USAGE), "{args:?}: {r:?}");
         assert!(r.stderr.contains("go with `ralph run`"), "{args:?}: {r:?}");
+        assert!(r.stderr.contains(&format!("not before `{name}`")), "{args:?}: {r:?}");
     }
 }
 
@@ -228,4 +237,83 @@ fn a_zero_timeout_means_no_timeout() {
     p.script("[run *]\nsleep 0.5\nimplement\n");
     let r = p.run(&["1", "--timeout", "0"]);
     assert!(p.passes("US-001"), "{r:?}");
+}
+
+/// `ralph status` with the temporary directory and the run id fixed.
+fn status_text(p: &Project) -> String {
+    let r = p.run(&["status"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    let tmp = p.tmp.path().canonicalize().unwrap().display().to_string();
+    let text = r.stdout.replace(&tmp, "[TMP]");
+    regex::Regex::new(r"\b\d{8}-\d{6}-[0-9a-f]{4}-[0-9a-f]{6}\b")
+        .unwrap()
+        .replace_all(&text, "[RUN_ID]")
+        .into_owned()
+}
+
+#[test]
+fn status_says_why_the_last_run_stopped_and_where_its_logs_are() {
+    // A gate that fails: the last failure, its log, the run's logs.
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run *]\nimplement\n");
+    let r = p.run(&["1", "--gate", "false"]);
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
+    let text = status_text(&p);
+    insta::assert_snapshot!("status_after_a_failed_gate", text);
+    let v: serde_json::Value =
+        serde_json::from_str(&p.run(&["status", "--json"]).stdout).expect("status --json");
+    let run = &v["current_run"];
+    assert!(run["message"].as_str().unwrap().starts_with("reached the iteration limit (1)"), "{v}");
+    assert_eq!(run["exit_code"], exit::MAX_ITERATIONS);
+    assert_eq!(
+        (run["last_failure"]["iteration"].as_u64(), run["last_failure"]["story"].as_str()),
+        (Some(1), Some("US-001")),
+        "{v}"
+    );
+    let log = run["last_failure"]["log"].as_str().unwrap();
+    assert!(std::path::Path::new(log).is_file(), "{log}");
+    let logs = run["log_dir"].as_str().unwrap();
+    assert!(log.starts_with(logs) && logs.contains(".git/ralph/logs/"), "{v}");
+
+    // A gate program that is missing: the run refuses before it creates
+    // anything, so status checks it itself and names it, with the hint.
+    let p = Project::with_prd(THREE_STORIES);
+    p.write(".ralph/config.toml", "[gate]\ncommand = \"no-such-gate-program\"\n");
+    let r = p.run(&["1"]);
+    assert_eq!(r.code, code(exit::ENVIRONMENT), "{r:?}");
+    let text = status_text(&p);
+    assert!(
+        text.contains(
+            "cannot start: the gate cannot run: `no-such-gate-program` (gate.command) not found\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("  hint: install it or fix the command"), "{text}");
+
+    // A blocked agent: its blocker.
+    let p = Project::with_prd(THREE_STORIES);
+    p.script(
+        "[run *]\nhandoff {\"status\":\"blocked\",\"summary\":\"stuck\",\"evidence\":[],\"nextSteps\":[],\"blocker\":\"the staging database is down\"}\n",
+    );
+    let r = p.run(&["3"]);
+    assert_eq!(r.code, code(exit::BLOCKED), "{r:?}");
+    let text = status_text(&p);
+    assert!(text.contains("why:") && text.contains("the staging database is down"), "{text}");
+}
+
+#[test]
+fn status_watch_json_is_one_json_document_per_line() {
+    use std::io::BufRead;
+    let p = Project::with_prd(THREE_STORIES);
+    let mut child = p.spawn(&["status", "--watch", "--json", "--interval", "1"]);
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    for _ in 0..2 {
+        let line = lines.next().expect("a line").expect("read");
+        let v: serde_json::Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert_eq!(v["total"], 3, "{line}");
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert_eq!(child.wait().unwrap().code(), Some(code(exit::COMPLETE)));
 }
