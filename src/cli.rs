@@ -150,7 +150,8 @@ pub(crate) struct SettingArgs {
     /// Use the agent CLI's safer permission mode instead of "allow everything"
     #[arg(long)]
     pub(crate) safe: bool,
-    /// Verification gate: a story passes only when this command passes
+    /// Verification gate: a story passes only when this command passes (shell syntax such as
+    /// "cd tests && pytest" runs it with sh -c)
     #[arg(long, value_name = "COMMAND", value_parser = command)]
     pub(crate) gate: Option<String>,
     /// Wall-clock limit per iteration; 0 = none [default: 30m]

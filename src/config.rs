@@ -676,6 +676,19 @@ mod tests {
     }
 
     #[test]
+    fn a_list_in_the_environment_may_be_a_json_array() {
+        let env = |k: &str| {
+            (k == "RALPH_AGENT_ALLOWED_TOOLS").then(|| r#"["Read","Bash(git add:*)"]"#.to_string())
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let c = Layers::load(None, &dir.path().join("none"), &env).unwrap().resolve();
+        assert_eq!(c.agent.allowed_tools, ["Read", "Bash(git add:*)"]);
+        let env = |k: &str| (k == "RALPH_AGENT_ALLOWED_TOOLS").then(|| "Read, Edit".to_string());
+        let c = Layers::load(None, &dir.path().join("none"), &env).unwrap().resolve();
+        assert_eq!(c.agent.allowed_tools, ["Read", "Edit"]);
+    }
+
+    #[test]
     fn bad_files_and_values_are_errors_naming_file_and_key() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("config.toml");

@@ -36,7 +36,7 @@ impl Kind {
             }
             Kind::List => "an array of strings",
             Kind::Command => {
-                "a command: an array of strings, or a string (split like a shell, never run by one)"
+                "a command: an array of strings, or a string (split like a shell; in the environment also a JSON array of strings; a gate with shell syntax runs with sh -c)"
             }
             Kind::Tool => {
                 "one of claude, amp, codex, gemini, opencode, cursor-agent, aider, custom"
@@ -114,7 +114,7 @@ pub(crate) const KEYS: &[Key] = &[
         "agent.allowed_tools",
         List,
         "[]",
-        "Claude tools allowed in safe mode; empty: ralph's default list (edits, git, common build tools)."
+        "Claude tools allowed in safe mode; empty: ralph's default list (edits, git, common build and test tools: cargo, npm, node, python3, pytest, uv, go, make, …). The programs the gate runs are always added."
     ),
     key!(
         "agent.timeout",
@@ -168,7 +168,7 @@ pub(crate) const KEYS: &[Key] = &[
         Command,
         "[]",
         flag "--gate",
-        "Verification gate, e.g. [\"cargo\", \"test\"]: a story passes only when this passes. Empty: no gate (the agent's word is taken)."
+        "Verification gate: a story passes only when this passes, e.g. [\"cargo\", \"test\"] or \"cd tests && python3 -m unittest\". An array runs as it is; text runs with `sh -c` when it has shell syntax (&&, ||, ;, |, redirections, $VAR, globs, a leading cd or VAR=…), else it is split into words and run without a shell. A story's \"verify\" is read the same way. Empty: no gate (the agent's word is taken)."
     ),
     key!("gate.timeout", Duration, "\"10m\"", "Wall-clock limit of one gate run (\"0\": none)."),
     key!(
@@ -418,13 +418,18 @@ pub(super) fn parse_text(key: &Key, text: &str) -> Result<toml::Value, String> {
         Kind::Float => V::Float(
             text.trim().parse::<f64>().map_err(|_| format!("expected {}", key.kind.expected()))?,
         ),
-        Kind::List => V::Array(
-            text.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(|s| V::String(s.into()))
-                .collect(),
-        ),
+        // A JSON array of strings, or else items separated by commas.
+        Kind::List => match crate::agent::words::json_argv(text) {
+            Some(Ok(items)) => V::Array(items.into_iter().map(V::String).collect()),
+            Some(Err(e)) => return Err(e),
+            None => V::Array(
+                text.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(|s| V::String(s.into()))
+                    .collect(),
+            ),
+        },
     };
     check(key, &value)?;
     Ok(value)
