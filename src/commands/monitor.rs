@@ -67,9 +67,14 @@ pub(crate) fn run(g: &Global) -> Result<u8, Error> {
     );
     let mut run_cmd = vec![exe.clone()];
     run_cmd.extend(loop_args().iter().map(|a| quote(a)));
-    // The loop pane keeps its final report on screen until a key is pressed.
+    // When the loop ends the status and log panes go, the loop's final
+    // report stays on screen, and Enter ends the whole session: nothing is
+    // left behind in tmux.
+    let session = quote(&name);
     let loop_pane = format!(
-        "{env}{}; echo; echo '[ralph finished: press Enter to close]'; read _",
+        "{env}{}; tmux kill-pane -a -t \"$TMUX_PANE\" 2>/dev/null; echo; \
+         echo '[ralph finished: press Enter to end the tmux session {name}]'; read _; \
+         tmux kill-session -t {session} 2>/dev/null",
         run_cmd.join(" ")
     );
     let mut status_cmd =
