@@ -93,10 +93,21 @@ fn ignore(project: &Path, entry: &str, done: &mut Done) -> Result<(), Error> {
 
 /// Scaffolds the project. Idempotent: never overwrites a file.
 pub(crate) fn run(g: &Global, args: &InitArgs) -> Result<u8, Error> {
-    let project = project_dir(g)?;
-    let project: PathBuf = project.canonicalize().map_err(|e| {
-        Error::Usage(format!("cannot use {} as the project directory: {e}", project.display()))
+    let dir = project_dir(g)?;
+    let dir: PathBuf = dir.canonicalize().map_err(|e| {
+        Error::Usage(format!("cannot use {} as the project directory: {e}", dir.display()))
     })?;
+    // Where `ralph` will look: an existing project above, else the top of
+    // the git repository (from tests/, init does not scaffold tests/).
+    let paths = crate::paths::Paths::resolve(&dir, None)?;
+    let project = if paths.prd.exists() {
+        paths.project
+    } else {
+        git2::Repository::discover(&dir)
+            .ok()
+            .and_then(|r| r.workdir().and_then(|w| w.canonicalize().ok()))
+            .unwrap_or(dir)
+    };
     let store = crate::store::Store::for_project(&project, &project.join("prd.json"));
     store.ensure().map_err(|e| Error::io(format!("create {}", store.work().display()), e))?;
     let mut done = Done { project: project.clone(), steps: Vec::new() };

@@ -338,3 +338,29 @@ fn dry_run_shows_the_next_iteration_and_changes_nothing() {
     assert_eq!(v["agent"]["prompt_channel"], "stdin");
     assert!(v["prompt"].as_str().unwrap().contains("US-001"));
 }
+
+/// The README's Quick start, as written, from a subdirectory of a fresh
+/// project: init, write the PRD, run with a gate, look at the status.
+#[test]
+fn the_quick_start_from_a_subdirectory_gets_to_a_verified_story() {
+    let p = Project::new();
+    std::fs::create_dir_all(p.path("src/deep")).unwrap();
+    let here = p.path("src/deep");
+    let ralph = |args: &[&str]| to_run(p.ralph().current_dir(&here).args(args).output().unwrap());
+    let init = ralph(&["init"]);
+    assert_eq!(init.code, 0, "{init:?}");
+    assert!(p.path("prd.json").exists() && !here.join("prd.json").exists(), "{init:?}");
+    // "$EDITOR prd.json": the user's own story replaces the example.
+    p.write("prd.json", ONE_STORY);
+    p.script(&format!("[run *]\nwrite done.txt yes\nmark-pass\ncommit feat: {{id}} - {{title}}\nhandoff {HANDOFF}\n"));
+    let r = ralph(&["--gate", "test -f done.txt"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(
+        r.stdout.contains("✓ US-001")
+            || r.stdout.contains("US-001 Make done.txt (claimed: yes, verified)"),
+        "{r:?}"
+    );
+    let status = ralph(&["status"]);
+    assert_eq!(status.code, 0, "{status:?}");
+    assert!(status.stdout.contains("1/1 pass"), "{status:?}");
+}
