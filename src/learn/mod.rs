@@ -11,4 +11,5 @@
 
 pub mod events;
 pub mod lessons;
+mod render;
 pub mod rules;

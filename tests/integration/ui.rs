@@ -533,7 +533,7 @@ fn bad_config_is_a_usage_error_naming_file_key_and_type() {
         p.write(".ralph/config.toml", text);
         for args in [&["1"][..], &["config", "show"], &["status"]] {
             let r = p.run(args);
-            assert_eq!(r.code, 2, "{text:?} {args:?}: {r:?}");
+            assert_eq!(r.code, code(exit::USAGE), "{text:?} {args:?}: {r:?}");
             assert!(r.stderr.contains(&project_file) && r.stderr.contains(want), "{text:?}: {r:?}");
         }
     }
@@ -560,14 +560,14 @@ fn bad_config_is_a_usage_error_naming_file_key_and_type() {
     std::fs::create_dir_all(user.parent().unwrap()).unwrap();
     std::fs::write(&user, "[limits]\ncalls_per_hour = -3\n").unwrap();
     let r = p.run(&["config", "show"]);
-    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
     assert!(r.stderr.contains(&user.display().to_string()), "{r:?}");
     assert!(r.stderr.contains("`limits.calls_per_hour`: expected a non-negative integer"), "{r:?}");
     std::fs::remove_file(&user).unwrap();
     let r = to_run(
         p.ralph().args(["config", "show"]).env("RALPH_LIMITS_WAIT", "maybe").output().unwrap(),
     );
-    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
     assert!(r.stderr.contains("RALPH_LIMITS_WAIT") && r.stderr.contains("true or false"), "{r:?}");
 }
 
@@ -675,7 +675,7 @@ fn the_halt_hook_says_why_the_run_stopped() {
     p.write(".ralph/config.toml", &recording_hooks(&dir));
     p.script(WORKING_AGENT);
     let r = p.run(&["1"]);
-    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
     let halt = hook_env(&dir.join("halt-1.env"));
     assert_eq!(halt["RALPH_EVENT"], "halt");
     assert_eq!(halt["RALPH_OUTCOME"], "max_iterations");
@@ -729,11 +729,11 @@ fn monitor_without_tmux_says_so() {
     let empty = p.tmp.path().join("empty-path");
     std::fs::create_dir_all(&empty).unwrap();
     let r = to_run(p.ralph().args(["monitor", "1"]).env("PATH", &empty).output().unwrap());
-    assert_eq!(r.code, 7, "{r:?}");
+    assert_eq!(r.code, code(exit::ENVIRONMENT), "{r:?}");
     assert!(r.stderr.contains("needs tmux, which is not installed"), "{r:?}");
     assert!(r.stderr.contains("hint:"), "{r:?}");
     let r = to_run(p.ralph().args(["--monitor", "1"]).env("PATH", &empty).output().unwrap());
-    assert_eq!(r.code, 7, "{r:?}");
+    assert_eq!(r.code, code(exit::ENVIRONMENT), "{r:?}");
     assert!(p.agent_runs().is_empty());
 }
 
