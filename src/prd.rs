@@ -41,6 +41,8 @@ pub struct Story {
     pub notes: String,
     /// A per-story gate command that overrides `gate.command`.
     pub verify: Option<String>,
+    /// Stories that must pass before this one may start (`dependsOn`).
+    pub depends_on: Vec<String>,
 }
 
 /// Why a prd.json cannot be used. Each names the file and, where it can,
@@ -381,10 +383,36 @@ pub struct Tampering {
 
 /// The selection rule, shared by [`Prd`] and [`View`].
 fn next_of(stories: &[Story]) -> Option<&Story> {
-    stories.iter().filter(|s| !s.passes).min_by(|a, b| {
+    runnable(stories, &[]).into_iter().next()
+}
+
+/// The stories that may start now, best first: unfinished, every
+/// `dependsOn` passing, not in `in_flight`; the lowest `priority` first
+/// (none last), ties in file order.
+pub fn runnable<'a>(stories: &'a [Story], in_flight: &[String]) -> Vec<&'a Story> {
+    let passes: std::collections::HashMap<&str, bool> =
+        stories.iter().map(|s| (s.id.as_str(), s.passes)).collect();
+    let mut ready: Vec<&Story> = stories
+        .iter()
+        .filter(|s| !s.passes && !in_flight.contains(&s.id))
+        .filter(|s| s.depends_on.iter().all(|d| passes.get(d.as_str()).copied().unwrap_or(false)))
+        .collect();
+    ready.sort_by(|a, b| {
         let key = |s: &Story| s.priority.unwrap_or(f64::INFINITY);
         key(a).total_cmp(&key(b)).then(a.index.cmp(&b.index))
-    })
+    });
+    ready
+}
+
+/// The unfinished stories `story` waits on.
+pub fn waiting_on<'a>(stories: &'a [Story], story: &Story) -> Vec<&'a str> {
+    story
+        .depends_on
+        .iter()
+        .filter_map(|d| stories.iter().find(|s| s.id == *d))
+        .filter(|s| !s.passes)
+        .map(|s| s.id.as_str())
+        .collect()
 }
 
 /// A read-only look at a PRD: its stories, without the JSON tree that
@@ -418,6 +446,7 @@ struct FastStory {
     passes: Option<bool>,
     notes: Option<String>,
     verify: Option<String>,
+    depends_on: Option<Vec<String>>,
 }
 
 impl View {
@@ -459,7 +488,11 @@ impl View {
                 passes: s.passes.unwrap_or(false),
                 notes: s.notes.unwrap_or_default(),
                 verify: s.verify.filter(|v| !v.trim().is_empty()),
+                depends_on: s.depends_on.unwrap_or_default(),
             });
+        }
+        if !dependency_problems(&stories).is_empty() {
+            return None;
         }
         let branch_name = raw.branch_name.map(|b| b.trim().to_string()).filter(|b| !b.is_empty());
         Some(View { project: raw.project, branch_name, stories })
@@ -547,6 +580,20 @@ fn read_stories(root: &Map<String, Value>) -> Result<Vec<Story>, Vec<String>> {
         if let Some(Err(e)) = verify.as_deref().map(crate::agent::words::split) {
             problems.push(format!("{}: \"verify\" is not a command ralph can run: {e}", label()));
         }
+        let depends_on = match obj.get("dependsOn") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
+                items.iter().filter_map(|v| v.as_str().map(str::to_string)).collect()
+            }
+            Some(other) => {
+                problems.push(format!(
+                    "{}: \"dependsOn\" must be an array of story ids, found {}",
+                    label(),
+                    kind(other)
+                ));
+                Vec::new()
+            }
+        };
         let passes = match obj.get("passes") {
             None | Some(Value::Null) => false,
             Some(Value::Bool(b)) => *b,
@@ -592,9 +639,77 @@ fn read_stories(root: &Map<String, Value>) -> Result<Vec<Story>, Vec<String>> {
             passes,
             notes,
             verify,
+            depends_on,
         });
     }
+    problems.extend(dependency_problems(&stories));
     if problems.is_empty() { Ok(stories) } else { Err(problems) }
+}
+
+/// What is wrong with the stories' `dependsOn`: ids that name no story,
+/// and cycles (each named once, by the stories in it).
+fn dependency_problems(stories: &[Story]) -> Vec<String> {
+    let index: std::collections::HashMap<&str, usize> =
+        stories.iter().enumerate().map(|(i, s)| (s.id.as_str(), i)).collect();
+    let mut problems = Vec::new();
+    for s in stories {
+        for d in &s.depends_on {
+            if !index.contains_key(d.as_str()) {
+                problems.push(format!("{}: \"dependsOn\" names {d}, which is no story", s.id));
+            } else if *d == s.id {
+                problems.push(format!("{}: \"dependsOn\" names the story itself", s.id));
+            }
+        }
+    }
+    // Depth-first, three colours: a grey node reached again closes a cycle.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        White,
+        Grey,
+        Black,
+    }
+    let mut marks = vec![Mark::White; stories.len()];
+    let mut reported = std::collections::HashSet::new();
+    for start in 0..stories.len() {
+        if marks[start] != Mark::White {
+            continue;
+        }
+        let mut stack: Vec<(usize, usize)> = vec![(start, 0)];
+        marks[start] = Mark::Grey;
+        while let Some(&mut (node, ref mut next)) = stack.last_mut() {
+            let deps = &stories[node].depends_on;
+            if *next == deps.len() {
+                marks[node] = Mark::Black;
+                stack.pop();
+                continue;
+            }
+            let dep = &deps[*next];
+            *next += 1;
+            let Some(&d) = index.get(dep.as_str()) else { continue };
+            match marks[d] {
+                Mark::White => {
+                    marks[d] = Mark::Grey;
+                    stack.push((d, 0));
+                }
+                Mark::Grey if d != node => {
+                    let from = stack.iter().position(|(n, _)| *n == d).unwrap_or(0);
+                    let mut cycle: Vec<&str> =
+                        stack[from..].iter().map(|(n, _)| stories[*n].id.as_str()).collect();
+                    let mut key = cycle.clone();
+                    key.sort_unstable();
+                    if reported.insert(key.join(",")) {
+                        cycle.push(stories[d].id.as_str());
+                        problems.push(format!(
+                            "\"dependsOn\" goes round in a circle: {}",
+                            cycle.join(" → ")
+                        ));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    problems
 }
 
 /// "a string", "an array", …: a JSON value's type, for error messages.
@@ -699,6 +814,44 @@ mod tests {
     }
 
     #[test]
+    fn depends_on_is_validated_and_respected() {
+        #[rustfmt::skip]
+        let bad: &[(&str, &str)] = &[
+            (r#"{"id":"A","dependsOn":["Z"]}"#, "A: \"dependsOn\" names Z, which is no story"),
+            (r#"{"id":"A","dependsOn":["A"]}"#, "A: \"dependsOn\" names the story itself"),
+            (r#"{"id":"A","dependsOn":["B"]},{"id":"B","dependsOn":["C"]},{"id":"C","dependsOn":["A"]}"#, "goes round in a circle: A → B → C → A"),
+            (r#"{"id":"A","dependsOn":"B"},{"id":"B"}"#, "\"dependsOn\" must be an array of story ids"),
+        ];
+        for (stories, want) in bad {
+            let text = format!(r#"{{"userStories":[{stories}]}}"#);
+            let e = parse(&text).unwrap_err().to_string();
+            assert!(e.contains(want), "{stories}: {e}");
+            // status's fast path reads it the same way.
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("prd.json");
+            std::fs::write(&path, &text).unwrap();
+            assert!(View::load(&path).is_err(), "{stories}");
+        }
+        // C waits for A and B; B for A.
+        let p = prd(
+            r#"{"id":"C","priority":1,"dependsOn":["A","B"]},{"id":"B","priority":2,"dependsOn":["A"]},{"id":"A","priority":3}"#,
+        );
+        let ids = |v: Vec<&Story>| v.into_iter().map(|s| s.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(runnable(p.stories(), &[])), ["A"]);
+        assert_eq!(p.next_story().unwrap().id, "A");
+        assert_eq!(waiting_on(p.stories(), p.story("C").unwrap()), ["A", "B"]);
+        let mut p = p;
+        p.set_passes("A", true);
+        assert_eq!(ids(runnable(p.stories(), &[])), ["B"]);
+        assert_eq!(ids(runnable(p.stories(), &["B".to_string()])), Vec::<String>::new());
+        p.set_passes("B", true);
+        assert_eq!(ids(runnable(p.stories(), &[])), ["C"]);
+        // Independent stories are all runnable at once, best first.
+        let p = prd(r#"{"id":"X","priority":2},{"id":"Y","priority":1},{"id":"Z"}"#);
+        assert_eq!(ids(runnable(p.stories(), &[])), ["Y", "X", "Z"]);
+    }
+
+    #[test]
     fn selection_by_priority_then_file_order() {
         let cases: &[(&str, Option<&str>)] = &[
             // priorities [3, none, 1 (passed), 2] → the priority-2 story
@@ -764,14 +917,14 @@ mod tests {
 
     #[test]
     fn unknown_fields_survive_read_modify_write() {
-        let text = r#"{"project":"P","zeta":{"keep":[1,2]},"userStories":[{"id":"A","passes":false,"custom":"x","dependsOn":["B"]}],"alpha":true}"#;
+        let text = r#"{"project":"P","zeta":{"keep":[1,2]},"userStories":[{"id":"A","passes":false,"custom":"x","labels":["B"]}],"alpha":true}"#;
         let mut p = parse(text).unwrap();
         assert!(p.set_passes("A", true));
         let out: Value = serde_json::from_str(&p.to_json()).unwrap();
         assert_eq!(out["zeta"]["keep"], serde_json::json!([1, 2]));
         assert_eq!(out["alpha"], Value::Bool(true));
         assert_eq!(out["userStories"][0]["custom"], "x");
-        assert_eq!(out["userStories"][0]["dependsOn"][0], "B");
+        assert_eq!(out["userStories"][0]["labels"][0], "B");
         assert_eq!(out["userStories"][0]["passes"], true);
         // Key order is kept too.
         let keys: Vec<_> = out.as_object().unwrap().keys().cloned().collect();

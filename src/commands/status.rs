@@ -57,6 +57,9 @@ pub(crate) struct StoryLine {
     pub(crate) priority: Option<f64>,
     pub(crate) passes: bool,
     pub(crate) next: bool,
+    /// Unfinished stories of its `dependsOn`: it cannot start before they pass.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) waiting_on: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -125,6 +128,10 @@ pub(crate) fn gather(
                     priority: s.priority,
                     passes: s.passes,
                     next: Some(&s.id) == next.as_ref(),
+                    waiting_on: crate::prd::waiting_on(&p.stories, s)
+                        .into_iter()
+                        .map(str::to_string)
+                        .collect(),
                 })
                 .collect()
         })
@@ -222,8 +229,13 @@ pub(crate) fn render(s: &Status, color: bool) -> String {
                 Some(p) => format!("p{p}"),
                 None => "p-".into(),
             };
+            let waits = if st.waiting_on.is_empty() || st.passes {
+                String::new()
+            } else {
+                format!("  (waits on {})", st.waiting_on.join(", "))
+            };
             let line = format!(
-                "  {mark} {:<10} {prio:<4} {}{}",
+                "  {mark} {:<10} {prio:<4} {}{}{waits}",
                 st.id,
                 st.title,
                 if st.next { "  (next)" } else { "" }

@@ -434,3 +434,25 @@ fn pointing_prd_json_at_an_existing_branch_carries_the_edit_across() {
     assert_eq!(p.git(&["branch", "--show-current"]).trim(), "ralph/demo");
     assert_eq!(p.read("README.md"), "changed on demo\n");
 }
+
+#[test]
+fn depends_on_orders_the_work_and_status_shows_the_waits() {
+    let p = Project::with_prd(
+        r#"{"project":"P","branchName":"ralph/deps","userStories":[
+      {"id":"US-001","title":"Report","priority":1,"passes":false,"dependsOn":["US-002"]},
+      {"id":"US-002","title":"Model","priority":2,"passes":false}]}"#,
+    );
+    let status = p.run(&["status"]);
+    assert!(status.stdout.contains("(waits on US-002)"), "{status:?}");
+    p.script("[run *]\nimplement\n");
+    let r = p.run(&["5"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    // The dependency first, though its priority number is higher.
+    assert_eq!(p.agent_runs(), ["US-002", "US-001"]);
+    let bad = Project::with_prd(
+        r#"{"userStories":[{"id":"A","dependsOn":["B"]},{"id":"B","dependsOn":["A"]}]}"#,
+    );
+    let r = bad.run(&["1"]);
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
+    assert!(r.stderr.contains("goes round in a circle"), "{r:?}");
+}
