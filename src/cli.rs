@@ -160,6 +160,9 @@ pub(crate) struct SettingArgs {
     /// Stop the agent after this long without output; 0 = never [default: 10m]
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub(crate) idle_timeout: Option<String>,
+    /// Stories to work at once, each in its own git worktree [default: 1]
+    #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub(crate) jobs: Option<u32>,
     /// Pause between iterations [default: 0s]
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub(crate) pause: Option<String>,
@@ -277,6 +280,34 @@ init again is safe.",
     /// The gate `ralph demo` runs
     #[command(name = "__demo-check", hide = true)]
     DemoCheck { story: String },
+    /// One turn of one story of a parallel run, in its worktree (started by ralph)
+    #[command(name = "__worker", hide = true)]
+    Worker(WorkerArgs),
+}
+
+/// What a parallel run tells each worker process it starts.
+#[derive(Debug, Args)]
+pub(crate) struct WorkerArgs {
+    /// The run's whole configuration, as one TOML document
+    #[arg(long)]
+    pub(crate) settings: PathBuf,
+    #[arg(long)]
+    pub(crate) story: String,
+    /// The story's branch, checked out in the worktree
+    #[arg(long)]
+    pub(crate) branch: String,
+    /// prd.json in the worktree
+    #[arg(long)]
+    pub(crate) prd_file: PathBuf,
+    /// The prompt template
+    #[arg(long)]
+    pub(crate) template: Option<PathBuf>,
+    /// Why the story was sent back from the merge queue
+    #[arg(long)]
+    pub(crate) feedback: Option<PathBuf>,
+    /// Where its logs go
+    #[arg(long)]
+    pub(crate) log_dir: PathBuf,
 }
 
 #[derive(Debug, Args)]

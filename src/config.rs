@@ -355,6 +355,25 @@ impl Layers {
             .collect()
     }
 
+    /// Every key's effective value as one TOML document: what a worker
+    /// process of a parallel run loads, so it runs with exactly this
+    /// configuration whatever its own folder holds.
+    pub(crate) fn document(&self) -> String {
+        let mut sections: BTreeMap<&str, toml::Table> = BTreeMap::new();
+        for k in KEYS {
+            let (section, name) = k.key.split_once('.').unwrap_or(("run", k.key));
+            sections.entry(section).or_default().insert(name.to_string(), self.get(k.key).clone());
+        }
+        let table: toml::Table =
+            sections.into_iter().map(|(s, t)| (s.to_string(), toml::Value::Table(t))).collect();
+        toml::to_string(&table).unwrap_or_default()
+    }
+
+    /// Sets a value for a parallel run's workers (a key of [`KEYS`]).
+    pub(crate) fn set(&mut self, key: &'static str, value: toml::Value) {
+        self.values.insert(key, (value, Source::Flag("--jobs".into())));
+    }
+
     fn get(&self, key: &str) -> &toml::Value {
         &self.values[key].0
     }
@@ -431,6 +450,7 @@ impl Layers {
             },
             run: RunConfig {
                 max_iterations: u32::try_from(self.int("run.max_iterations")).unwrap_or(u32::MAX),
+                jobs: u32::try_from(self.int("run.jobs")).unwrap_or(1).max(1),
                 pause: self.duration("run.pause"),
                 prompt: self.opt_str("run.prompt").map(PathBuf::from),
                 require_handoff: self.bool("run.require_handoff"),
@@ -559,6 +579,8 @@ pub(crate) struct AgentConfig {
 #[derive(Debug, Clone)]
 pub(crate) struct RunConfig {
     pub(crate) max_iterations: u32,
+    /// Stories worked at once (1: the single loop).
+    pub(crate) jobs: u32,
     pub(crate) pause: Duration,
     pub(crate) prompt: Option<PathBuf>,
     pub(crate) require_handoff: bool,

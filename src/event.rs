@@ -4,12 +4,12 @@
 //! is versioned by [`SCHEMA_VERSION`] and documented in the README.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Bumped when a field changes meaning or disappears (adding fields is not a break).
 pub const SCHEMA_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Level {
     Info,
@@ -17,7 +17,7 @@ pub enum Level {
 }
 
 /// What one iteration amounted to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum IterationResult {
     /// Evidence of work: changed files, commits beyond bookkeeping, a story newly verified.
@@ -61,7 +61,7 @@ impl IterationResult {
 }
 
 /// How a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunOutcome {
     Complete,
@@ -98,8 +98,22 @@ impl std::fmt::Display for RunOutcome {
     }
 }
 
+/// What the merge queue did with a story.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MergeResult {
+    /// On the run branch, gated after merging.
+    Merged,
+    /// Its changes conflict with the run branch's: redone from the new tip.
+    Conflict,
+    /// The gate failed on the merged tree: redone from the new tip.
+    GateFailed,
+    /// Sent back twice: given up.
+    Blocked,
+}
+
 /// One story in the final report.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StoryReport {
     pub id: String,
     pub title: String,
@@ -113,7 +127,7 @@ pub struct StoryReport {
     pub note: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
     RunStart {
@@ -179,6 +193,44 @@ pub enum Event {
     WaitTick {
         remaining_s: u64,
     },
+    /// A parallel run gave a story to a worker, in the story's worktree.
+    WorkerStart {
+        worker: u32,
+        story_id: String,
+        story_title: String,
+        branch: String,
+        worktree: String,
+        /// 1 for the first try; more after the merge queue sent it back.
+        attempt: u32,
+    },
+    /// An event of a parallel run's worker: its iterations, gates, notices
+    /// and agent output. `--json` writes the inner event itself, with
+    /// `worker` and `story` added.
+    Worker {
+        worker: u32,
+        story_id: String,
+        inner: Box<Event>,
+    },
+    /// A worker's turn ended (its process exited).
+    WorkerEnd {
+        worker: u32,
+        story_id: String,
+        /// What its turn came to: the story passes in its worktree, another
+        /// turn is needed, or why the story is given up.
+        outcome: String,
+        message: String,
+    },
+    /// The merge queue dealt with a story.
+    Merge {
+        story_id: String,
+        result: MergeResult,
+        /// The run branch's new commit, when merged.
+        commit: Option<String>,
+        /// Conflicting files, for a conflict.
+        files: Vec<String>,
+        duration_ms: u64,
+        message: String,
+    },
     RunEnd {
         outcome: RunOutcome,
         exit_code: u8,
@@ -195,7 +247,7 @@ pub enum Event {
     },
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BestIteration {
     pub iteration: u32,
     pub commit: Option<String>,

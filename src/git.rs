@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 
 use git2::{BranchType, ErrorCode, Oid, Repository, StatusOptions};
 
+mod worktree;
+
 pub struct Repo {
     repo: Repository,
 }
@@ -29,7 +31,7 @@ impl fmt::Display for GitError {
 
 impl std::error::Error for GitError {}
 
-fn err(message: impl Into<String>, e: git2::Error) -> GitError {
+pub(crate) fn err(message: impl Into<String>, e: git2::Error) -> GitError {
     GitError { message: format!("{}: {}", message.into(), e.message()), hint: None }
 }
 
@@ -384,7 +386,15 @@ impl Repo {
     /// from the run branch (`git reset --hard HEAD~2`) are restored when
     /// that is clean, and otherwise the run must stop, saying how to
     /// recover them.
-    pub fn check_integrity(&self, before: &Refs, run_branch: &str) -> Integrity {
+    ///
+    /// Branches `others_own` names are left out: a parallel run's other
+    /// stories and its run branch, which others move meanwhile.
+    pub fn check_integrity(
+        &self,
+        before: &Refs,
+        run_branch: &str,
+        others_own: &dyn Fn(&str) -> bool,
+    ) -> Integrity {
         let mut out = Integrity::default();
         let now = self.refs();
         let short = |o: &Oid| format!("{:.7}", o.to_string());
@@ -409,7 +419,9 @@ impl Repo {
                 }
             }
         }
-        for (name, tip) in now.tips.iter().filter(|(n, _)| n.as_str() != run_branch) {
+        for (name, tip) in
+            now.tips.iter().filter(|(n, _)| n.as_str() != run_branch && !others_own(n))
+        {
             let old = before.tips.get(name);
             if old != Some(tip) {
                 let n = self.count_between(*tip, old.copied());

@@ -82,12 +82,28 @@ pub struct Proc {
     pub zombie: bool,
 }
 
-/// Every process below `root`, found through /proc.
+/// Processes a sweep must leave alone, with all below them: the workers of
+/// a parallel run, which end their own agents (and are reaped by the
+/// thread that waits for them).
+static KEPT: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+/// Keeps `pid` and its descendants out of [`descendants`] until [`release`].
+pub fn keep_out_of_sweeps(pid: i32) {
+    KEPT.lock().unwrap_or_else(|p| p.into_inner()).push(pid);
+}
+
+pub fn release(pid: i32) {
+    KEPT.lock().unwrap_or_else(|p| p.into_inner()).retain(|&p| p != pid);
+}
+
+/// Every process below `root`, found through /proc, but those kept out of
+/// sweeps ([`keep_out_of_sweeps`]) and what runs below them.
 pub fn descendants(root: i32) -> Vec<Proc> {
+    let kept = KEPT.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let mut found = Vec::new();
     let mut queue = vec![root];
     while let Some(pid) = queue.pop() {
-        for child in children(pid) {
+        for child in children(pid).into_iter().filter(|c| !kept.contains(c)) {
             if let Some(p) = stat(child) {
                 found.push(p);
                 queue.push(child);
@@ -159,6 +175,13 @@ pub fn reap(procs: &[Proc], me: i32) {
 /// do not inherit this; the next ralph ends the dead run's process group
 /// when it resumes.) Linux only.
 pub fn die_with_parent(cmd: &mut Command) {
+    signal_on_parent_death(cmd, libc::SIGKILL);
+}
+
+/// Makes the kernel send `signal` to the child `cmd` starts when ralph
+/// dies: SIGTERM lets a worker of a parallel run stop its own agent and
+/// keep its story resumable. Linux only.
+pub fn signal_on_parent_death(cmd: &mut Command, signal: libc::c_int) {
     #[cfg(target_os = "linux")]
     {
         use std::os::unix::process::CommandExt;
@@ -168,7 +191,7 @@ pub fn die_with_parent(cmd: &mut Command) {
         // are, and it touches no memory but its copied argument.
         unsafe {
             cmd.pre_exec(move || {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+                libc::prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong, 0, 0, 0);
                 if libc::getppid() != parent {
                     // ralph died between fork and prctl.
                     libc::_exit(137);
@@ -178,7 +201,7 @@ pub fn die_with_parent(cmd: &mut Command) {
         }
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = cmd;
+    let _ = (cmd, signal);
 }
 
 /// How many bytes `pipe` takes before a writer blocks. Usually 64 KiB, but

@@ -191,6 +191,41 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
             until.with_timezone(&Local).format("%H:%M:%S")
         ),
         Event::WaitTick { .. } => return None,
+        Event::WorkerStart { worker, story_id, story_title, branch, attempt, .. } => {
+            if style.quiet {
+                return None;
+            }
+            let again = if *attempt > 1 { format!(" · attempt {attempt}") } else { String::new() };
+            paint(c, "1", &format!("worker {worker} · {story_id} {story_title} · {branch}{again}"))
+        }
+        Event::Worker { worker, story_id, inner } => {
+            let text = describe(inner, style)?;
+            let tag = format!("[w{worker} {story_id}]");
+            text.lines().map(|l| format!("{tag} {l}")).collect::<Vec<_>>().join("\n")
+        }
+        Event::WorkerEnd { worker, story_id, outcome, message } => {
+            if style.quiet || message.is_empty() {
+                return None;
+            }
+            format!("[w{worker} {story_id}] {outcome}: {message}")
+        }
+        Event::Merge { story_id, result, commit, duration_ms, message, .. } => {
+            use crate::event::MergeResult as M;
+            match result {
+                M::Merged => paint(
+                    c,
+                    "32",
+                    &format!(
+                        "merged {story_id} as {} in {}{}",
+                        commit.as_deref().map(|c| &c[..c.len().min(7)]).unwrap_or("?"),
+                        duration(*duration_ms),
+                        if message.is_empty() { String::new() } else { format!(" · {message}") }
+                    ),
+                ),
+                M::Conflict | M::GateFailed => paint(c, "33", &format!("{story_id}: {message}")),
+                M::Blocked => paint(c, "31", &format!("{story_id}: {message}")),
+            }
+        }
         Event::RunEnd {
             outcome,
             exit_code,
@@ -298,7 +333,19 @@ impl<W: Write> Reporter for Json<W> {
             self.last_tick = Some(now);
         }
         let envelope = Envelope { v: SCHEMA_VERSION, ts: Utc::now(), event };
-        if let Ok(line) = serde_json::to_string(&envelope) {
+        let line = match event {
+            // A worker's event is written as itself, with its worker and story.
+            Event::Worker { worker, story_id, inner } => {
+                let inner = Envelope { v: SCHEMA_VERSION, ts: Utc::now(), event: inner };
+                serde_json::to_value(&inner).map(|mut v| {
+                    v["worker"] = (*worker).into();
+                    v["story"] = story_id.as_str().into();
+                    v.to_string()
+                })
+            }
+            _ => serde_json::to_string(&envelope),
+        };
+        if let Ok(line) = line {
             let _ = writeln!(self.out, "{line}").and_then(|_| self.out.flush());
         }
     }

@@ -13,7 +13,11 @@
 //! [run 1]          commands for the first run
 //! [run 2-3]        for runs 2 and 3
 //! [run *]          for every other run
+//! [story US-002]   for every run of story US-002 (RALPH_STORY_ID)
+//! [story US-002 2] for its second run; story blocks come first
 //! ```
+//!
+//! `{id}` in a command's arguments is the story's id.
 //!
 //! Commands: `implement` (the happy path: file, passes, progress, handoff,
 //! commit), `write PATH TEXT`, `append PATH TEXT`, `mark-pass [ID]`,
@@ -25,7 +29,9 @@
 //! `usage-limit SECS`, `claude-result TEXT`, `claude-error STATUS TEXT`,
 //! `die SIGNAL` (it sends itself a signal by number: `die 9`, as `kill -9`
 //! from outside would),
-//! `set-all-passing`, `set-verify COMMAND`, `stage PATH`, `exit CODE`,
+//! `touch-shared NAME` (a file in FAKE_AGENT_DIR), `wait-shared NAME SECS`
+//! (until that file exists: two agents that wait for each other prove
+//! they run at once), `set-all-passing`, `set-verify COMMAND`, `stage PATH`, `exit CODE`,
 //! `write-story-file` (src/<id>.txt, uncommitted), `run PROGRAM ARGS` (no shell), `fifo handoff|prd` (a FIFO where ralph expects the file),
 //! `claude-tool-error TEXT` (a failed tool call's result, as claude
 //! streams it; `\n` in TEXT is a newline), `term-succeeds` (from now on SIGTERM makes it print a
@@ -53,8 +59,10 @@ fn main() {
         eprintln!("fake-agent: cannot read {}: {e}", script_path.display());
         std::process::exit(90);
     });
-    let n = next_run(&dir);
-    let commands = block(&script, n);
+    let story = std::env::var("RALPH_STORY_ID").unwrap_or_default();
+    let n = next_run(&dir, "count");
+    let k = next_run(&dir, &format!("count-{story}"));
+    let commands = story_block(&script, &story, k).unwrap_or_else(|| block(&script, n));
     let mut prompt = String::new();
     if !commands.iter().any(|c| c == "skip-stdin") {
         let _ = std::io::stdin().read_to_string(&mut prompt);
@@ -67,8 +75,11 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let _ = writeln!(
         log,
-        "run={n} pid={} story={} cwd={} args={}",
+        "run={n} pid={} at={} story={} cwd={} args={}",
         std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis()),
         task.story,
         cwd.display(),
         args.join(" ")
@@ -76,20 +87,63 @@ fn main() {
     drop(log);
     for line in &commands {
         let (cmd, rest) = line.split_once(' ').unwrap_or((line.as_str(), ""));
-        if let Err(e) = run(cmd, rest, &task, &prompt, &dir) {
+        let rest = rest.replace("{id}", &task.story);
+        if let Err(e) = run(cmd, &rest, &task, &prompt, &dir) {
             eprintln!("fake-agent: {line}: {e}");
             std::process::exit(91);
         }
     }
 }
 
-/// Increments and returns the run counter.
-fn next_run(dir: &Path) -> u32 {
-    let path = dir.join("count");
+/// Increments and returns a run counter (`count`: every run; `count-<id>`:
+/// one story's), under a lock: a parallel run starts several at once.
+fn next_run(dir: &Path, name: &str) -> u32 {
+    let lock = fs::OpenOptions::new().create(true).append(true).open(dir.join("count.lock"));
+    let _held = lock.as_ref().map(|f| f.lock());
+    let path = dir.join(name);
     let n =
         fs::read_to_string(&path).ok().and_then(|s| s.trim().parse::<u32>().ok()).unwrap_or(0) + 1;
     let _ = fs::write(&path, n.to_string());
     n
+}
+
+/// The commands of a `[story ID]` block (every run of that story) or a
+/// `[story ID K]` / `[story ID K-L]` block (its K-th run), if the script
+/// has one for `story`'s run `k`: these come before `[run …]` blocks.
+fn story_block(script: &str, story: &str, k: u32) -> Option<Vec<String>> {
+    let mut found: Option<(bool, Vec<String>)> = None;
+    let mut current: Option<(bool, Vec<String>)> = None;
+    let finish = |c: Option<(bool, Vec<String>)>, found: &mut Option<(bool, Vec<String>)>| {
+        if let Some((exact, cmds)) = c
+            && found.as_ref().is_none_or(|(e, _)| !*e && exact)
+        {
+            *found = Some((exact, cmds));
+        }
+    };
+    for line in script.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        if line.starts_with('[') {
+            finish(current.take(), &mut found);
+            let Some(head) = line.strip_prefix("[story ").and_then(|h| h.strip_suffix(']')) else {
+                continue;
+            };
+            let mut parts = head.split_whitespace();
+            if parts.next() != Some(story) {
+                continue;
+            }
+            current = match parts.next() {
+                None => Some((false, Vec::new())),
+                Some(range) => {
+                    let (a, b) = range.split_once('-').unwrap_or((range, range));
+                    let (a, b) = (a.parse().unwrap_or(0), b.parse().unwrap_or(0));
+                    (a <= k && k <= b).then(|| (true, Vec::new()))
+                }
+            };
+        } else if let Some((_, cmds)) = current.as_mut() {
+            cmds.push(line.to_string());
+        }
+    }
+    finish(current, &mut found);
+    found.map(|(_, c)| c)
 }
 
 /// The commands of the block for run `n`.
@@ -102,6 +156,9 @@ fn block(script: &str, n: u32) -> Vec<String> {
         }
         if let Some(head) = t.strip_prefix("[run ").and_then(|h| h.strip_suffix(']')) {
             blocks.push((head.trim().to_string(), Vec::new()));
+        } else if t.starts_with("[story ") {
+            // A story's block (see `story_block`): no run's.
+            blocks.push(("story".into(), Vec::new()));
         } else if let Some(last) = blocks.last_mut() {
             last.1.push(t.to_string());
         } else {
@@ -204,6 +261,20 @@ fn append(path: &Path, text: &str) -> Result<(), String> {
 fn run(cmd: &str, rest: &str, task: &Task, prompt: &str, dir: &Path) -> Result<(), String> {
     let mut out = std::io::stdout();
     match cmd {
+        "touch-shared" => {
+            fs::write(dir.join(rest.trim()), b"").map_err(|e| e.to_string())?;
+        }
+        "wait-shared" => {
+            let (name, secs) = rest.split_once(' ').unwrap_or((rest, "60"));
+            let until = std::time::Instant::now()
+                + std::time::Duration::from_secs(secs.trim().parse().unwrap_or(60));
+            while !dir.join(name.trim()).exists() {
+                if std::time::Instant::now() > until {
+                    return Err(format!("{name} did not appear in {secs}s"));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
         "implement" => {
             let file = format!("src/{}.txt", task.story.to_lowercase());
             fs::create_dir_all("src").map_err(|e| e.to_string())?;

@@ -105,6 +105,8 @@ pub(crate) fn run(g: &Global, args: &DemoArgs) -> Result<u8, Error> {
         fresh: true,
         explicit_max: true,
         agent_output: style.agent_output || g.json,
+        layers: Some(layers),
+        worker: None,
     };
     if !g.json {
         print(&format!("ralph demo: a throw-away project in {}\n\n", paths.project.display()))?;

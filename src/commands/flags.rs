@@ -70,6 +70,7 @@ fn value(g: &Global, s: &SettingArgs, flag: &str) -> Option<Value> {
         "--timeout" => text(&s.timeout),
         "--idle-timeout" => text(&s.idle_timeout),
         "--pause" => text(&s.pause),
+        "--jobs" => s.jobs.map(|n| Value::Integer(n.into())),
         "--prompt" => s.prompt.as_ref().map(|p| Value::String(p.display().to_string())),
         "--max-duration" => text(&s.max_duration),
         "--max-cost" => s.max_cost.map(Value::Float),

@@ -17,6 +17,7 @@ mod reset_circuit;
 mod rules;
 mod run;
 mod status;
+mod worker;
 
 use crate::cli::{Cli, Command, ConfigCommand, Global, RunArgs, StatusArgs};
 use crate::error::Error;
@@ -49,6 +50,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<u8, Error> {
         Some(Command::Demo(args)) => demo::run(g, &args),
         Some(Command::DemoAgent { pace }) => Ok(demo::agent(pace)),
         Some(Command::DemoCheck { story }) => Ok(demo::check(&story)),
+        Some(Command::Worker(args)) => worker::run(&args),
         Some(Command::Init(args)) => init::run(g, &args),
         Some(Command::Agents) => agents::run(g),
         Some(Command::Rules(cmd)) => rules::run(g, cmd),
@@ -91,6 +93,7 @@ fn name(command: &Command) -> &'static str {
         Command::Man => "man",
         Command::DemoAgent { .. } => "__demo-agent",
         Command::DemoCheck { .. } => "__demo-check",
+        Command::Worker(_) => "__worker",
     }
 }
 

@@ -20,6 +20,8 @@ pub(crate) fn run(g: &Global, args: &RunArgs) -> Result<u8, Error> {
             explicit_max: args.settings.max_iterations.is_some(),
             agent_output: false,
             config,
+            layers: None,
+            worker: None,
         };
         let plan = crate::driver::dry_run(&paths, &opts)?;
         let text = if g.json {
@@ -39,6 +41,8 @@ pub(crate) fn run(g: &Global, args: &RunArgs) -> Result<u8, Error> {
         explicit_max: args.settings.max_iterations.is_some(),
         agent_output: style.agent_output || g.json,
         config,
+        layers: Some(layers),
+        worker: None,
     };
     crate::driver::run(&paths, &opts, reporter.as_mut())
 }

@@ -143,6 +143,13 @@ pub(crate) const KEYS: &[Key] = &[
         flag "MAX_ITERATIONS",
         "Iterations per run when no number is given on the command line."
     ),
+    key!(
+        "run.jobs",
+        Int,
+        "1",
+        flag "--jobs",
+        "Stories worked at once, each by its own agent in its own git worktree (1: one at a time, in the project itself)."
+    ),
     key!("run.pause", Duration, "\"0s\"", flag "--pause", "Pause between iterations."),
     key!(
         "run.require_handoff",

@@ -184,7 +184,16 @@ impl Run<'_> {
         let Some(branch) = self.branch.clone().or_else(|| before.branch.clone()) else {
             return GitCheck::default();
         };
-        let i = self.repo.check_integrity(before, &branch);
+        // A worker of a parallel run shares the branch list with the other
+        // workers and the run, which move their own branches meanwhile.
+        let run =
+            self.opts.worker.as_ref().and_then(|w| w.branch.rsplit_once("--")).map(|(r, _)| r);
+        let others_own = |name: &str| {
+            run.is_some_and(|r| {
+                name == r || name.strip_prefix(r).is_some_and(|s| s.starts_with("--"))
+            })
+        };
+        let i = self.repo.check_integrity(before, &branch, &others_own);
         if !i.findings.is_empty() || i.fatal.is_some() {
             self.reusable_snapshot = None;
         }

@@ -22,6 +22,7 @@ mod hooks;
 mod iteration;
 mod judge;
 mod learning;
+mod parallel;
 mod records;
 mod report;
 mod setup;
@@ -59,6 +60,24 @@ pub struct Options {
     pub explicit_max: bool,
     /// Pass the agent's output on as events.
     pub agent_output: bool,
+    /// The configuration as layers: a parallel run hands it to its workers.
+    pub layers: Option<crate::config::Layers>,
+    /// Set in a worker process of a parallel run (`ralph __worker`).
+    pub worker: Option<Worker>,
+}
+
+/// What a worker process of a parallel run works on: one story, in its own
+/// worktree, on that worktree's branch, one iteration per process.
+#[derive(Debug, Clone)]
+pub struct Worker {
+    pub story: String,
+    /// The story's branch: the one ralph commits on, and puts HEAD back on.
+    pub branch: String,
+    /// Why the story was sent back from the merge queue, for the prompt.
+    pub feedback: Option<String>,
+    /// Where its iteration logs go: beside the run's own, so they outlive
+    /// the worktree.
+    pub log_dir: PathBuf,
 }
 
 /// How a run ended, in words.
@@ -149,7 +168,11 @@ struct Run<'a> {
 /// Runs the loop. Returns the exit code; `Err` for fatal setup errors.
 pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result<u8, Error> {
     let mut run = setup::start(paths, opts, reporter)?;
-    let end = run.main_loop();
+    let end = if opts.config.run.jobs > 1 && opts.worker.is_none() {
+        run.parallel_loop()
+    } else {
+        run.main_loop()
+    };
     run.finish(end)
 }
 
@@ -187,7 +210,11 @@ impl Run<'_> {
             if let Some(end) = self.over_budget().or_else(|| self.wait_for_limits()) {
                 return end;
             }
-            let Some(story) = prd.next_story().cloned() else {
+            let next = match &self.opts.worker {
+                Some(w) => prd.story(&w.story).filter(|s| !s.passes),
+                None => prd.next_story(),
+            };
+            let Some(story) = next.cloned() else {
                 return End::new(RunOutcome::Complete, "every story passes");
             };
             match self.iteration(&prd, &story) {
@@ -224,6 +251,10 @@ impl Run<'_> {
 
     /// Every story passes: complete, unless the gate disagrees.
     fn done(&self, prd: &Prd) -> Option<End> {
+        if let Some(w) = &self.opts.worker {
+            let passes = prd.story(&w.story).is_some_and(|s| s.passes);
+            return passes.then(|| End::new(RunOutcome::Complete, format!("{} passes", w.story)));
+        }
         if !prd.all_pass() {
             return None;
         }
@@ -268,7 +299,7 @@ impl Run<'_> {
     /// run at all, and its verdict is the baseline.
     fn baseline(&mut self) -> Option<End> {
         let gate = self.gate.clone()?;
-        if !self.cfg.gate.baseline || gate.command.is_empty() {
+        if !self.cfg.gate.baseline || gate.command.is_empty() || self.opts.worker.is_some() {
             return None;
         }
         let log = self.log_dir.join("gate-baseline.log");

@@ -41,7 +41,11 @@ impl Run<'_> {
                 score: b.description,
             });
         // An interrupted run stays resumable; every other end closes the run.
-        let resumable = end.outcome == RunOutcome::Interrupted;
+        // A worker's turn ends after one iteration: its story's run goes on
+        // at the next turn, with its feedback, handoff and breaker.
+        let turn_over = self.opts.worker.is_some()
+            && matches!(end.outcome, RunOutcome::MaxIterations | RunOutcome::RateLimited);
+        let resumable = end.outcome == RunOutcome::Interrupted || turn_over;
         self.state.outcome = Some(end.outcome.as_str().into());
         self.state.message = Some(end.message.clone());
         self.state.exit_code = Some(end.code);

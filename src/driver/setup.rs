@@ -94,7 +94,10 @@ pub(super) fn start<'a>(
         Some(s) => s.clone(),
         None => RunState::new(crate::state::new_run_id(Local::now()), now, opts.max_iterations),
     };
-    let log_dir = paths.store.run_log_dir(&state.run_id);
+    let log_dir = match &opts.worker {
+        Some(w) => w.log_dir.clone(),
+        None => paths.store.run_log_dir(&state.run_id),
+    };
     std::fs::create_dir_all(&log_dir)
         .map_err(|e| Error::io(format!("create {}", log_dir.display()), e))?;
 
@@ -130,7 +133,10 @@ pub(super) fn start<'a>(
         deadline,
         log_dir,
         template,
-        branch: prd.branch_name().map(str::to_string),
+        branch: match &opts.worker {
+            Some(w) => Some(w.branch.clone()),
+            None => prd.branch_name().map(str::to_string),
+        },
         last_gate_passed: None,
         patterns: crate::analyze::Patterns::configured(&cfg.patterns)
             .map_err(|e| Error::Config(e.into()))?,
@@ -139,7 +145,10 @@ pub(super) fn start<'a>(
         state,
     };
     run.clear_stale_git_locks()?;
-    run.setup_branch(&prd)?;
+    // A worker's worktree is already on its story's branch.
+    if opts.worker.is_none() {
+        run.setup_branch(&prd)?;
+    }
     if let Some(old) = &unfinished {
         run.clean_up_after(old)?;
     }
@@ -147,6 +156,9 @@ pub(super) fn start<'a>(
     run.save_last_prd(&prd);
     if let Some(old) = &resume {
         run.resume(old, opts.explicit_max.then_some(opts.max_iterations));
+    }
+    if let Some(feedback) = opts.worker.as_ref().and_then(|w| w.feedback.clone()) {
+        run.state.feedback = Some(feedback);
     }
     if resume.is_none() {
         run.state.passing_at_start =
@@ -464,7 +476,13 @@ impl Run<'_> {
         } else {
             String::new()
         };
-        self.notice(format!("resuming run {} ({used}){again}; --fresh starts over", old.run_id));
+        // A worker resumes its story's run at every turn: nothing to tell.
+        if self.opts.worker.is_none() {
+            self.notice(format!(
+                "resuming run {} ({used}){again}; --fresh starts over",
+                old.run_id
+            ));
+        }
         if cut_off && let Some(id) = old.story.clone() {
             self.state.feedback = Some(format!(
                 "The previous attempt at {id} was cut off (ralph stopped or crashed) before it \

@@ -47,6 +47,13 @@ impl Run<'_> {
                         ),
                     ));
                 }
+                // A worker does not wait alone: its run pauses every worker.
+                Wait::Until { at, why: Why::UsageLimit } if self.opts.worker.is_some() => {
+                    return Some(End::new(
+                        RunOutcome::RateLimited,
+                        format!("{} until {}", why_text(Why::UsageLimit), at.to_rfc3339()),
+                    ));
+                }
                 Wait::Until { at, why } => {
                     if let Some(end) = self.wait_until(at, why_text(why)) {
                         return Some(end);

@@ -12,6 +12,7 @@ mod harness;
 mod hooks;
 mod hostile;
 mod killed;
+mod parallel;
 mod real_claude;
 mod safe_mode;
 mod stopping;

@@ -1,0 +1,74 @@
+//! `parallel.json`: what a parallel run has in flight — its workers, the
+//! merge queue, what it gave up on and why, and the merge being made — for
+//! `ralph status`, and for the next ralph after a crash.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::store::Store;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Board {
+    pub run_id: String,
+    /// The run branch, where stories are merged.
+    pub branch: String,
+    pub jobs: u32,
+    pub workers: Vec<BoardWorker>,
+    /// Stories whose worker finished, waiting to be merged (first first).
+    pub queue: Vec<String>,
+    /// Stories given up, and why.
+    #[serde(default)]
+    pub given_up: BTreeMap<String, String>,
+    /// Times the merge queue sent a story back.
+    #[serde(default)]
+    pub sent_back: BTreeMap<String, u32>,
+    /// Why a story was sent back, for its next attempt's prompt.
+    #[serde(default)]
+    pub feedback: BTreeMap<String, String>,
+    /// Turns each story had.
+    #[serde(default)]
+    pub turns: BTreeMap<String, u32>,
+    /// The commit each story was merged as.
+    #[serde(default)]
+    pub merged: BTreeMap<String, String>,
+    /// Written before the run branch moves, cleared once the main work tree
+    /// has followed: a crash in between is finished by the next ralph.
+    pub merging: Option<Merging>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BoardWorker {
+    pub worker: u32,
+    pub story: String,
+    pub branch: String,
+    pub worktree: String,
+    pub pid: i32,
+    pub since: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Merging {
+    pub story: String,
+    pub from: String,
+    pub to: String,
+}
+
+impl Board {
+    pub fn path(store: &Store) -> std::path::PathBuf {
+        store.path("parallel.json")
+    }
+
+    /// The board, if a parallel run left one (a damaged one reads as none:
+    /// it only ever speeds up a resume, never decides one).
+    pub fn load(store: &Store) -> Option<Board> {
+        let bytes = crate::store::read_regular(&Board::path(store)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    pub fn save(&self, store: &Store) -> std::io::Result<()> {
+        let bytes = crate::store::json_bytes(self)?;
+        crate::store::write_replace(&Board::path(store), &bytes)
+    }
+}

@@ -1,0 +1,451 @@
+//! `--jobs N`: N stories at once, each worked by a worker process
+//! (`ralph __worker`, the ordinary loop held to one story and one
+//! iteration per turn) in its own git worktree on its own branch, cut from
+//! the run branch's tip. This module schedules them and owns the run
+//! branch: only it writes there, through the merge queue.
+//!
+//! ```text
+//! mod.rs      the loop: start workers, read their events, end the run
+//! plan.rs     pure: a worker's exit → Turn, what starts next, progress entries, stuck
+//! workers.rs  a worker process and the thread that reads its events
+//! merge.rs    the merge queue: squash, bookkeeping, gate on the merged tree, CAS
+//! board.rs    parallel.json: workers, queue, given up, the merge in progress
+//! tidy.rs     worktrees: made, reused, recovered after a crash, removed at the end
+//! ```
+
+mod board;
+mod merge;
+mod plan;
+mod tidy;
+mod workers;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, Sender};
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+
+pub use board::Board;
+use plan::{GiveUp, Turn};
+use workers::{Msg, Slot};
+
+use super::{End, Run};
+use crate::error::Error;
+use crate::event::{Event, IterationResult, RunOutcome};
+use crate::limits::Wait;
+use crate::prd::Prd;
+
+/// A story whose worker finished with it passing, waiting to be merged.
+#[derive(Debug, Clone)]
+pub(super) struct Queued {
+    pub story: String,
+    pub title: String,
+    pub dir: PathBuf,
+    pub project: PathBuf,
+    pub branch: String,
+}
+
+/// What the parallel run holds between turns.
+pub(super) struct Pool {
+    jobs: u32,
+    /// The run branch.
+    branch: String,
+    /// Where the worktrees live: `.git/ralph/worktrees/`.
+    worktrees: PathBuf,
+    /// The project folder, prd.json and progress.txt, relative to the
+    /// repository's top (the same in every worktree).
+    project_rel: PathBuf,
+    prd_rel: PathBuf,
+    progress_rel: PathBuf,
+    settings: PathBuf,
+    template: Option<PathBuf>,
+    slots: Vec<Slot>,
+    queue: VecDeque<Queued>,
+    board: Board,
+    given_up: BTreeMap<String, (GiveUp, String)>,
+    /// Stories whose worktree another ralph still holds, and when to try again.
+    not_before: BTreeMap<String, Instant>,
+    tx: Sender<Msg>,
+    rx: Receiver<Msg>,
+    /// A limit pauses the workers: said once.
+    paused: bool,
+}
+
+impl Pool {
+    fn busy(&self) -> Vec<String> {
+        let mut busy: Vec<String> = self.slots.iter().map(|s| s.story.clone()).collect();
+        busy.extend(self.queue.iter().map(|q| q.story.clone()));
+        busy.extend(self.given_up.keys().cloned());
+        let now = Instant::now();
+        busy.extend(self.not_before.iter().filter(|(_, t)| **t > now).map(|(s, _)| s.clone()));
+        busy
+    }
+
+    fn save_board(&mut self, store: &crate::store::Store) {
+        self.sync_board();
+        let _ = self.board.save(store);
+    }
+
+    /// Before the run branch moves: on disk for certain.
+    fn save_board_durably(&mut self, store: &crate::store::Store) -> Result<(), Error> {
+        self.sync_board();
+        let bytes =
+            crate::store::json_bytes(&self.board).map_err(|e| Error::io("record the merge", e))?;
+        crate::store::write_atomic(&Board::path(store), &bytes)
+            .map_err(|e| Error::io("record the merge", e))
+    }
+
+    fn sync_board(&mut self) {
+        self.board.workers = self
+            .slots
+            .iter()
+            .map(|s| board::BoardWorker {
+                worker: s.no,
+                story: s.story.clone(),
+                branch: s.branch.clone(),
+                worktree: s.dir.display().to_string(),
+                pid: s.pid,
+                since: s.since,
+            })
+            .collect();
+        self.board.queue = self.queue.iter().map(|q| q.story.clone()).collect();
+    }
+
+    fn free_worker_no(&self) -> u32 {
+        (1..).find(|n| !self.slots.iter().any(|s| s.no == *n)).unwrap_or(1)
+    }
+}
+
+impl Run<'_> {
+    /// The parallel run, from its first worker to its end; every worker has
+    /// ended when it returns.
+    pub(super) fn parallel_loop(&mut self) -> End {
+        let mut pool = match self.start_pool() {
+            Ok(pool) => pool,
+            Err(e) => return End::error(&e),
+        };
+        let end = self.drive(&mut pool);
+        let end = self.stop_workers(&mut pool, end);
+        self.tidy_up(&mut pool, &end);
+        end
+    }
+
+    fn drive(&mut self, pool: &mut Pool) -> End {
+        let Some(prd) = self.reload_prd() else {
+            return End::new(RunOutcome::Environment, "prd.json is damaged; see the warning above");
+        };
+        if self.breaker.is_open() && !prd.all_pass() {
+            return self.breaker_open();
+        }
+        if let Some(end) = self.baseline() {
+            return end;
+        }
+        loop {
+            if let Some(signal) = crate::signals::pending() {
+                return End::interrupted(signal);
+            }
+            if let Some(end) = self.still_ours() {
+                return end;
+            }
+            let wait =
+                if pool.slots.is_empty() { Duration::ZERO } else { Duration::from_millis(200) };
+            if let Some(end) = self.pump(pool, wait) {
+                return end;
+            }
+            if !pool.queue.is_empty() {
+                if let Err(e) = self.merge_next(pool) {
+                    return End::error(&e);
+                }
+                continue;
+            }
+            let prd = self.reload_prd().unwrap_or_else(|| self.good_prd.clone());
+            if pool.slots.is_empty() {
+                if let Some(end) = self.done(&prd) {
+                    return end;
+                }
+                if let Some((outcome, message)) = plan::stuck(&prd, &pool.given_up) {
+                    return End::new(outcome, message);
+                }
+                if let Some(end) = self.iterations_used(&prd) {
+                    return end;
+                }
+            }
+            if let Some(end) = self.over_budget() {
+                return end;
+            }
+            match self.start_workers(pool, &prd) {
+                Ok(Some(end)) => return end,
+                Ok(None) => {}
+                Err(e) => return End::error(&e),
+            }
+            if pool.slots.is_empty() && pool.queue.is_empty() && !pool.not_before.is_empty() {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
+    /// Starts workers while there is room, iterations and calls are left,
+    /// no limit pauses them, and a story can start.
+    fn start_workers(&mut self, pool: &mut Pool, prd: &Prd) -> Result<Option<End>, Error> {
+        while (pool.slots.len() as u32) < pool.jobs {
+            if self.state.iteration + pool.slots.len() as u32 >= self.state.max_iterations {
+                return Ok(None);
+            }
+            let busy = pool.busy();
+            let Some(story) = plan::to_start(prd, &busy, 1).first().map(|s| (*s).clone()) else {
+                return Ok(None);
+            };
+            let max_wait =
+                if self.cfg.limits.wait { self.cfg.limits.max_wait } else { Duration::ZERO };
+            match self.limits.wait(Utc::now(), self.cfg.limits.calls_per_hour, max_wait) {
+                Wait::Ready => pool.paused = false,
+                // With nobody at work the run waits here, with a countdown
+                // (or stops, for a wait too long).
+                _ if pool.slots.is_empty() => {
+                    if let Some(end) = self.wait_for_limits() {
+                        return Ok(Some(end));
+                    }
+                    continue;
+                }
+                _ => {
+                    if !pool.paused {
+                        pool.paused = true;
+                        self.notice("a limit pauses the workers: no agent starts until it resets");
+                    }
+                    return Ok(None);
+                }
+            }
+            self.start_worker(pool, &story)?;
+        }
+        Ok(None)
+    }
+
+    fn start_worker(&mut self, pool: &mut Pool, story: &crate::prd::Story) -> Result<(), Error> {
+        let (dir, branch) = self.worktree_for(pool, &story.id)?;
+        let no = pool.free_worker_no();
+        let turns = pool.board.turns.entry(story.id.clone()).or_insert(0);
+        *turns += 1;
+        let attempt = pool.board.sent_back.get(&story.id).copied().unwrap_or(0) + 1;
+        let slug = plan::slug(&story.id);
+        let feedback = match pool.board.feedback.get(&story.id) {
+            Some(text) => {
+                let f = self.log_dir.join(format!("feedback-{slug}.md"));
+                std::fs::write(&f, text).map_err(|e| Error::io("write a worker's feedback", e))?;
+                Some(f)
+            }
+            None => None,
+        };
+        let project = dir.join(&pool.project_rel);
+        let mut slot = Slot {
+            no,
+            story: story.id.clone(),
+            title: story.title.clone(),
+            prd: dir.join(&pool.prd_rel),
+            project,
+            dir,
+            branch,
+            pid: 0,
+            since: Utc::now(),
+            message: None,
+        };
+        let stderr = self.log_dir.join(format!("worker-{slug}.stderr"));
+        let spec = workers::Spawn {
+            settings: &pool.settings,
+            log_dir: &self.log_dir,
+            template: pool.template.as_deref(),
+        };
+        slot.pid = workers::spawn(&slot, &spec, feedback.as_deref(), &stderr, pool.tx.clone())
+            .map_err(|e| Error::io("start a worker", e))?;
+        crate::process::keep_out_of_sweeps(slot.pid);
+        if self.cfg.limits.calls_per_hour > 0 {
+            self.limits.record_call(Utc::now());
+            let _ = self.limits.save(&self.paths.store);
+        }
+        self.reporter.emit(&Event::WorkerStart {
+            worker: no,
+            story_id: story.id.clone(),
+            story_title: story.title.clone(),
+            branch: slot.branch.clone(),
+            worktree: slot.dir.display().to_string(),
+            attempt,
+        });
+        pool.slots.push(slot);
+        pool.save_board(&self.paths.store);
+        Ok(())
+    }
+
+    /// Hands on what the workers report, for up to `wait`.
+    fn pump(&mut self, pool: &mut Pool, wait: Duration) -> Option<End> {
+        let until = Instant::now() + wait;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            let msg = if left.is_zero() {
+                pool.rx.try_recv().ok()
+            } else {
+                pool.rx.recv_timeout(left).ok()
+            };
+            let msg = msg?;
+            match msg {
+                Msg::Event(no, event) => self.worker_event(pool, no, event),
+                Msg::Exited(no, code) => {
+                    if let Some(end) = self.worker_exited(pool, no, code) {
+                        return Some(end);
+                    }
+                    // One ended: let the loop start the next before reading on.
+                    return None;
+                }
+            }
+        }
+    }
+
+    fn worker_event(&mut self, pool: &mut Pool, no: u32, event: Event) {
+        let Some(slot) = pool.slots.iter_mut().find(|s| s.no == no) else { return };
+        match &event {
+            Event::RunStart { .. } => return,
+            Event::RunEnd { message, .. } => {
+                slot.message = Some(message.clone());
+                return;
+            }
+            Event::IterationEnd { result, cost_usd, tokens, .. } => {
+                if !matches!(result, IterationResult::Transient | IterationResult::Stopped) {
+                    self.state.iteration += 1;
+                }
+                self.state.cost_usd += cost_usd.unwrap_or(0.0);
+                self.state.tokens += tokens.unwrap_or(0);
+                self.state.elapsed_ms = self.elapsed_ms();
+                let _ = self.save_checkpoint(crate::state::Phase::Idle);
+            }
+            _ => {}
+        }
+        let story_id = slot.story.clone();
+        self.reporter.emit(&Event::Worker { worker: no, story_id, inner: Box::new(event) });
+    }
+
+    fn worker_exited(&mut self, pool: &mut Pool, no: u32, code: Option<i32>) -> Option<End> {
+        let i = pool.slots.iter().position(|s| s.no == no)?;
+        let slot = pool.slots.remove(i);
+        crate::process::release(slot.pid);
+        let passes = Prd::load(&slot.prd)
+            .ok()
+            .and_then(|p| p.story(&slot.story).map(|s| s.passes))
+            .unwrap_or(false);
+        let turn = plan::turn(code, passes);
+        let message = slot.message.clone().unwrap_or_else(|| self.worker_stderr(&slot));
+        let (outcome, said) = match &turn {
+            Turn::Passed => ("passes in its worktree", "queued for merging".to_string()),
+            Turn::Again => ("turn over", String::new()),
+            Turn::UsageLimit => ("usage limit", message.clone()),
+            Turn::GiveUp(_) => ("given up", message.clone()),
+            Turn::Stopped => ("stopped", message.clone()),
+            Turn::Busy => ("waiting", "its worktree is still held by the last worker".into()),
+            Turn::Fatal(_) => ("failed", message.clone()),
+        };
+        self.reporter.emit(&Event::WorkerEnd {
+            worker: no,
+            story_id: slot.story.clone(),
+            outcome: outcome.into(),
+            message: said,
+        });
+        let end = match turn {
+            Turn::Passed => {
+                pool.queue.push_back(Queued {
+                    story: slot.story.clone(),
+                    title: slot.title.clone(),
+                    dir: slot.dir.clone(),
+                    project: slot.project.clone(),
+                    branch: slot.branch.clone(),
+                });
+                None
+            }
+            Turn::Again | Turn::Stopped => None,
+            Turn::Busy => {
+                pool.not_before.insert(slot.story.clone(), Instant::now() + Duration::from_secs(1));
+                None
+            }
+            Turn::UsageLimit => {
+                self.share_usage_limit(&slot, no);
+                None
+            }
+            Turn::GiveUp(why) => {
+                pool.board.given_up.insert(slot.story.clone(), message.clone());
+                pool.given_up.insert(slot.story.clone(), (why, message));
+                None
+            }
+            Turn::Fatal(outcome) => {
+                Some(End::new(outcome, format!("worker {no} ({}): {message}", slot.story)))
+            }
+        };
+        pool.save_board(&self.paths.store);
+        end
+    }
+
+    /// A usage limit one worker met pauses them all: the run's own limits
+    /// take its reset time, and no agent starts before it.
+    fn share_usage_limit(&mut self, slot: &Slot, no: u32) {
+        let store = crate::store::Store::for_project(&slot.project, &slot.prd);
+        let at = crate::limits::Limits::load(&store).ok().and_then(|(l, _)| l.usage_resume_at());
+        let resume = self.limits.set_usage_limit(at, Utc::now(), self.cfg.limits.usage_limit_wait);
+        let _ = self.limits.save(&self.paths.store);
+        self.notice(format!(
+            "usage limit met by worker {no} ({}): every worker pauses until {}",
+            slot.story,
+            resume.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S")
+        ));
+    }
+
+    /// The last lines a worker wrote to stderr: its error, when it failed
+    /// before it could report one.
+    fn worker_stderr(&self, slot: &Slot) -> String {
+        let f = self.log_dir.join(format!("worker-{}.stderr", plan::slug(&slot.story)));
+        let text = std::fs::read_to_string(&f).unwrap_or_default();
+        let text = crate::text::tail_chars(text.trim(), 1500);
+        if text.is_empty() { format!("see {}", f.display()) } else { text.to_string() }
+    }
+
+    /// Ends every worker: the signal that stopped the run (or SIGTERM)
+    /// first, so each stops its agent and keeps its story resumable; KILL
+    /// for one that does not end within twice the grace period.
+    fn stop_workers(&mut self, pool: &mut Pool, end: End) -> End {
+        if pool.slots.is_empty() {
+            return end;
+        }
+        let signal = crate::signals::pending().unwrap_or(libc::SIGTERM);
+        for s in &pool.slots {
+            workers::signal(s, signal);
+        }
+        let until = Instant::now() + self.cfg.agent.grace * 2 + Duration::from_secs(5);
+        let mut seen = crate::signals::count();
+        while !pool.slots.is_empty() && Instant::now() < until {
+            if crate::signals::count() != seen {
+                // Ctrl-C again: on to the workers, which then kill their agents at once.
+                seen = crate::signals::count();
+                pool.slots.iter().for_each(|s| workers::signal(s, signal));
+            }
+            match pool.rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(Msg::Event(no, e)) => self.worker_event(pool, no, e),
+                Ok(Msg::Exited(no, code)) => {
+                    let _ = self.worker_exited(pool, no, code);
+                }
+                Err(_) => {}
+            }
+        }
+        for s in &pool.slots {
+            workers::signal(s, libc::SIGKILL);
+            self.warn(format!("worker {} ({}) did not stop: killed", s.no, s.story));
+        }
+        pool.slots.clear();
+        pool.save_board(&self.paths.store);
+        end
+    }
+}
+
+/// The worktrees' folder for a store.
+fn worktrees_dir(store: &crate::store::Store) -> PathBuf {
+    store.path("worktrees")
+}
+
+/// `path` relative to the repository's work dir (both absolute).
+fn relative_to(path: &Path, top: &Path) -> PathBuf {
+    path.strip_prefix(top).map(Path::to_path_buf).unwrap_or_default()
+}

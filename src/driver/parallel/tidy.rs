@@ -1,0 +1,254 @@
+//! The parallel run's worktrees and branches: made or reused for a story,
+//! recovered after a crash, removed when a story merges or the run ends —
+//! so none outlive a finished run, and unfinished work stays on its branch.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::channel;
+
+use toml::Value;
+
+use super::board::Board;
+use super::{Pool, Queued, plan, relative_to, worktrees_dir};
+use crate::driver::{End, Run};
+use crate::error::Error;
+use crate::event::RunOutcome;
+use crate::git::Repo;
+
+/// The worktree names a parallel run gives git: `ralph-<story>`.
+const PREFIX: &str = "ralph-";
+
+impl Run<'_> {
+    pub(super) fn start_pool(&mut self) -> Result<Pool, Error> {
+        let branch = self.repo.current_branch().ok_or_else(|| {
+            Error::Usage(
+                "a parallel run (--jobs) merges into a branch, and HEAD is detached: check out a \
+                 branch, or name one in prd.json's branchName"
+                    .into(),
+            )
+        })?;
+        let top = self.repo.workdir().canonicalize().unwrap_or_else(|_| self.repo.workdir());
+        let project_rel = relative_to(&self.paths.project, &top);
+        let prd_rel = self.repo.relative(&self.paths.prd).ok_or_else(|| {
+            Error::Usage(format!(
+                "a parallel run needs prd.json inside the repository; {} is not",
+                self.paths.prd.display()
+            ))
+        })?;
+        let progress_rel = prd_rel.with_file_name("progress.txt");
+        self.commit_bookkeeping(&prd_rel, &progress_rel)?;
+        let settings = self.worker_settings()?;
+        let template = self.worker_template();
+        let old = Board::load(&self.paths.store);
+        let mut board = match old.clone() {
+            Some(b) if b.run_id == self.state.run_id => b,
+            _ => Board::default(),
+        };
+        board.run_id = self.state.run_id.clone();
+        board.branch = branch.clone();
+        board.jobs = self.cfg.run.jobs;
+        board.merging = old.and_then(|b| b.merging);
+        let (tx, rx) = channel();
+        let mut pool = Pool {
+            jobs: self.cfg.run.jobs,
+            branch,
+            worktrees: worktrees_dir(&self.paths.store),
+            project_rel,
+            prd_rel,
+            progress_rel,
+            settings,
+            template,
+            slots: Vec::new(),
+            queue: Default::default(),
+            given_up: Default::default(),
+            not_before: Default::default(),
+            tx,
+            rx,
+            paused: false,
+            board,
+        };
+        // Given up in an earlier process of this run stays given up.
+        for (id, why) in pool.board.given_up.clone() {
+            pool.given_up.insert(id, (plan::GiveUp::Blocked, why));
+        }
+        self.recover(&mut pool)?;
+        pool.save_board(&self.paths.store);
+        Ok(pool)
+    }
+
+    /// Workers start from the run branch's commits: prd.json and
+    /// progress.txt as they are now must be among them.
+    fn commit_bookkeeping(&mut self, prd_rel: &Path, progress_rel: &Path) -> Result<(), Error> {
+        let Some(tip) = self.repo.head() else {
+            return Err(Error::Usage(
+                "a parallel run needs at least one commit on the run branch".into(),
+            ));
+        };
+        let top = self.repo.workdir();
+        let changed: Vec<PathBuf> = [prd_rel, progress_rel]
+            .into_iter()
+            .filter(|rel| {
+                let now = std::fs::read(top.join(rel)).ok();
+                now.is_some() && now != self.repo.file_at(tip, rel)
+            })
+            .map(Path::to_path_buf)
+            .collect();
+        if changed.is_empty() {
+            return Ok(());
+        }
+        let refs: Vec<&Path> = changed.iter().map(PathBuf::as_path).collect();
+        self.repo
+            .commit_paths(&refs, "chore: ralph's bookkeeping, committed for a parallel run")?;
+        self.notice(format!(
+            "committed {} on the run branch: every worker starts from it",
+            changed.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" and ")
+        ));
+        Ok(())
+    }
+
+    /// The run's configuration for its workers, as one file: as given, but
+    /// for what the run itself keeps for all of them (calls per hour,
+    /// budgets, the baseline gate, the end hooks).
+    fn worker_settings(&self) -> Result<PathBuf, Error> {
+        let mut layers = self.opts.layers.clone().ok_or_else(|| Error::Environment {
+            message: "a parallel run needs its configuration layers".into(),
+            hint: None,
+        })?;
+        layers.set("run.jobs", Value::Integer(1));
+        layers.set("limits.calls_per_hour", Value::Integer(0));
+        layers.set("gate.baseline", Value::Boolean(false));
+        layers.set("budget.max_duration", Value::String("0".into()));
+        layers.set("budget.max_cost", Value::Float(0.0));
+        layers.set("budget.max_tokens", Value::Integer(0));
+        layers.set("hooks.on_complete", Value::Array(Vec::new()));
+        layers.set("hooks.on_halt", Value::Array(Vec::new()));
+        let file = self.log_dir.join("worker-settings.toml");
+        std::fs::write(&file, layers.document())
+            .map_err(|e| Error::io(format!("write {}", file.display()), e))?;
+        Ok(file)
+    }
+
+    /// The prompt template, by absolute path (workers run elsewhere).
+    fn worker_template(&self) -> Option<PathBuf> {
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let explicit = self.opts.prompt_file.clone().or_else(|| self.cfg.run.prompt.clone());
+        match explicit {
+            Some(p) => Some(cwd.join(p)),
+            None => Some(self.paths.store.prompt()).filter(|p| p.exists()),
+        }
+    }
+
+    /// After a crash: a merge that moved the run branch is carried into the
+    /// work tree; worktrees and branches of stories that pass are removed;
+    /// the others are kept, to be reused.
+    fn recover(&mut self, pool: &mut Pool) -> Result<(), Error> {
+        if let Some(m) = pool.board.merging.take() {
+            let tip = self.repo.branch_tip(&pool.branch).map(|t| t.to_string());
+            if tip.as_deref() == Some(m.to.as_str())
+                && let (Ok(from), Ok(to)) = (m.from.parse(), m.to.parse())
+            {
+                self.repo.advance_work_tree(from, to)?;
+                self.notice(format!("finished merging {}, which ralph merged as it died", m.story));
+            }
+        }
+        let prd = self.reload_prd().unwrap_or_else(|| self.good_prd.clone());
+        for name in self.repo.worktrees(PREFIX) {
+            let slug = &name[PREFIX.len()..];
+            let story = prd.stories().iter().find(|s| plan::slug(&s.id) == slug);
+            if story.is_none_or(|s| s.passes) {
+                self.repo.remove_worktree(&name, &pool.worktrees.join(slug));
+                self.repo.delete_branch(&format!("{}--{slug}", pool.branch));
+            }
+        }
+        for s in prd.stories().iter().filter(|s| s.passes) {
+            self.repo.delete_branch(&format!("{}--{}", pool.branch, plan::slug(&s.id)));
+        }
+        Ok(())
+    }
+
+    /// The story's worktree and branch: the one left by an earlier turn, or
+    /// a new one cut from the run branch's tip (on the story's branch, if
+    /// an earlier run left one).
+    pub(super) fn worktree_for(
+        &mut self,
+        pool: &Pool,
+        id: &str,
+    ) -> Result<(PathBuf, String), Error> {
+        let slug = plan::slug(id);
+        let dir = pool.worktrees.join(&slug);
+        let branch = format!("{}--{slug}", pool.branch);
+        let reusable = dir.join(".git").exists()
+            && Repo::discover(&dir).is_ok_and(|r| r.current_branch().as_deref() == Some(&branch));
+        if !reusable {
+            let tip = self.repo.branch_tip(&pool.branch).ok_or_else(|| Error::Environment {
+                message: format!("the run branch {} has no commit", pool.branch),
+                hint: None,
+            })?;
+            self.repo.add_worktree(&format!("{PREFIX}{slug}"), &dir, &branch, tip)?;
+        }
+        Ok((dir, branch))
+    }
+
+    /// At the end: worktrees are kept only for a run that can be resumed;
+    /// otherwise unfinished work is committed on its story's branch (kept,
+    /// and named) and every worktree is removed.
+    pub(super) fn tidy_up(&mut self, pool: &mut Pool, end: &End) {
+        if end.outcome == RunOutcome::Interrupted {
+            pool.save_board(&self.paths.store);
+            return;
+        }
+        let prd = self.reload_prd().unwrap_or_else(|| self.good_prd.clone());
+        let mut kept = Vec::new();
+        for name in self.repo.worktrees(PREFIX) {
+            let slug = name[PREFIX.len()..].to_string();
+            let dir = pool.worktrees.join(&slug);
+            let branch = format!("{}--{slug}", pool.branch);
+            let story = prd.stories().iter().find(|s| plan::slug(&s.id) == slug);
+            if let Some(s) = story.filter(|s| !s.passes)
+                && let Ok(wt) = Repo::discover(&dir)
+                && wt.current_branch().as_deref() == Some(branch.as_str())
+            {
+                let _ = wt.commit_all(&format!(
+                    "wip: {} - unfinished, kept by ralph when the run ended\n\nCommitted-by: ralph",
+                    s.id
+                ));
+            }
+            self.repo.remove_worktree(&name, &dir);
+            let tip = self.repo.branch_tip(&pool.branch);
+            let work = self.repo.branch_tip(&branch);
+            match (tip, work) {
+                (Some(t), Some(w))
+                    if story.is_some_and(|s| !s.passes) && !self.repo.contains(t, w) =>
+                {
+                    kept.push(format!("{branch} ({})", story.map(|s| s.id.as_str()).unwrap_or("")));
+                }
+                _ => self.repo.delete_branch(&branch),
+            }
+        }
+        let _ = std::fs::remove_dir(&pool.worktrees);
+        let _ = std::fs::remove_file(Board::path(&self.paths.store));
+        if !kept.is_empty() {
+            self.notice(format!("unfinished work is kept on {}", kept.join(", ")));
+        }
+    }
+}
+
+impl Pool {
+    /// Removes a story's worktree, and its branch with it if `branch`.
+    pub(super) fn remove_worktree(&self, repo: &Repo, id: &str, branch: bool) {
+        let slug = plan::slug(id);
+        repo.remove_worktree(&format!("{PREFIX}{slug}"), &self.worktrees.join(&slug));
+        if branch {
+            repo.delete_branch(&format!("{}--{slug}", self.branch));
+        }
+    }
+
+    /// Keeps a sent-back attempt's commit reachable, under refs/ralph/:
+    /// its short id, for the lesson.
+    pub(super) fn keep_attempt(&self, repo: &Repo, q: &Queued) -> String {
+        let Some(tip) = repo.branch_tip(&q.branch) else { return "nothing".into() };
+        let n = self.board.sent_back.get(&q.story).copied().unwrap_or(0) + 1;
+        let name = format!("refs/ralph/attempts/{}/{n}", plan::slug(&q.story));
+        repo.keep_ref(&name, tip, "ralph: a sent-back attempt");
+        format!("{tip:.7} ({name})")
+    }
+}

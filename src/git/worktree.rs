@@ -1,0 +1,333 @@
+//! Worktrees and merging without a checkout, for parallel runs: a linked
+//! worktree per story, a squash merge computed in memory, ralph's own
+//! files written into the merged tree, and the run branch moved by
+//! compare-and-swap — so the main work tree is only ever advanced, never
+//! checked out over.
+
+use std::path::{Path, PathBuf};
+
+use git2::{BranchType, Oid, Repository};
+
+use super::{GitError, Repo, err};
+
+impl Repo {
+    /// A branch's tip.
+    pub fn branch_tip(&self, branch: &str) -> Option<Oid> {
+        self.repo.find_branch(branch, BranchType::Local).ok()?.get().target()
+    }
+
+    /// A linked worktree at `path`, named `name`, on `branch`: the branch
+    /// is made at `from` unless it exists (a story's earlier work is then
+    /// its starting point). Returns the worktree's repository.
+    pub fn add_worktree(
+        &self,
+        name: &str,
+        path: &Path,
+        branch: &str,
+        from: Oid,
+    ) -> Result<Repo, GitError> {
+        let reference = match self.repo.find_branch(branch, BranchType::Local) {
+            Ok(b) => b.into_reference(),
+            Err(_) => {
+                let commit = self.repo.find_commit(from).map_err(|e| err("read the tip", e))?;
+                self.repo
+                    .branch(branch, &commit, false)
+                    .map_err(|e| err(format!("create {branch}"), e))?
+                    .into_reference()
+            }
+        };
+        // A worktree of that name left by a crash is replaced.
+        self.remove_worktree(name, path);
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let mut opts = git2::WorktreeAddOptions::new();
+        opts.reference(Some(&reference));
+        let wt = self
+            .repo
+            .worktree(name, path, Some(&opts))
+            .map_err(|e| err(format!("add the worktree {}", path.display()), e))?;
+        let repo = Repository::open_from_worktree(&wt)
+            .map_err(|e| err(format!("open the worktree {}", path.display()), e))?;
+        Ok(Repo { repo })
+    }
+
+    /// Removes a linked worktree and its folder (best effort: what is
+    /// already gone is fine).
+    pub fn remove_worktree(&self, name: &str, path: &Path) {
+        if let Ok(wt) = self.repo.find_worktree(name) {
+            let mut opts = git2::WorktreePruneOptions::new();
+            opts.valid(true).locked(true).working_tree(true);
+            let _ = wt.prune(Some(&mut opts));
+        }
+        let _ = std::fs::remove_dir_all(path);
+    }
+
+    /// The names of the linked worktrees whose names start with `prefix`.
+    pub fn worktrees(&self, prefix: &str) -> Vec<String> {
+        self.repo
+            .worktrees()
+            .map(|names| {
+                names
+                    .iter()
+                    .flatten()
+                    .flatten()
+                    .filter(|n| n.starts_with(prefix))
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Deletes a local branch (best effort).
+    pub fn delete_branch(&self, branch: &str) {
+        if let Ok(mut b) = self.repo.find_branch(branch, BranchType::Local) {
+            let _ = b.delete();
+        }
+    }
+
+    /// A file's bytes in a commit's tree.
+    pub fn file_at(&self, commit: Oid, path: &Path) -> Option<Vec<u8>> {
+        let tree = self.repo.find_commit(commit).ok()?.tree().ok()?;
+        let entry = tree.get_path(path).ok()?;
+        Some(self.repo.find_blob(entry.id()).ok()?.content().to_vec())
+    }
+
+    /// The changes `tip` made since it forked from `onto` (their merge
+    /// base), applied to `onto`'s tree: a squash merge, in memory. Paths in
+    /// `skip` (prd.json, progress.txt: ralph writes those) keep `onto`'s
+    /// version. `Ok(Err(paths))` names the paths that conflict.
+    pub fn squash(
+        &self,
+        onto: Oid,
+        tip: Oid,
+        skip: &[PathBuf],
+    ) -> Result<Result<Oid, Vec<String>>, GitError> {
+        let base = self.repo.merge_base(onto, tip).map_err(|e| err("find the merge base", e))?;
+        let tree = |oid: Oid| {
+            self.repo.find_commit(oid).and_then(|c| c.tree()).map_err(|e| err("read a tree", e))
+        };
+        let (base_tree, onto_tree, tip_tree) = (tree(base)?, tree(onto)?, tree(tip)?);
+        // Their side, with ralph's files as they were at the fork: no change
+        // there can conflict or be merged.
+        let mut theirs = git2::Index::new().map_err(|e| err("make an index", e))?;
+        theirs.read_tree(&tip_tree).map_err(|e| err("read a tree", e))?;
+        for path in skip {
+            match base_tree.get_path(path) {
+                Ok(entry) => {
+                    let e = git2::IndexEntry {
+                        ctime: git2::IndexTime::new(0, 0),
+                        mtime: git2::IndexTime::new(0, 0),
+                        dev: 0,
+                        ino: 0,
+                        mode: entry.filemode() as u32,
+                        uid: 0,
+                        gid: 0,
+                        file_size: 0,
+                        id: entry.id(),
+                        flags: 0,
+                        flags_extended: 0,
+                        path: path.to_string_lossy().as_bytes().to_vec(),
+                    };
+                    theirs.add(&e).map_err(|e| err("stage", e))?;
+                }
+                Err(_) => {
+                    let _ = theirs.remove_path(path);
+                }
+            }
+        }
+        let theirs_id = theirs.write_tree_to(&self.repo).map_err(|e| err("write a tree", e))?;
+        let theirs_tree = self.repo.find_tree(theirs_id).map_err(|e| err("read a tree", e))?;
+        let mut merged = self
+            .repo
+            .merge_trees(&base_tree, &onto_tree, &theirs_tree, None)
+            .map_err(|e| err("merge", e))?;
+        if merged.has_conflicts() {
+            let mut paths: Vec<String> = merged
+                .conflicts()
+                .map_err(|e| err("read the conflicts", e))?
+                .flatten()
+                .filter_map(|c| {
+                    let e = c.our.or(c.their).or(c.ancestor)?;
+                    String::from_utf8(e.path).ok()
+                })
+                .collect();
+            paths.sort();
+            paths.dedup();
+            return Ok(Err(paths));
+        }
+        let id = merged.write_tree_to(&self.repo).map_err(|e| err("write the merged tree", e))?;
+        Ok(Ok(id))
+    }
+
+    /// A tree with `files` (relative path → new bytes) put in it.
+    pub fn with_files(&self, tree: Oid, files: &[(PathBuf, Vec<u8>)]) -> Result<Oid, GitError> {
+        let tree = self.repo.find_tree(tree).map_err(|e| err("read a tree", e))?;
+        let mut index = git2::Index::new().map_err(|e| err("make an index", e))?;
+        index.read_tree(&tree).map_err(|e| err("read a tree", e))?;
+        for (path, bytes) in files {
+            let blob = self.repo.blob(bytes).map_err(|e| err("store a file", e))?;
+            let e = git2::IndexEntry {
+                ctime: git2::IndexTime::new(0, 0),
+                mtime: git2::IndexTime::new(0, 0),
+                dev: 0,
+                ino: 0,
+                mode: 0o100644,
+                uid: 0,
+                gid: 0,
+                file_size: bytes.len() as u32,
+                id: blob,
+                flags: 0,
+                flags_extended: 0,
+                path: path.to_string_lossy().as_bytes().to_vec(),
+            };
+            index.add(&e).map_err(|e| err("stage", e))?;
+        }
+        index.write_tree_to(&self.repo).map_err(|e| err("write a tree", e))
+    }
+
+    /// A commit of `tree` on top of `parent`, not yet on any branch.
+    pub fn commit_tree(&self, tree: Oid, parent: Oid, message: &str) -> Result<Oid, GitError> {
+        let tree = self.repo.find_tree(tree).map_err(|e| err("read a tree", e))?;
+        let parent = self.repo.find_commit(parent).map_err(|e| err("read the tip", e))?;
+        let sig = self
+            .repo
+            .signature()
+            .or_else(|_| git2::Signature::now("ralph", "ralph@localhost"))
+            .map_err(|e| err("make a commit signature", e))?;
+        self.repo.commit(None, &sig, &sig, message, &tree, &[&parent]).map_err(|e| err("commit", e))
+    }
+
+    /// Moves `branch` from `expected` to `new`, only if it is still at
+    /// `expected` (a compare-and-swap on the ref).
+    pub fn move_branch(&self, branch: &str, expected: Oid, new: Oid) -> Result<(), GitError> {
+        let name = format!("refs/heads/{branch}");
+        self.repo
+            .reference_matching(&name, new, true, expected, &format!("ralph: merge into {branch}"))
+            .map(|_| ())
+            .map_err(|e| err(format!("move {branch}"), e))
+    }
+
+    /// Brings the work tree from `old`'s content to `new`'s for the paths
+    /// that differ between them, when the work tree still holds `old`'s
+    /// version there (nobody edited it): what a checkout does, without
+    /// touching anything a person changed. The index follows. Returns the
+    /// paths left alone. Running it again is harmless.
+    pub fn advance_work_tree(&self, old: Oid, new: Oid) -> Result<Vec<String>, GitError> {
+        let tree = |oid: Oid| {
+            self.repo.find_commit(oid).and_then(|c| c.tree()).map_err(|e| err("read a tree", e))
+        };
+        let (old_tree, new_tree) = (tree(old)?, tree(new)?);
+        let diff = self
+            .repo
+            .diff_tree_to_tree(Some(&old_tree), Some(&new_tree), None)
+            .map_err(|e| err("compare trees", e))?;
+        let workdir = self.workdir();
+        let mut index = self.repo.index().map_err(|e| err("open the git index", e))?;
+        let mut skipped = Vec::new();
+        let hash = |p: &Path| -> Option<Oid> {
+            let bytes = std::fs::read(p).ok()?;
+            Oid::hash_object(git2::ObjectType::Blob, &bytes).ok()
+        };
+        for delta in diff.deltas() {
+            let Some(path) = delta.new_file().path().or_else(|| delta.old_file().path()) else {
+                continue;
+            };
+            let file = workdir.join(path);
+            let now = hash(&file);
+            let old_id = Some(delta.old_file().id()).filter(|id| !id.is_zero());
+            let new_id = Some(delta.new_file().id()).filter(|id| !id.is_zero());
+            if now == new_id {
+                // The file is there already (the agent's own copy): the index follows.
+                let _ = match new_id {
+                    Some(_) => index.add_path(path),
+                    None => index.remove_path(path),
+                };
+                continue;
+            }
+            if now != old_id {
+                skipped.push(path.display().to_string());
+                continue;
+            }
+            match new_id {
+                Some(id) => {
+                    let blob = self.repo.find_blob(id).map_err(|e| err("read a file", e))?;
+                    if let Some(dir) = file.parent() {
+                        let _ = std::fs::create_dir_all(dir);
+                    }
+                    std::fs::write(&file, blob.content()).map_err(|e| GitError {
+                        message: format!("cannot write {}: {e}", file.display()),
+                        hint: None,
+                    })?;
+                    if delta.new_file().mode() == git2::FileMode::BlobExecutable {
+                        use std::os::unix::fs::PermissionsExt;
+                        let _ =
+                            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755));
+                    }
+                    index.add_path(path).map_err(|e| err("stage", e))?;
+                }
+                None => {
+                    let _ = std::fs::remove_file(&file);
+                    let _ = index.remove_path(path);
+                }
+            }
+        }
+        index.write().map_err(|e| err("write the git index", e))?;
+        Ok(skipped)
+    }
+
+    /// Puts the worktree's HEAD, index and files at `commit` (detached),
+    /// whatever was there: where the merged tree is gated.
+    pub fn checkout_detached(&self, commit: Oid) -> Result<(), GitError> {
+        let c = self.repo.find_commit(commit).map_err(|e| err("read the commit", e))?;
+        let mut opts = git2::build::CheckoutBuilder::new();
+        opts.force();
+        self.repo.checkout_tree(c.as_object(), Some(&mut opts)).map_err(|e| err("check out", e))?;
+        self.repo.set_head_detached(commit).map_err(|e| err("detach HEAD", e))
+    }
+
+    /// Commits everything changed or new in the work tree (what `.gitignore`
+    /// ignores aside) on HEAD's branch; `None` when there was nothing.
+    pub fn commit_all(&self, message: &str) -> Result<Option<Oid>, GitError> {
+        let mut index = self.repo.index().map_err(|e| err("open the git index", e))?;
+        index
+            .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
+            .map_err(|e| err("stage the work tree", e))?;
+        index.update_all(["*"], None).map_err(|e| err("stage the work tree", e))?;
+        index.write().map_err(|e| err("write the git index", e))?;
+        let tree = index.write_tree().map_err(|e| err("write a tree", e))?;
+        let head = self.repo.head().ok().and_then(|h| h.peel_to_commit().ok());
+        if head.as_ref().is_some_and(|h| h.tree_id() == tree) {
+            return Ok(None);
+        }
+        let tree = self.repo.find_tree(tree).map_err(|e| err("read a tree", e))?;
+        let sig = self
+            .repo
+            .signature()
+            .or_else(|_| git2::Signature::now("ralph", "ralph@localhost"))
+            .map_err(|e| err("make a commit signature", e))?;
+        let parents: Vec<&git2::Commit> = head.iter().collect();
+        self.repo
+            .commit(Some("HEAD"), &sig, &sig, message, &tree, &parents)
+            .map(Some)
+            .map_err(|e| err("commit", e))
+    }
+}
+
+impl Repo {
+    /// Where two commits' histories meet.
+    pub fn merge_base(&self, a: Oid, b: Oid) -> Option<Oid> {
+        self.repo.merge_base(a, b).ok()
+    }
+
+    /// Keeps `commit` reachable under `name` (a ref outside refs/heads, so
+    /// no branch list fills up with it).
+    pub fn keep_ref(&self, name: &str, commit: Oid, why: &str) {
+        let _ = self.repo.reference(name, commit, true, why);
+    }
+
+    /// `commit` is part of `branch`'s history.
+    pub fn contains(&self, branch_tip: Oid, commit: Oid) -> bool {
+        branch_tip == commit || self.repo.graph_descendant_of(branch_tip, commit).unwrap_or(false)
+    }
+}

@@ -1,0 +1,302 @@
+//! `--jobs N`: stories in their own worktrees at once, one merge queue,
+//! the gate run again on the merged tree. Scripted agents that wait for
+//! each other prove that they run at the same time; nothing here is timed.
+
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::harness::*;
+
+/// Four independent stories and a fifth that depends on the first.
+const FIVE: &str = r#"{
+  "project": "Par",
+  "branchName": "ralph/par",
+  "userStories": [
+    {"id": "US-001", "title": "One", "priority": 1, "passes": false},
+    {"id": "US-002", "title": "Two", "priority": 2, "passes": false},
+    {"id": "US-003", "title": "Three", "priority": 3, "passes": false},
+    {"id": "US-004", "title": "Four", "priority": 4, "passes": false},
+    {"id": "US-005", "title": "Five", "priority": 0, "passes": false, "dependsOn": ["US-001"]}
+  ]
+}
+"#;
+
+const TWO: &str = r#"{
+  "project": "Par",
+  "branchName": "ralph/par",
+  "userStories": [
+    {"id": "US-001", "title": "One", "priority": 1, "passes": false},
+    {"id": "US-002", "title": "Two", "priority": 2, "passes": false}
+  ]
+}
+"#;
+
+/// Each agent run: (pid, start in ms since the epoch, story).
+fn runs(p: &Project) -> Vec<(i32, u128, String)> {
+    let log = std::fs::read_to_string(p.agent_dir().join("runs.log")).unwrap_or_default();
+    log.lines()
+        .map(|l| {
+            let field = |k: &str| {
+                l.split_whitespace().find_map(|w| w.strip_prefix(k)).unwrap_or("").to_string()
+            };
+            (field("pid=").parse().unwrap_or(0), field("at=").parse().unwrap_or(0), field("story="))
+        })
+        .collect()
+}
+
+fn events(stdout: &str) -> Vec<Value> {
+    stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+/// Nothing of the run's own is left: no worktree, no story branch.
+fn assert_tidy(p: &Project) {
+    let worktrees = p.git(&["worktree", "list"]);
+    assert_eq!(worktrees.lines().count(), 1, "worktrees left: {worktrees}");
+    let branches = p.git(&["branch", "--format=%(refname:short)"]);
+    assert!(!branches.contains("--"), "story branches left: {branches}");
+    assert!(!p.path(".git/ralph/worktrees").exists());
+}
+
+/// ralph's merge commits, story by story.
+fn merged(p: &Project) -> Vec<String> {
+    p.log().into_iter().filter(|s| s.starts_with("feat: ")).collect()
+}
+
+#[test]
+fn independent_stories_run_at_once_and_each_merges_once_after_its_gate() {
+    let p = Project::with_prd(FIVE);
+    // US-001 and US-002 each wait for the other to have started: with one
+    // agent at a time neither would ever finish.
+    p.script(
+        "[story US-001]\ntouch-shared US-001\nwait-shared US-002 60\nimplement\n\
+         [story US-002]\ntouch-shared US-002\nwait-shared US-001 60\nimplement\n\
+         [story US-005]\ncat src/us-001.txt\nimplement\n\
+         [run *]\nimplement\n",
+    );
+    let r = p.run(&["12", "--jobs", "3", "--gate", "test -d src", "--json"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    for id in ["US-001", "US-002", "US-003", "US-004", "US-005"] {
+        assert!(p.passes(id), "{id} does not pass");
+    }
+    // One commit per story, each named as the issue asks, none twice.
+    let mut feats = merged(&p);
+    feats.sort();
+    assert_eq!(
+        feats,
+        [
+            "feat: US-001 - One",
+            "feat: US-002 - Two",
+            "feat: US-003 - Three",
+            "feat: US-004 - Four",
+            "feat: US-005 - Five"
+        ]
+    );
+    // Each story's work is on the run branch, with its progress entry.
+    let progress = p.read("progress.txt");
+    for id in ["US-001", "US-002", "US-003", "US-004", "US-005"] {
+        assert!(p.path(&format!("src/{}.txt", id.to_lowercase())).exists(), "{id}'s file");
+        assert!(progress.contains(&format!("- {id}")), "{id} missing from {progress}");
+    }
+    // US-005 waited for US-001 to be merged: its worktree already had US-001's file.
+    let ev = events(&r.stdout);
+    let started_5 =
+        ev.iter().position(|e| e["event"] == "worker_start" && e["story_id"] == "US-005").unwrap();
+    let merged_1 =
+        ev.iter().position(|e| e["event"] == "merge" && e["story_id"] == "US-001").unwrap();
+    assert!(started_5 > merged_1, "US-005 started before US-001 merged");
+    // Workers' events carry the worker and the story.
+    let ends: Vec<&Value> = ev.iter().filter(|e| e["event"] == "iteration_end").collect();
+    assert_eq!(ends.len(), 5, "{}", r.stdout);
+    assert!(ends.iter().all(|e| e["worker"].as_u64().is_some_and(|w| (1..=3).contains(&w))));
+    assert!(ends.iter().all(|e| e["story"] == e["story_id"]));
+    assert!(ev.iter().filter(|e| e["event"] == "merge").all(|e| e["result"] == "merged"));
+    assert_tidy(&p);
+    assert!(p.git(&["status", "--porcelain", "--untracked-files=no"]).trim().is_empty());
+}
+
+#[test]
+fn two_stories_editing_the_same_lines_one_merges_the_other_is_redone_from_the_new_tip() {
+    let p = Project::with_prd(TWO);
+    p.write("shared.txt", "base\n");
+    p.git(&["add", "-A"]);
+    p.git(&["commit", "-q", "-m", "shared file"]);
+    // Both first attempts start from the same tip and rewrite the same line.
+    p.script(
+        "[story US-001 1]\ntouch-shared a\nwait-shared b 60\nwrite shared.txt from {id}\nimplement\n\
+         [story US-002 1]\ntouch-shared b\nwait-shared a 60\nwrite shared.txt from {id}\nimplement\n\
+         [run *]\nappend shared.txt and {id}\nimplement\n",
+    );
+    let r = p.run(&["8", "--jobs", "2", "--gate", "test -f shared.txt"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(p.passes("US-001") && p.passes("US-002"));
+    assert!(r.stdout.contains("conflicts with the run branch in shared.txt: sent back"), "{r:?}");
+    // The redo started from the tip that held the other story's line.
+    let shared = p.read("shared.txt");
+    assert!(shared.starts_with("from US-00") && shared.contains("and US-00"), "{shared}");
+    let mut feats = merged(&p);
+    feats.sort();
+    assert_eq!(feats, ["feat: US-001 - One", "feat: US-002 - Two"]);
+    // The redo was told why, and where its earlier attempt is kept.
+    let told = (1..=6).map(|n| p.prompt(n)).any(|t| t.contains("conflicted with stories merged"));
+    assert!(told, "no prompt carried the conflict");
+    let kept = p.git(&["for-each-ref", "refs/ralph/attempts"]);
+    assert_eq!(kept.lines().count(), 1, "{kept}");
+    assert_tidy(&p);
+}
+
+#[test]
+fn a_story_that_passes_alone_but_fails_the_gate_after_merging_is_not_marked() {
+    let p = Project::with_prd(TWO);
+    // Either story alone passes; both together fail.
+    p.script(
+        "[story US-001]\ntouch-shared a\nwait-shared b 60\nimplement\n\
+         [story US-002]\ntouch-shared b\nwait-shared a 60\nimplement\n",
+    );
+    let gate = "test ! -f src/us-001.txt || test ! -f src/us-002.txt";
+    let r = p.run(&["6", "--jobs", "2", "--gate", gate, "--json"]);
+    assert_ne!(r.code, code(exit::COMPLETE), "{r:?}");
+    let ev = events(&r.stdout);
+    let merges: Vec<&Value> = ev.iter().filter(|e| e["event"] == "merge").collect();
+    assert_eq!(merges.iter().filter(|e| e["result"] == "merged").count(), 1, "{}", r.stdout);
+    assert!(merges.iter().any(|e| e["result"] == "gate_failed"), "{}", r.stdout);
+    // Exactly one story passes, and the branch holds only its work.
+    let passing = ["US-001", "US-002"].iter().filter(|id| p.passes(id)).count();
+    assert_eq!(passing, 1);
+    assert_eq!(merged(&p).len(), 1);
+    assert!(!(p.path("src/us-001.txt").exists() && p.path("src/us-002.txt").exists()));
+    // No worktree survives the finished run; the unfinished story's work
+    // stays on its branch, named, for the next run to start from.
+    assert_eq!(p.git(&["worktree", "list"]).lines().count(), 1);
+    let left = if p.passes("US-001") { "US-002" } else { "US-001" };
+    let branch = format!("ralph/par--{left}");
+    assert!(r.stdout.contains(&format!("unfinished work is kept on {branch}")), "{}", r.stdout);
+    assert!(p.git(&["branch", "--format=%(refname:short)"]).lines().any(|b| b == branch));
+}
+
+#[test]
+fn a_usage_limit_one_worker_meets_pauses_every_worker_until_it_resets() {
+    let p = Project::with_prd(FIVE);
+    p.script(
+        "[story US-001 1]\nusage-limit 3\n\
+         [story US-002 1]\ntouch-shared limited\nsleep 1\nimplement\nclaude-result done\n\
+         [run *]\nimplement\nclaude-result done\n",
+    );
+    let r = p
+        .ralph()
+        .args(["12", "--jobs", "2", "--json"])
+        .env("RALPH_AGENT_FORMAT", "claude")
+        .output()
+        .unwrap();
+    let r = to_run(r);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    let ev = events(&r.stdout);
+    let limit = ev
+        .iter()
+        .find(|e| {
+            e["event"] == "notice"
+                && e["message"].as_str().is_some_and(|m| m.contains("every worker pauses"))
+        })
+        .unwrap_or_else(|| panic!("no shared pause: {}", r.stdout));
+    assert!(limit["message"].as_str().unwrap().contains("US-001"));
+    // The limited run was the first of US-001: its reset is 3 s after it started.
+    let all = runs(&p);
+    let (_, limited_at, _) = all.iter().find(|(_, _, s)| s == "US-001").unwrap().clone();
+    let reset = limited_at + 3000;
+    // Only the run already at work (US-002's first) went on; every agent
+    // started after the limit was met started after the reset.
+    let later: Vec<_> = all.iter().skip(2).collect();
+    assert!(!later.is_empty());
+    for (_, at, story) in later {
+        assert!(*at + 1000 >= reset, "{story} started at {at}, before the reset at {reset}");
+    }
+}
+
+/// Processes whose working directory is inside the project (agents and workers).
+fn processes_in(dir: &std::path::Path) -> Vec<i32> {
+    let Ok(all) = std::fs::read_dir("/proc") else { return Vec::new() };
+    all.flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()))
+        .filter(|pid| alive(*pid))
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c.starts_with(dir))
+        })
+        .collect()
+}
+
+#[test]
+fn ctrl_c_with_four_agents_at_work_exits_130_leaves_no_process_and_resumes() {
+    let p = Project::with_prd(FIVE);
+    p.script("[run 1-4]\ntouch-shared {id}\nsleep 120\n[run *]\nimplement\n");
+    let mut child = p.spawn(&["12", "--jobs", "4"]);
+    let started = eventually(Duration::from_secs(60), || {
+        ["US-001", "US-002", "US-003", "US-004"].iter().all(|id| p.agent_dir().join(id).exists())
+    });
+    assert!(started, "four agents did not start");
+    let agents: Vec<i32> = runs(&p).iter().map(|(pid, _, _)| *pid).collect();
+    assert_eq!(agents.len(), 4);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    for pid in &agents {
+        assert!(eventually(Duration::from_secs(10), || !alive(*pid)), "agent {pid} outlived ralph");
+    }
+    let dir = p.dir().canonicalize().unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || processes_in(&dir).is_empty()),
+        "{:?}",
+        processes_in(&dir)
+    );
+    // Interrupted: the run resumes, reusing its worktrees, and completes.
+    let r = p.run(&["--jobs", "4"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert_eq!(merged(&p).len(), 5, "{:?}", p.log());
+    assert_tidy(&p);
+}
+
+#[test]
+fn kill_9_of_a_parallel_run_then_resume_loses_and_doubles_nothing() {
+    let p = Project::with_prd(FIVE);
+    p.script(
+        "[story US-001 1]\nimplement\n[run *]\ntouch-shared started-{id}\nsleep 2\nimplement\n",
+    );
+    let mut child = p.spawn(&["12", "--jobs", "2"]);
+    // Killed once the first story merged and others are at work.
+    let ready = eventually(Duration::from_secs(60), || {
+        !merged(&p).is_empty()
+            && std::fs::read_dir(p.agent_dir()).is_ok_and(|d| {
+                d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("started-"))
+            })
+    });
+    assert!(ready, "the run did not get going");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    let dir = p.dir().canonicalize().unwrap();
+    // The workers stop their agents when ralph dies.
+    assert!(
+        eventually(Duration::from_secs(20), || processes_in(&dir).is_empty()),
+        "{:?}",
+        processes_in(&dir)
+    );
+    let r = p.run(&["12", "--jobs", "2"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    let mut feats = merged(&p);
+    feats.sort();
+    feats.dedup();
+    assert_eq!(merged(&p).len(), 5, "merged twice or lost: {:?}", p.log());
+    assert_eq!(feats.len(), 5);
+    for id in ["US-001", "US-002", "US-003", "US-004", "US-005"] {
+        assert!(p.passes(id), "{id}");
+    }
+    assert_tidy(&p);
+    // The main work tree is the run branch's tip, nothing half-applied.
+    let status = Command::new("git")
+        .args(["status", "--porcelain", "--untracked-files=no"])
+        .current_dir(p.dir())
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&status.stdout).trim().is_empty());
+}
