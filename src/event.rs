@@ -125,6 +125,15 @@ pub struct StoryReport {
     /// Why a story that looks done does not count, when ralph knows.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Iterations spent on it in this run.
+    #[serde(default)]
+    pub iterations: u32,
+    /// What its agents reported spending on it, in USD.
+    #[serde(default)]
+    pub cost_usd: f64,
+    /// The commit a parallel run merged it as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -279,6 +288,28 @@ mod tests {
                 resumed_from: Some(2),
             },
             Event::Notice { level: Level::Warn, message: "m".into() },
+            Event::WorkerStart {
+                worker: 1,
+                story_id: "US-001".into(),
+                story_title: "t".into(),
+                branch: "ralph/x--US-001".into(),
+                worktree: "/p/.git/ralph/worktrees/US-001".into(),
+                attempt: 1,
+            },
+            Event::WorkerEnd {
+                worker: 1,
+                story_id: "US-001".into(),
+                outcome: "passes in its worktree".into(),
+                message: "queued for merging".into(),
+            },
+            Event::Merge {
+                story_id: "US-001".into(),
+                result: MergeResult::Conflict,
+                commit: Some("abc".into()),
+                files: vec!["a.txt".into()],
+                duration_ms: 5,
+                message: "m".into(),
+            },
             Event::IterationStart {
                 iteration: 1,
                 max_iterations: 10,
@@ -333,6 +364,9 @@ mod tests {
                     verified: Some(true),
                     passes: true,
                     note: Some("n".into()),
+                    iterations: 2,
+                    cost_usd: 0.5,
+                    commit: Some("abc1234".into()),
                 }],
                 best: Some(BestIteration {
                     iteration: 3,

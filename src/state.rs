@@ -96,6 +96,19 @@ pub struct RunState {
     /// The last iteration that failed (or failed its gate): where to look.
     #[serde(default)]
     pub last_failure: Option<FailureRef>,
+    /// Per story: its iterations, the cost its agents reported and, in a
+    /// parallel run, the commit it was merged as.
+    #[serde(default)]
+    pub stories: std::collections::BTreeMap<String, StoryTally>,
+}
+
+/// One story's share of a run, for the final report.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StoryTally {
+    pub iterations: u32,
+    pub cost_usd: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
 }
 
 /// An iteration that failed, for `ralph status`.
@@ -136,6 +149,7 @@ impl RunState {
             pending: None,
             message: None,
             last_failure: None,
+            stories: Default::default(),
         }
     }
 

@@ -199,7 +199,14 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
             paint(c, "1", &format!("worker {worker} · {story_id} {story_title} · {branch}{again}"))
         }
         Event::Worker { worker, story_id, inner } => {
-            let text = describe(inner, style)?;
+            // Its story and title are on the worker's line already; the
+            // story's own iteration limit (one per turn) says nothing.
+            let text = match inner.as_ref() {
+                Event::IterationStart { iteration, .. } if !style.quiet => {
+                    format!("iteration {iteration} of {story_id} starts")
+                }
+                inner => describe(inner, style)?,
+            };
             let tag = format!("[w{worker} {story_id}]");
             text.lines().map(|l| format!("{tag} {l}")).collect::<Vec<_>>().join("\n")
         }
@@ -261,6 +268,16 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
                     story.title,
                     if story.claimed { "yes" } else { "no" }
                 ));
+                if let Some(commit) = &story.commit {
+                    s.push_str(&format!(
+                        " · {} · merged as {}",
+                        crate::text::count(story.iterations as usize, "iteration", "iterations"),
+                        &commit[..commit.len().min(7)]
+                    ));
+                    if story.cost_usd > 0.0 {
+                        s.push_str(&format!(" · ${:.2}", story.cost_usd));
+                    }
+                }
                 if let Some(note) = &story.note {
                     s.push_str(&format!(": {note}"));
                 }
@@ -434,6 +451,9 @@ mod tests {
                 id: "US-001".into(),
                 title: "First".into(),
                 claimed: true,
+                iterations: 0,
+                cost_usd: 0.0,
+                commit: None,
                 verified: None,
                 passes: true,
                 note: None,

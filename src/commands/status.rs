@@ -44,6 +44,10 @@ pub(crate) struct Status {
     pub(crate) current_run: Option<RunLine>,
     pub(crate) last_run: Option<serde_json::Value>,
     pub(crate) warnings: Vec<String>,
+    /// A parallel run's workers, merge queue and given-up stories, while
+    /// it runs (or when it was stopped mid-run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) parallel: Option<crate::driver::Board>,
     /// Why `ralph` would refuse to start here now, when it would: a gate
     /// program that is missing (checked before a run creates anything, so
     /// no run records it).
@@ -60,6 +64,9 @@ pub(crate) struct StoryLine {
     /// Unfinished stories of its `dependsOn`: it cannot start before they pass.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) waiting_on: Vec<String>,
+    /// The worker of a parallel run at work on it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) worker: Option<u32>,
 }
 
 #[derive(Debug, Serialize)]
@@ -117,6 +124,10 @@ pub(crate) fn gather(
         Err(e) => (None, Some(e.to_string())),
     };
     let next = prd.as_ref().and_then(|p| p.next_story().map(|s| s.id.clone()));
+    let parallel = crate::driver::Board::load(store);
+    let worker_of = |id: &str| {
+        parallel.as_ref().and_then(|b| b.workers.iter().find(|w| w.story == id).map(|w| w.worker))
+    };
     let stories: Vec<StoryLine> = prd
         .as_ref()
         .map(|p| {
@@ -132,6 +143,7 @@ pub(crate) fn gather(
                         .into_iter()
                         .map(str::to_string)
                         .collect(),
+                    worker: worker_of(&s.id),
                 })
                 .collect()
         })
@@ -191,6 +203,7 @@ pub(crate) fn gather(
         }),
         last_run,
         warnings,
+        parallel,
         cannot_start: crate::prd::Prd::load(&paths.prd).ok().and_then(|prd| {
             crate::gate::check_programs_in(gate, &prd, &paths.project)
                 .err()
@@ -220,6 +233,8 @@ pub(crate) fn render(s: &Status, color: bool) -> String {
         for st in &s.stories {
             let mark = if st.passes {
                 "✓"
+            } else if st.worker.is_some() {
+                "▶"
             } else if st.next {
                 "→"
             } else {
@@ -282,6 +297,9 @@ pub(crate) fn render(s: &Status, color: bool) -> String {
     match s.running_pid {
         Some(pid) => o.push_str(&format!("running: yes (pid {pid})\n")),
         None => o.push_str("running: no\n"),
+    }
+    if let Some(b) = &s.parallel {
+        parallel(&mut o, b, s.running_pid.is_some());
     }
     let last_id = s.last_run.as_ref().and_then(|l| l.get("run_id")).and_then(|v| v.as_str());
     // An ended run is the last run: its summary line below says it all.
@@ -350,6 +368,37 @@ pub(crate) fn render(s: &Status, color: bool) -> String {
 /// Why a run ended, its last failure and where its logs are, under its line.
 /// Paths inside the project are shown from there (`.git/ralph/logs/…`): the
 /// first line names the project, and the view stays short in a tmux pane.
+/// A parallel run's workers, its merge queue and what it gave up on.
+fn parallel(o: &mut String, b: &crate::driver::Board, running: bool) {
+    let now = Utc::now();
+    let at_work = if running { "at work" } else { "stopped: `ralph` resumes them" };
+    let _ = writeln!(
+        o,
+        "workers: {} of {} {at_work}, merging into {}",
+        b.workers.len(),
+        b.jobs,
+        b.branch
+    );
+    for w in &b.workers {
+        let secs = (now - w.since).num_seconds().max(0) as u64;
+        let _ = writeln!(
+            o,
+            "  w{} {} · {} · {}",
+            w.worker,
+            w.story,
+            crate::ui::countdown(secs),
+            w.branch
+        );
+    }
+    if !b.queue.is_empty() {
+        let _ = writeln!(o, "merge queue: {}", b.queue.join(", "));
+    }
+    for (id, why) in &b.given_up {
+        let first = why.lines().next().unwrap_or("");
+        let _ = writeln!(o, "given up: {id} — {first}");
+    }
+}
+
 fn details(o: &mut String, r: &RunLine, project: &str) {
     let short = |path: &str| -> String {
         std::path::Path::new(path)

@@ -45,6 +45,7 @@ use crate::state::RunState;
 
 pub use crate::paths::Paths;
 pub use dry_run::dry_run;
+pub use parallel::Board;
 
 /// Everything a run needs beyond the paths.
 #[derive(Debug, Clone)]

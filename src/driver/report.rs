@@ -19,6 +19,7 @@ impl Run<'_> {
             .map(|s| {
                 let verified = self.gate.as_ref().map(|_| self.state.verified.contains(&s.id));
                 let uncommitted = self.state.uncommitted.contains(&s.id);
+                let tally = self.state.stories.get(&s.id).cloned().unwrap_or_default();
                 StoryReport {
                     id: s.id.clone(),
                     title: s.title.clone(),
@@ -29,6 +30,9 @@ impl Run<'_> {
                     note: uncommitted.then(|| {
                         "its work passed but is not committed (run.commit_leftovers = false)".into()
                     }),
+                    iterations: tally.iterations,
+                    cost_usd: tally.cost_usd,
+                    commit: tally.commit,
                 }
             })
             .collect();

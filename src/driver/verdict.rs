@@ -136,7 +136,11 @@ impl Run<'_> {
                 }),
             });
         }
-        if !j.counts {
+        let tally = self.state.stories.entry(id.clone()).or_default();
+        tally.cost_usd += c.outcome.cost_usd.unwrap_or(0.0);
+        if j.counts {
+            tally.iterations += 1;
+        } else {
             self.state.iteration -= 1;
         }
         self.end_iteration(&c, &j);

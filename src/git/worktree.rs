@@ -331,3 +331,120 @@ impl Repo {
         branch_tip == commit || self.repo.graph_descendant_of(branch_tip, commit).unwrap_or(false)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use super::*;
+
+    fn repo() -> (tempfile::TempDir, Repo) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let repo = Repo::init(&root).unwrap();
+        for (f, t) in [("a.txt", "one\ntwo\nthree\n"), ("prd.json", "{}\n")] {
+            fs::write(root.join(f), t).unwrap();
+        }
+        repo.commit_paths(&[Path::new("a.txt"), Path::new("prd.json")], "init").unwrap();
+        (dir, repo)
+    }
+
+    /// Commits `files` on top of `parent` (no branch moves).
+    fn commit_on(repo: &Repo, parent: Oid, files: &[(&str, &str)]) -> Oid {
+        let tree = repo.repo.find_commit(parent).unwrap().tree_id();
+        let files: Vec<(PathBuf, Vec<u8>)> =
+            files.iter().map(|(p, t)| (PathBuf::from(p), t.as_bytes().to_vec())).collect();
+        let tree = repo.with_files(tree, &files).unwrap();
+        repo.commit_tree(tree, parent, "c").unwrap()
+    }
+
+    #[test]
+    fn a_squash_applies_a_storys_changes_and_names_the_files_that_conflict() {
+        let (_d, repo) = repo();
+        let base = repo.head().unwrap();
+        let skip = [PathBuf::from("prd.json")];
+        // Another story changed the first line meanwhile; this one the last.
+        let tip = commit_on(&repo, base, &[("a.txt", "ONE\ntwo\nthree\n")]);
+        let story =
+            commit_on(&repo, base, &[("a.txt", "one\ntwo\nTHREE\n"), ("prd.json", "{\"x\":1}\n")]);
+        let tree = repo.squash(tip, story, &skip).unwrap().unwrap();
+        let merged = repo.commit_tree(tree, tip, "m").unwrap();
+        assert_eq!(repo.file_at(merged, Path::new("a.txt")).unwrap(), b"ONE\ntwo\nTHREE\n");
+        // ralph's own file keeps the tip's version: ralph writes it itself.
+        assert_eq!(repo.file_at(merged, Path::new("prd.json")).unwrap(), b"{}\n");
+        // The same line changed on both sides: a conflict, by name.
+        let other = commit_on(&repo, base, &[("a.txt", "uno\ntwo\nthree\n")]);
+        assert_eq!(repo.squash(tip, other, &skip).unwrap(), Err(vec!["a.txt".to_string()]));
+        // Both sides changing prd.json is never a conflict.
+        let tip2 = commit_on(&repo, tip, &[("prd.json", "{\"y\":2}\n")]);
+        assert!(repo.squash(tip2, story, &skip).unwrap().is_ok());
+    }
+
+    #[test]
+    fn the_run_branch_moves_only_from_where_the_merge_started() {
+        let (_d, repo) = repo();
+        let branch = repo.current_branch().unwrap();
+        let base = repo.head().unwrap();
+        let a = commit_on(&repo, base, &[("b.txt", "b")]);
+        let b = commit_on(&repo, base, &[("c.txt", "c")]);
+        repo.move_branch(&branch, base, a).unwrap();
+        // Someone else moved it: the swap is refused, nothing changes.
+        assert!(repo.move_branch(&branch, base, b).is_err());
+        assert_eq!(repo.branch_tip(&branch), Some(a));
+        assert!(repo.contains(a, base) && !repo.contains(base, a));
+    }
+
+    #[test]
+    fn the_work_tree_follows_a_merge_but_keeps_what_a_person_changed() {
+        let (d, repo) = repo();
+        let root = d.path().canonicalize().unwrap();
+        let branch = repo.current_branch().unwrap();
+        let base = repo.head().unwrap();
+        let next = commit_on(
+            &repo,
+            base,
+            &[("a.txt", "merged\n"), ("new/n.txt", "n"), ("prd.json", "{\"p\":1}\n")],
+        );
+        fs::write(root.join("prd.json"), "{\"mine\":true}\n").unwrap();
+        repo.move_branch(&branch, base, next).unwrap();
+        let skipped = repo.advance_work_tree(base, next).unwrap();
+        assert_eq!(skipped, ["prd.json"]);
+        assert_eq!(fs::read_to_string(root.join("a.txt")).unwrap(), "merged\n");
+        assert_eq!(fs::read_to_string(root.join("new/n.txt")).unwrap(), "n");
+        assert_eq!(fs::read_to_string(root.join("prd.json")).unwrap(), "{\"mine\":true}\n");
+        // Only the person's edit shows as a change; running it again is harmless.
+        let statuses: Vec<String> = repo
+            .repo
+            .statuses(None)
+            .unwrap()
+            .iter()
+            .filter_map(|e| e.path().ok().map(str::to_string))
+            .collect();
+        assert_eq!(statuses, ["prd.json"]);
+        assert_eq!(repo.advance_work_tree(base, next).unwrap(), ["prd.json"]);
+    }
+
+    #[test]
+    fn a_worktree_is_made_on_its_branch_reused_with_it_and_removed_with_its_folder() {
+        let (d, repo) = repo();
+        let root = d.path().canonicalize().unwrap();
+        let tip = repo.head().unwrap();
+        let path = root.join(".git/ralph/worktrees/US-1");
+        let wt = repo.add_worktree("ralph-US-1", &path, "main--US-1", tip).unwrap();
+        assert_eq!(wt.current_branch().as_deref(), Some("main--US-1"));
+        assert_eq!(fs::read_to_string(path.join("a.txt")).unwrap(), "one\ntwo\nthree\n");
+        fs::write(path.join("w.txt"), "work").unwrap();
+        let work = wt.commit_all("wip").unwrap().unwrap();
+        assert_eq!(wt.commit_all("again").unwrap(), None, "nothing left to commit");
+        assert_eq!(repo.worktrees("ralph-"), ["ralph-US-1"]);
+        // Made again (a crash left it): on the branch, with the work on it.
+        repo.add_worktree("ralph-US-1", &path, "main--US-1", tip).unwrap();
+        assert!(path.join("w.txt").exists());
+        assert_eq!(repo.branch_tip("main--US-1"), Some(work));
+        repo.remove_worktree("ralph-US-1", &path);
+        repo.delete_branch("main--US-1");
+        assert!(!path.exists());
+        assert!(repo.worktrees("ralph-").is_empty());
+        assert_eq!(repo.branch_tip("main--US-1"), None);
+    }
+}

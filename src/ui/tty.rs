@@ -4,7 +4,7 @@
 //! out. Log lines go above the bars through `MultiProgress::println`, so the
 //! two never tear each other.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -29,6 +29,9 @@ pub struct Tty {
     /// not for the spinner.
     in_status_block: bool,
     cost_usd: f64,
+    /// A parallel run's workers: one line each, and whether each is inside
+    /// a RALPH_STATUS block.
+    workers: BTreeMap<u32, (ProgressBar, bool)>,
     style: Style,
 }
 
@@ -45,6 +48,7 @@ impl Tty {
             iteration: 0,
             in_status_block: false,
             cost_usd: 0.0,
+            workers: BTreeMap::new(),
             style,
         }
     }
@@ -115,8 +119,78 @@ impl Tty {
     }
 }
 
+impl Tty {
+    /// A parallel run's events: each worker's line shows its story, how
+    /// long it has been at it and its agent's latest line; merges move the
+    /// run's bar. `false` when the event is not one of these.
+    fn worker_event(&mut self, event: &Event) -> bool {
+        match event {
+            Event::WorkerStart { worker, story_id, .. } => {
+                let style = self.template(
+                    "{spinner:.cyan} {prefix:.bold} {elapsed_precise:.dim} {wide_msg}",
+                    "{spinner} {prefix} {elapsed_precise} {wide_msg}",
+                );
+                let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
+                bar.set_style(style);
+                bar.set_prefix(format!("w{worker} · {story_id}"));
+                bar.set_message("starting the agent");
+                let bar = self.multi.add(bar);
+                bar.enable_steady_tick(Duration::from_millis(120));
+                if let Some((old, _)) = self.workers.insert(*worker, (bar, false)) {
+                    old.finish_and_clear();
+                }
+            }
+            Event::Worker { worker, inner, .. } => {
+                if let Event::AgentOutput { text, .. } = inner.as_ref() {
+                    if let Some((bar, in_block)) = self.workers.get_mut(worker)
+                        && let Some(line) = latest_line(text, in_block)
+                    {
+                        bar.set_message(line);
+                    }
+                    if !(self.style.agent_output && self.style.verbose) {
+                        return true;
+                    }
+                }
+                if let Event::IterationEnd { cost_usd, result, .. } = inner.as_ref() {
+                    use crate::event::IterationResult as R;
+                    if !matches!(result, R::Transient | R::Stopped) {
+                        self.iteration += 1;
+                    }
+                    self.cost_usd += cost_usd.unwrap_or(0.0);
+                    self.update_overall();
+                }
+                if let Some(t) = describe(event, self.style) {
+                    self.println(&t);
+                }
+            }
+            Event::WorkerEnd { worker, .. } => {
+                if let Some((bar, _)) = self.workers.remove(worker) {
+                    bar.finish_and_clear();
+                }
+                if let Some(t) = describe(event, self.style) {
+                    self.println(&t);
+                }
+            }
+            Event::Merge { story_id, result, .. } => {
+                if *result == crate::event::MergeResult::Merged {
+                    self.passed.insert(story_id.clone());
+                    self.update_overall();
+                }
+                if let Some(t) = describe(event, self.style) {
+                    self.println(&t);
+                }
+            }
+            _ => return false,
+        }
+        true
+    }
+}
+
 impl Reporter for Tty {
     fn emit(&mut self, event: &Event) {
+        if self.worker_event(event) {
+            return;
+        }
         match event {
             Event::RunStart { stories, passing, max_iterations, .. } => {
                 self.passing_at_start = *passing;
@@ -179,6 +253,9 @@ impl Reporter for Tty {
             }
             Event::RunEnd { passing, .. } => {
                 self.clear_spinner();
+                for (_, (bar, _)) in std::mem::take(&mut self.workers) {
+                    bar.finish_and_clear();
+                }
                 if let Some(bar) = self.overall.take() {
                     bar.set_position(*passing as u64);
                     bar.finish_and_clear();
@@ -216,6 +293,9 @@ impl Drop for Tty {
     /// anyway, so the error printed next starts on a clean line.
     fn drop(&mut self) {
         self.clear_spinner();
+        for (_, (bar, _)) in std::mem::take(&mut self.workers) {
+            bar.finish_and_clear();
+        }
         if let Some(bar) = self.overall.take() {
             bar.finish_and_clear();
         }

@@ -236,6 +236,14 @@ fn ctrl_c_with_four_agents_at_work_exits_130_leaves_no_process_and_resumes() {
     assert!(started, "four agents did not start");
     let agents: Vec<i32> = runs(&p).iter().map(|(pid, _, _)| *pid).collect();
     assert_eq!(agents.len(), 4);
+    // `ralph status` shows the four workers and their stories.
+    let status = p.run(&["status", "--json"]);
+    let v: Value = serde_json::from_str(&status.stdout).unwrap();
+    assert_eq!(v["parallel"]["workers"].as_array().map(Vec::len), Some(4), "{}", status.stdout);
+    let at_work = v["stories"].as_array().unwrap().iter().filter(|s| s["worker"].is_u64()).count();
+    assert_eq!(at_work, 4);
+    let text = p.run(&["status"]).stdout;
+    assert!(text.contains("workers: 4 of 4 at work, merging into ralph/par"), "{text}");
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let status = child.wait().unwrap();

@@ -50,6 +50,7 @@ impl Run<'_> {
             Attempt::Merged { commit, skipped } => {
                 let sha = commit.to_string();
                 pool.board.merged.insert(q.story.clone(), sha.clone());
+                self.state.stories.entry(q.story.clone()).or_default().commit = Some(sha.clone());
                 pool.board.merging = None;
                 pool.board.queue.retain(|s| s != &q.story);
                 pool.save_board(&self.paths.store);

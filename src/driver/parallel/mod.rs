@@ -308,8 +308,11 @@ impl Run<'_> {
                 return;
             }
             Event::IterationEnd { result, cost_usd, tokens, .. } => {
+                let tally = self.state.stories.entry(slot.story.clone()).or_default();
+                tally.cost_usd += cost_usd.unwrap_or(0.0);
                 if !matches!(result, IterationResult::Transient | IterationResult::Stopped) {
                     self.state.iteration += 1;
+                    tally.iterations += 1;
                 }
                 self.state.cost_usd += cost_usd.unwrap_or(0.0);
                 self.state.tokens += tokens.unwrap_or(0);
