@@ -5,7 +5,7 @@
 # numbers from the issue (measured on a 2-core machine with a no-op agent
 # and sleeps stubbed out), not measured here.
 #
-#   bench/compare.sh                        everything (about two minutes)
+#   bench/compare.sh                        everything (about three minutes)
 #   RALPH_BENCH_SIZES_MB=1,100 bench/compare.sh   skip the 1 GB outputs
 #   RALPH_BENCH_RUNS=10 bench/compare.sh    more repetitions
 #
@@ -19,7 +19,7 @@ trap 'rm -f "$out" "$log"' EXIT
 
 echo "building and running the benches (details: cargo bench)…" >&2
 if ! RALPH_BENCH_OUT="$out" cargo bench --locked --bench iteration --bench analyze \
-    --bench commands >"$log" 2>&1; then
+    --bench commands --bench parallel >"$log" 2>&1; then
     cat "$log" >&2
     exit 1
 fi
@@ -71,6 +71,10 @@ done
 rows+=(
     "ralph status, 10,000 stories|status_10k_ms|%.1f ms|<= 30 ms||"
     "ralph --version (start-up)|version_ms|%.2f ms|<= 5 ms||"
+    "8 stories, 2 s agent, 0.1 s gate: --jobs 1|parallel.jobs1_s|%.2f s||one at a time|one at a time"
+    "the same, --jobs 4|parallel.jobs4_s|%.2f s|||"
+    "--jobs 4 against the ideal (4.4 s)|parallel.ratio|%.2f x|<= 1.2 x||"
+    "ralph's own work per merged story|parallel.merge_ms|%.1f ms|<= 20 ms||"
 )
 
 line() { printf '| %-46s | %-30s | %-13s | %-9s | %-18s |\n' "$@"; }

@@ -148,10 +148,21 @@ impl Run<'_> {
             if let Some(end) = self.still_ours() {
                 return end;
             }
-            let wait =
-                if pool.slots.is_empty() { Duration::ZERO } else { Duration::from_millis(200) };
+            let idle = pool.queue.is_empty() && !pool.slots.is_empty();
+            let wait = if idle { Duration::from_millis(200) } else { Duration::ZERO };
             if let Some(end) = self.pump(pool, wait) {
                 return end;
+            }
+            let prd = self.reload_prd().unwrap_or_else(|| self.good_prd.clone());
+            // Free workers start before the queue is merged: a merge (and
+            // its gate) must not keep an agent waiting.
+            if let Some(end) = self.over_budget() {
+                return end;
+            }
+            match self.start_workers(pool, &prd) {
+                Ok(Some(end)) => return end,
+                Ok(None) => {}
+                Err(e) => return End::error(&e),
             }
             if !pool.queue.is_empty() {
                 if let Err(e) = self.merge_next(pool) {
@@ -159,7 +170,6 @@ impl Run<'_> {
                 }
                 continue;
             }
-            let prd = self.reload_prd().unwrap_or_else(|| self.good_prd.clone());
             if pool.slots.is_empty() {
                 if let Some(end) = self.done(&prd) {
                     return end;
@@ -170,14 +180,6 @@ impl Run<'_> {
                 if let Some(end) = self.iterations_used(&prd) {
                     return end;
                 }
-            }
-            if let Some(end) = self.over_budget() {
-                return end;
-            }
-            match self.start_workers(pool, &prd) {
-                Ok(Some(end)) => return end,
-                Ok(None) => {}
-                Err(e) => return End::error(&e),
             }
             if pool.slots.is_empty() && pool.queue.is_empty() && !pool.not_before.is_empty() {
                 std::thread::sleep(Duration::from_millis(100));
