@@ -10,6 +10,9 @@ use git2::{BranchType, Oid, Repository};
 
 use super::{GitError, Repo, err};
 
+/// The mark, in a worktree's git directory, of a worktree made to the end.
+const READY: &str = "ralph-ready";
+
 impl Repo {
     /// A branch's tip.
     pub fn branch_tip(&self, branch: &str) -> Option<Oid> {
@@ -49,7 +52,18 @@ impl Repo {
             .map_err(|e| err(format!("add the worktree {}", path.display()), e))?;
         let repo = Repository::open_from_worktree(&wt)
             .map_err(|e| err(format!("open the worktree {}", path.display()), e))?;
+        // Made to the end (a kill during the checkout leaves files missing
+        // or half-written): only a worktree with this mark is reused.
+        std::fs::write(repo.path().join(READY), b"").map_err(|e| GitError {
+            message: format!("cannot mark the worktree ready: {e}"),
+            hint: None,
+        })?;
         Ok(Repo { repo })
+    }
+
+    /// This linked worktree was made to the end by [`Repo::add_worktree`].
+    pub fn worktree_ready(&self) -> bool {
+        self.repo.is_worktree() && self.repo.path().join(READY).exists()
     }
 
     /// Removes a linked worktree and its folder (best effort: what is
@@ -432,6 +446,7 @@ mod tests {
         let path = root.join(".git/ralph/worktrees/US-1");
         let wt = repo.add_worktree("ralph-US-1", &path, "main--US-1", tip).unwrap();
         assert_eq!(wt.current_branch().as_deref(), Some("main--US-1"));
+        assert!(wt.worktree_ready() && !repo.worktree_ready());
         assert_eq!(fs::read_to_string(path.join("a.txt")).unwrap(), "one\ntwo\nthree\n");
         fs::write(path.join("w.txt"), "work").unwrap();
         let work = wt.commit_all("wip").unwrap().unwrap();

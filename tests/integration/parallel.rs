@@ -2,7 +2,6 @@
 //! the gate run again on the merged tree. Scripted agents that wait for
 //! each other prove that they run at the same time; nothing here is timed.
 
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -301,10 +300,71 @@ fn kill_9_of_a_parallel_run_then_resume_loses_and_doubles_nothing() {
     }
     assert_tidy(&p);
     // The main work tree is the run branch's tip, nothing half-applied.
-    let status = Command::new("git")
-        .args(["status", "--porcelain", "--untracked-files=no"])
-        .current_dir(p.dir())
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&status.stdout).trim().is_empty());
+    let status = p.git(&["status", "--porcelain", "--untracked-files=no"]);
+    assert!(status.trim().is_empty(), "{status}\n{r:?}");
+}
+
+/// kill -9 of a parallel run at random moments (inside merges among them),
+/// each followed by a resume: after every kill prd.json parses and no
+/// story is merged twice; the last run finishes every story, each merged
+/// exactly once, with nothing left behind.
+fn parallel_kills(kills: usize, seed: u64) {
+    let n = 10;
+    let stories: Vec<String> = (1..=n)
+        .map(|i| {
+            format!(r#"{{"id":"US-{i:03}","title":"Story {i}","priority":{i},"passes":false}}"#)
+        })
+        .collect();
+    let p = Project::with_prd(&format!(
+        r#"{{"project":"P","branchName":"ralph/soak","userStories":[{}]}}"#,
+        stories.join(",")
+    ));
+    p.script("[run *]\nsleep 0.05\nimplement\n");
+    // Every kill's workers are agent calls: no hourly limit for a soak.
+    p.write(
+        ".ralph/config.toml",
+        "[circuit]\nno_progress = 0\nsame_error = 0\nfailures = 0\n[limits]\ncalls_per_hour = 0\n",
+    );
+    let dir = p.dir().canonicalize().unwrap();
+    let mut state = seed;
+    for kill in 0..kills {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let delay = Duration::from_millis((state >> 33) % 600);
+        let mut child = p.spawn(&["200", "--jobs", "3", "--gate", "test -d src"]);
+        std::thread::sleep(delay);
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        let _ = child.wait();
+        let gone = eventually(Duration::from_secs(30), || processes_in(&dir).is_empty());
+        assert!(gone, "seed {seed}, kill {kill}: {:?} outlived ralph", processes_in(&dir));
+        let at = format!("seed {seed}, kill {kill} after {delay:?}");
+        let _ = p.prd();
+        let mut feats = merged(&p);
+        let all = feats.len();
+        feats.sort();
+        feats.dedup();
+        assert_eq!(feats.len(), all, "{at}: a story merged twice: {:?}", p.log());
+    }
+    let r = p.run(&["200", "--jobs", "3", "--gate", "test -d src"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "seed {seed}: {r:?}");
+    assert_eq!(merged(&p).len(), n, "seed {seed}: {:?}", p.log());
+    for i in 1..=n {
+        assert!(p.passes(&format!("US-{i:03}")), "seed {seed}: US-{i:03}");
+    }
+    assert_tidy(&p);
+    let status = p.git(&["status", "--porcelain", "--untracked-files=no"]);
+    assert!(status.trim().is_empty(), "seed {seed}: {status}");
+}
+
+#[test]
+fn a_few_kill_9s_of_a_parallel_run_lose_and_double_nothing() {
+    parallel_kills(6, 20261203);
+}
+
+#[test]
+#[ignore = "a soak of a few minutes: cargo test -- --ignored parallel_kill_9_soak"]
+fn parallel_kill_9_soak() {
+    let kills = std::env::var("RALPH_SOAK_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(100);
+    let seed = std::env::var("RALPH_FAULT_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
+    parallel_kills(kills, seed);
 }

@@ -35,7 +35,6 @@ impl Run<'_> {
             ))
         })?;
         let progress_rel = prd_rel.with_file_name("progress.txt");
-        self.commit_bookkeeping(&prd_rel, &progress_rel)?;
         let settings = self.worker_settings()?;
         let template = self.worker_template();
         let old = Board::load(&self.paths.store);
@@ -70,7 +69,10 @@ impl Run<'_> {
         for (id, why) in pool.board.given_up.clone() {
             pool.given_up.insert(id, (plan::GiveUp::Blocked, why));
         }
+        // A merge a crash cut short is finished first: before it, the work
+        // tree's bookkeeping files are the previous tip's.
         self.recover(&mut pool)?;
+        self.commit_bookkeeping(&pool.prd_rel, &pool.progress_rel)?;
         pool.save_board(&self.paths.store);
         Ok(pool)
     }
@@ -162,6 +164,7 @@ impl Run<'_> {
         for s in prd.stories().iter().filter(|s| s.passes) {
             self.repo.delete_branch(&format!("{}--{}", pool.branch, plan::slug(&s.id)));
         }
+        remove_strays(&self.repo, &pool.worktrees);
         Ok(())
     }
 
@@ -177,7 +180,9 @@ impl Run<'_> {
         let dir = pool.worktrees.join(&slug);
         let branch = format!("{}--{slug}", pool.branch);
         let reusable = dir.join(".git").exists()
-            && Repo::discover(&dir).is_ok_and(|r| r.current_branch().as_deref() == Some(&branch));
+            && Repo::discover(&dir).is_ok_and(|r| {
+                r.worktree_ready() && r.current_branch().as_deref() == Some(&branch)
+            });
         if !reusable {
             let tip = self.repo.branch_tip(&pool.branch).ok_or_else(|| Error::Environment {
                 message: format!("the run branch {} has no commit", pool.branch),
@@ -224,10 +229,24 @@ impl Run<'_> {
                 _ => self.repo.delete_branch(&branch),
             }
         }
+        remove_strays(&self.repo, &pool.worktrees);
         let _ = std::fs::remove_dir(&pool.worktrees);
         let _ = std::fs::remove_file(Board::path(&self.paths.store));
         if !kept.is_empty() {
             self.notice(format!("unfinished work is kept on {}", kept.join(", ")));
+        }
+    }
+}
+
+/// Folders in the worktrees' folder that git no longer lists as a
+/// worktree: what a crash in the middle of making or removing one left.
+fn remove_strays(repo: &Repo, dir: &Path) {
+    let known = repo.worktrees(PREFIX);
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let name = format!("{PREFIX}{}", e.file_name().to_string_lossy());
+        if !known.contains(&name) {
+            let _ = std::fs::remove_dir_all(e.path());
         }
     }
 }
