@@ -280,9 +280,37 @@ init again is safe.",
     /// The gate `ralph demo` runs
     #[command(name = "__demo-check", hide = true)]
     DemoCheck { story: String },
+    /// Work a run's stories together with other machines, through a git remote
+    #[command(
+        name = "worker",
+        long_about = "Work a run's stories together with other machines (Kubernetes pods, a CI \
+matrix, VMs), with the git remote as the only shared state: claim a story (a ref on the remote, \
+with a lease this worker renews), work it with the usual iterations, deliver it to the run \
+branch after the gate passed on the merged tree, and go on until no story is left.",
+        after_help = "Examples:\n  ralph worker --remote git@github.com:me/app.git --dir /work/app\n  ralph worker --remote https://github.com/me/app.git --lease 5m --jobs 2"
+    )]
+    RemoteWorker(RemoteWorkerArgs),
     /// One turn of one story of a parallel run, in its worktree (started by ralph)
     #[command(name = "__worker", hide = true)]
     Worker(WorkerArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RemoteWorkerArgs {
+    /// The shared repository (a URL or a path), cloned into --dir if it is not a clone yet
+    #[arg(long, value_name = "URL")]
+    pub(crate) remote: String,
+    /// The clone to work in [default: the current directory]
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: Option<PathBuf>,
+    /// How long a claim holds without being renewed: a dead worker's story is free after it
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration)]
+    pub(crate) lease: String,
+    /// This worker's name in claims [default: <host>-<pid>]
+    #[arg(long, value_name = "NAME")]
+    pub(crate) id: Option<String>,
+    #[command(flatten)]
+    pub(crate) settings: SettingArgs,
 }
 
 /// What a parallel run tells each worker process it starts.

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use git2::{BranchType, ErrorCode, Oid, Repository, StatusOptions};
 
+pub mod remote;
 mod worktree;
 
 pub struct Repo {

@@ -107,6 +107,7 @@ pub(crate) fn run(g: &Global, args: &DemoArgs) -> Result<u8, Error> {
         agent_output: style.agent_output || g.json,
         layers: Some(layers),
         worker: None,
+        remote: None,
     };
     if !g.json {
         print(&format!("ralph demo: a throw-away project in {}\n\n", paths.project.display()))?;

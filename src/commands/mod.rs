@@ -13,6 +13,7 @@ mod flags;
 mod generate;
 mod init;
 mod monitor;
+mod remote_worker;
 mod reset_circuit;
 mod rules;
 mod run;
@@ -51,6 +52,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<u8, Error> {
         Some(Command::DemoAgent { pace }) => Ok(demo::agent(pace)),
         Some(Command::DemoCheck { story }) => Ok(demo::check(&story)),
         Some(Command::Worker(args)) => worker::run(&args),
+        Some(Command::RemoteWorker(args)) => remote_worker::run(g, &args),
         Some(Command::Init(args)) => init::run(g, &args),
         Some(Command::Agents) => agents::run(g),
         Some(Command::Rules(cmd)) => rules::run(g, cmd),
@@ -94,6 +96,7 @@ fn name(command: &Command) -> &'static str {
         Command::DemoAgent { .. } => "__demo-agent",
         Command::DemoCheck { .. } => "__demo-check",
         Command::Worker(_) => "__worker",
+        Command::RemoteWorker(_) => "worker",
     }
 }
 

@@ -22,6 +22,7 @@ pub(crate) fn run(g: &Global, args: &RunArgs) -> Result<u8, Error> {
             config,
             layers: None,
             worker: None,
+            remote: None,
         };
         let plan = crate::driver::dry_run(&paths, &opts)?;
         let text = if g.json {
@@ -43,6 +44,7 @@ pub(crate) fn run(g: &Global, args: &RunArgs) -> Result<u8, Error> {
         config,
         layers: Some(layers),
         worker: None,
+        remote: None,
     };
     crate::driver::run(&paths, &opts, reporter.as_mut())
 }

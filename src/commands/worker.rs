@@ -31,6 +31,7 @@ pub(crate) fn run(args: &WorkerArgs) -> Result<u8, Error> {
             feedback,
             log_dir: args.log_dir.clone(),
         }),
+        remote: None,
     };
     let mut reporter = crate::ui::Json::new(std::io::stdout());
     crate::driver::run(&paths, &opts, &mut reporter)

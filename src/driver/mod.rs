@@ -65,6 +65,16 @@ pub struct Options {
     pub layers: Option<crate::config::Layers>,
     /// Set in a worker process of a parallel run (`ralph __worker`).
     pub worker: Option<Worker>,
+    /// `ralph worker --remote`: the run is shared with other machines
+    /// through the clone's `origin`.
+    pub remote: Option<RemoteWorker>,
+}
+
+/// Who this machine's worker is, and how long its claims last unrenewed.
+#[derive(Debug, Clone)]
+pub struct RemoteWorker {
+    pub id: String,
+    pub lease: std::time::Duration,
 }
 
 /// What a worker process of a parallel run works on: one story, in its own
@@ -169,11 +179,8 @@ struct Run<'a> {
 /// Runs the loop. Returns the exit code; `Err` for fatal setup errors.
 pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result<u8, Error> {
     let mut run = setup::start(paths, opts, reporter)?;
-    let end = if opts.config.run.jobs > 1 && opts.worker.is_none() {
-        run.parallel_loop()
-    } else {
-        run.main_loop()
-    };
+    let parallel = opts.config.run.jobs > 1 || opts.remote.is_some();
+    let end = if parallel && opts.worker.is_none() { run.parallel_loop() } else { run.main_loop() };
     run.finish(end)
 }
 

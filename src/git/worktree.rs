@@ -329,6 +329,45 @@ impl Repo {
 }
 
 impl Repo {
+    /// A commit that only carries `message` (its tree is empty), on top of
+    /// `parent`: how a claim or the run's shared state is written as a ref.
+    pub fn note_commit(&self, message: &str, parent: Option<Oid>) -> Result<Oid, GitError> {
+        let tree = git2::Index::new()
+            .and_then(|mut i| i.write_tree_to(&self.repo))
+            .map_err(|e| err("write an empty tree", e))?;
+        let tree = self.repo.find_tree(tree).map_err(|e| err("read a tree", e))?;
+        let sig = git2::Signature::now("ralph", "ralph@localhost")
+            .map_err(|e| err("make a commit signature", e))?;
+        let parent = match parent {
+            Some(p) => Some(self.repo.find_commit(p).map_err(|e| err("read a commit", e))?),
+            None => None,
+        };
+        let parents: Vec<&git2::Commit> = parent.iter().collect();
+        self.repo.commit(None, &sig, &sig, message, &tree, &parents).map_err(|e| err("commit", e))
+    }
+
+    /// A commit's message.
+    pub fn message(&self, commit: Oid) -> Option<String> {
+        Some(self.repo.find_commit(commit).ok()?.message().ok()?.to_string())
+    }
+
+    /// The refs under `prefix` (`refs/remotes/origin-ralph/…`), by full name.
+    pub fn refs_under(&self, prefix: &str) -> Vec<(String, Oid)> {
+        let Ok(refs) = self.repo.references_glob(&format!("{prefix}*")) else { return Vec::new() };
+        refs.flatten().filter_map(|r| Some((r.name().ok()?.to_string(), r.target()?))).collect()
+    }
+
+    /// A ref's target.
+    pub fn ref_target(&self, name: &str) -> Option<Oid> {
+        self.repo.find_reference(name).ok()?.target()
+    }
+
+    /// Makes (or moves) the local branch `name` to `at`.
+    pub fn set_branch(&self, name: &str, at: Oid) -> Result<(), GitError> {
+        let c = self.repo.find_commit(at).map_err(|e| err("read a commit", e))?;
+        self.repo.branch(name, &c, true).map(|_| ()).map_err(|e| err(format!("create {name}"), e))
+    }
+
     /// Where two commits' histories meet.
     pub fn merge_base(&self, a: Oid, b: Oid) -> Option<Oid> {
         self.repo.merge_base(a, b).ok()

@@ -14,6 +14,7 @@ mod hostile;
 mod killed;
 mod parallel;
 mod real_claude;
+mod remote;
 mod safe_mode;
 mod stopping;
 mod trust;

@@ -27,8 +27,15 @@ enum Attempt {
     },
     Conflict(Vec<String>),
     GateFailed(String),
-    /// The run branch moved meanwhile (a person committed): try again on the new tip.
+    /// The run branch moved meanwhile (a person committed, another machine
+    /// delivered): try again on the new tip.
     Raced,
+    /// The remote cannot be reached: the story stays queued, for later.
+    Unreachable(String),
+    /// The run branch has it passing already (another machine took the
+    /// story over and delivered it, or this one's push landed though git
+    /// said it failed): nothing to merge twice.
+    AlreadyThere,
     /// A signal stopped the gate: the story stays queued.
     Interrupted,
 }
@@ -39,7 +46,8 @@ impl Run<'_> {
         let Some(q) = pool.queue.pop_front() else { return Ok(()) };
         let started = Instant::now();
         let mut attempt = Attempt::Raced;
-        for _ in 0..5 {
+        let tries = if pool.remote.is_some() { 50 } else { 5 };
+        for _ in 0..tries {
             attempt = self.try_merge(pool, &q)?;
             if !matches!(attempt, Attempt::Raced) {
                 break;
@@ -55,6 +63,10 @@ impl Run<'_> {
                 pool.board.queue.retain(|s| s != &q.story);
                 pool.save_board(&self.paths.store);
                 pool.remove_worktree(&self.repo, &q.story, true);
+                if let Some(r) = pool.remote.as_mut() {
+                    let _ = r.release(&q.story);
+                    let _ = r.delete_branch(&q.branch);
+                }
                 if self.gate.is_some() {
                     self.state.note_verified(&q.story, true);
                 }
@@ -107,11 +119,36 @@ impl Run<'_> {
                 });
             }
             Attempt::Interrupted => pool.queue.push_front(q),
+            Attempt::AlreadyThere => {
+                pool.board.queue.retain(|s| s != &q.story);
+                pool.save_board(&self.paths.store);
+                pool.remove_worktree(&self.repo, &q.story, true);
+                if let Some(r) = pool.remote.as_mut() {
+                    let _ = r.release(&q.story);
+                    let _ = r.delete_branch(&q.branch);
+                }
+                self.notice(format!(
+                    "{} passes on the run branch already: not merged again",
+                    q.story
+                ));
+            }
+            Attempt::Unreachable(why) => {
+                self.remote_unreachable(pool, &why);
+                pool.queue.push_front(q);
+                std::thread::sleep(std::time::Duration::from_millis(500));
+            }
         }
         Ok(())
     }
 
     fn try_merge(&mut self, pool: &mut Pool, q: &Queued) -> Result<Attempt, Error> {
+        if pool.remote.is_some() {
+            // Onto the remote's tip as it is now.
+            self.sync_remote(pool, std::time::Duration::ZERO);
+            if pool.unreachable {
+                return Ok(Attempt::Unreachable("fetch failed".into()));
+            }
+        }
         let repo = &self.repo;
         let tip = repo.branch_tip(&pool.branch).ok_or_else(|| Error::Environment {
             message: format!("the run branch {} is gone", pool.branch),
@@ -121,6 +158,13 @@ impl Run<'_> {
             message: format!("the story branch {} is gone", q.branch),
             hint: None,
         })?;
+        let passes_on_tip = repo
+            .file_at(tip, &pool.prd_rel)
+            .and_then(|b| Prd::parse(&b, &self.paths.prd).ok())
+            .is_some_and(|p| p.story(&q.story).is_some_and(|s| s.passes));
+        if passes_on_tip {
+            return Ok(Attempt::AlreadyThere);
+        }
         let skip = [pool.prd_rel.clone(), pool.progress_rel.clone()];
         let tree = match repo.squash(tip, work, &skip)? {
             Ok(tree) => tree,
@@ -147,6 +191,19 @@ impl Run<'_> {
             to: commit.to_string(),
         });
         pool.save_board_durably(&self.paths.store)?;
+        if let Some(r) = pool.remote.as_mut() {
+            match r.deliver(commit, &pool.branch) {
+                Ok(true) => {}
+                Ok(false) => {
+                    pool.board.merging = None;
+                    return Ok(Attempt::Raced);
+                }
+                Err(e) => {
+                    pool.board.merging = None;
+                    return Ok(Attempt::Unreachable(e.message));
+                }
+            }
+        }
         if self.repo.move_branch(&pool.branch, tip, commit).is_err() {
             pool.board.merging = None;
             return Ok(Attempt::Raced);
@@ -220,6 +277,10 @@ impl Run<'_> {
         let again = *n < 2;
         pool.board.queue.retain(|s| s != &q.story);
         pool.remove_worktree(&self.repo, &q.story, true);
+        if let Some(r) = pool.remote.as_mut() {
+            // Redone from the new tip, not from the pushed attempt.
+            let _ = r.delete_branch(&q.branch);
+        }
         let what = match result {
             MergeResult::Conflict => {
                 format!("conflicts with the run branch in {}", files.join(", "))
@@ -231,6 +292,9 @@ impl Run<'_> {
             (result, format!("{what}: sent back, to be redone from the new tip"))
         } else {
             let why = format!("{what}, for the second time");
+            if let Some(r) = pool.remote.as_mut() {
+                let _ = r.claim(&self.repo, &q.story, Some(why.clone()));
+            }
             pool.given_up.insert(q.story.clone(), (GiveUp::Blocked, why.clone()));
             pool.board.given_up.insert(q.story.clone(), why.clone());
             (MergeResult::Blocked, format!("{why}: given up"))

@@ -11,11 +11,13 @@
 //! merge.rs    the merge queue: squash, bookkeeping, gate on the merged tree, CAS
 //! board.rs    parallel.json: workers, queue, given up, the merge in progress
 //! tidy.rs     worktrees: made, reused, recovered after a crash, removed at the end
+//! remote.rs   `ralph worker --remote`: claims, leases and delivery through the git remote
 //! ```
 
 mod board;
 mod merge;
 mod plan;
+mod remote;
 mod tidy;
 mod workers;
 
@@ -70,6 +72,10 @@ pub(super) struct Pool {
     rx: Receiver<Msg>,
     /// A limit pauses the workers: said once.
     paused: bool,
+    /// Shared with other machines through the git remote.
+    remote: Option<remote::Remote>,
+    /// The remote could not be reached: said once until it can again.
+    unreachable: bool,
 }
 
 impl Pool {
@@ -79,6 +85,9 @@ impl Pool {
         busy.extend(self.given_up.keys().cloned());
         let now = Instant::now();
         busy.extend(self.not_before.iter().filter(|(_, t)| **t > now).map(|(s, _)| s.clone()));
+        if let Some(r) = &self.remote {
+            busy.extend(r.taken(Utc::now()));
+        }
         busy
     }
 
@@ -148,6 +157,7 @@ impl Run<'_> {
             if let Some(end) = self.still_ours() {
                 return end;
             }
+            self.sync_remote(pool, Duration::from_secs(1));
             let idle = pool.queue.is_empty() && !pool.slots.is_empty();
             let wait = if idle { Duration::from_millis(200) } else { Duration::ZERO };
             if let Some(end) = self.pump(pool, wait) {
@@ -174,14 +184,20 @@ impl Run<'_> {
                 if let Some(end) = self.done(&prd) {
                     return end;
                 }
-                if let Some((outcome, message)) = plan::stuck(&prd, &pool.given_up) {
+                // Other machines' stories may yet pass (or be given up, or
+                // be left to take over): a remote worker waits for them.
+                let others = pool.remote.as_ref().is_some_and(|r| r.others_at_work(Utc::now()));
+                if let Some((outcome, message)) = plan::stuck(&prd, &pool.given_up)
+                    && !others
+                {
                     return End::new(outcome, message);
                 }
                 if let Some(end) = self.iterations_used(&prd) {
                     return end;
                 }
             }
-            if pool.slots.is_empty() && pool.queue.is_empty() && !pool.not_before.is_empty() {
+            let waiting = !pool.not_before.is_empty() || pool.remote.is_some();
+            if pool.slots.is_empty() && pool.queue.is_empty() && waiting {
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
@@ -218,12 +234,29 @@ impl Run<'_> {
                     return Ok(None);
                 }
             }
-            self.start_worker(pool, &story)?;
+            if !self.start_worker(pool, &story)? {
+                return Ok(None);
+            }
         }
         Ok(None)
     }
 
-    fn start_worker(&mut self, pool: &mut Pool, story: &crate::prd::Story) -> Result<(), Error> {
+    /// Starts a worker on `story`; `false` when another machine claimed it first.
+    fn start_worker(&mut self, pool: &mut Pool, story: &crate::prd::Story) -> Result<bool, Error> {
+        if let Some(r) = pool.remote.as_mut() {
+            match r.claim(&self.repo, &story.id, None) {
+                Ok(true) => {}
+                Ok(false) => {
+                    pool.not_before
+                        .insert(story.id.clone(), Instant::now() + Duration::from_secs(2));
+                    return Ok(false);
+                }
+                Err(e) => {
+                    self.remote_unreachable(pool, &e.message);
+                    return Ok(false);
+                }
+            }
+        }
         let (dir, branch) = self.worktree_for(pool, &story.id)?;
         let no = pool.free_worker_no();
         let turns = pool.board.turns.entry(story.id.clone()).or_insert(0);
@@ -274,7 +307,7 @@ impl Run<'_> {
         });
         pool.slots.push(slot);
         pool.save_board(&self.paths.store);
-        Ok(())
+        Ok(true)
     }
 
     /// Hands on what the workers report, for up to `wait`.
@@ -352,6 +385,13 @@ impl Run<'_> {
             outcome: outcome.into(),
             message: said,
         });
+        if let Some(r) = pool.remote.as_mut() {
+            // A takeover starts from what this turn left on the branch.
+            let _ = r.push_branch(&slot.branch);
+            if let Turn::GiveUp(_) = turn {
+                let _ = r.claim(&self.repo, &slot.story, Some(message.clone()));
+            }
+        }
         let end = match turn {
             Turn::Passed => {
                 pool.queue.push_back(Queued {
@@ -369,7 +409,7 @@ impl Run<'_> {
                 None
             }
             Turn::UsageLimit => {
-                self.share_usage_limit(&slot, no);
+                self.share_usage_limit(pool, &slot, no);
                 None
             }
             Turn::GiveUp(why) => {
@@ -387,11 +427,17 @@ impl Run<'_> {
 
     /// A usage limit one worker met pauses them all: the run's own limits
     /// take its reset time, and no agent starts before it.
-    fn share_usage_limit(&mut self, slot: &Slot, no: u32) {
+    fn share_usage_limit(&mut self, pool: &mut Pool, slot: &Slot, no: u32) {
         let store = crate::store::Store::for_project(&slot.project, &slot.prd);
         let at = crate::limits::Limits::load(&store).ok().and_then(|(l, _)| l.usage_resume_at());
         let resume = self.limits.set_usage_limit(at, Utc::now(), self.cfg.limits.usage_limit_wait);
         let _ = self.limits.save(&self.paths.store);
+        // The other machines' workers learn it from the remote.
+        if let Some(r) = pool.remote.as_mut()
+            && let Err(e) = r.share_limit(&self.repo, resume)
+        {
+            self.remote_unreachable(pool, &e.message);
+        }
         self.notice(format!(
             "usage limit met by worker {no} ({}): every worker pauses until {}",
             slot.story,
@@ -442,6 +488,75 @@ impl Run<'_> {
         pool.slots.clear();
         pool.save_board(&self.paths.store);
         end
+    }
+}
+
+impl Run<'_> {
+    /// With a remote: fetches (at most every `every`), brings the run
+    /// branch and the work tree up to the remote's tip, takes in a usage
+    /// limit another machine met, and renews this worker's leases (a lease
+    /// another worker took over stops the story here).
+    fn sync_remote(&mut self, pool: &mut Pool, every: Duration) {
+        let Some(r) = pool.remote.as_mut() else { return };
+        match r.sync(&self.repo, every) {
+            Ok(false) => {}
+            Ok(true) => {
+                if pool.unreachable {
+                    pool.unreachable = false;
+                    self.notice("the remote can be reached again");
+                }
+                let r = pool.remote.as_ref().expect("remote");
+                let tip = r.tip(&self.repo, &pool.branch);
+                let local = self.repo.branch_tip(&pool.branch);
+                if let (Some(tip), Some(local)) = (tip, local)
+                    && tip != local
+                    && self.repo.contains(tip, local)
+                    && self.repo.move_branch(&pool.branch, local, tip).is_ok()
+                {
+                    let _ = self.repo.advance_work_tree(local, tip);
+                }
+                let theirs = r.shared.usage_limit_until.filter(|t| *t > Utc::now());
+                if let Some(at) = theirs
+                    && self.limits.usage_resume_at().is_none_or(|ours| ours < at)
+                {
+                    self.limits.set_usage_limit(
+                        Some(at),
+                        Utc::now(),
+                        self.cfg.limits.usage_limit_wait,
+                    );
+                    let _ = self.limits.save(&self.paths.store);
+                    self.notice(format!(
+                        "another worker met a usage limit: no agent starts before {}",
+                        at.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S")
+                    ));
+                }
+            }
+            Err(e) => self.remote_unreachable(pool, &e.message),
+        }
+        let Some(r) = pool.remote.as_mut() else { return };
+        for story in r.due(Utc::now()) {
+            match r.claim(&self.repo, &story, None) {
+                Ok(true) => {}
+                Ok(false) => {
+                    // Our lease ran out and another worker took the story over.
+                    if let Some(s) = pool.slots.iter().find(|s| s.story == story) {
+                        workers::signal(s, libc::SIGTERM);
+                    }
+                    pool.not_before.insert(story.clone(), Instant::now() + Duration::from_secs(5));
+                    self.warn(format!(
+                        "lost the claim on {story} to another worker: stopping it here"
+                    ));
+                }
+                Err(_) => break,
+            }
+        }
+    }
+
+    fn remote_unreachable(&mut self, pool: &mut Pool, why: &str) {
+        if !pool.unreachable {
+            pool.unreachable = true;
+            self.warn(format!("the remote cannot be reached ({why}): retrying with back-off"));
+        }
     }
 }
 

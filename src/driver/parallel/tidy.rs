@@ -49,7 +49,7 @@ impl Run<'_> {
         let (tx, rx) = channel();
         let mut pool = Pool {
             jobs: self.cfg.run.jobs,
-            branch,
+            branch: branch.clone(),
             worktrees: worktrees_dir(&self.paths.store),
             project_rel,
             prd_rel,
@@ -63,6 +63,10 @@ impl Run<'_> {
             tx,
             rx,
             paused: false,
+            remote: self.opts.remote.as_ref().map(|w| {
+                super::remote::Remote::new(w.id.clone(), w.lease, self.repo.workdir(), &branch)
+            }),
+            unreachable: false,
             board,
         };
         // Given up in an earlier process of this run stays given up.
@@ -72,7 +76,10 @@ impl Run<'_> {
         // A merge a crash cut short is finished first: before it, the work
         // tree's bookkeeping files are the previous tip's.
         self.recover(&mut pool)?;
-        self.commit_bookkeeping(&pool.prd_rel, &pool.progress_rel)?;
+        // With a remote, the run branch is the remote's: nothing local to add.
+        if pool.remote.is_none() {
+            self.commit_bookkeeping(&pool.prd_rel, &pool.progress_rel)?;
+        }
         pool.save_board(&self.paths.store);
         Ok(pool)
     }
@@ -188,6 +195,11 @@ impl Run<'_> {
                 message: format!("the run branch {} has no commit", pool.branch),
                 hint: None,
             })?;
+            // Taking over another machine's story: from what it pushed.
+            let pushed = pool.remote.as_ref().and_then(|r| r.story_branch(&self.repo, &branch));
+            if let Some(at) = pushed.filter(|_| self.repo.branch_tip(&branch).is_none()) {
+                self.repo.set_branch(&branch, at)?;
+            }
             self.repo.add_worktree(&format!("{PREFIX}{slug}"), &dir, &branch, tip)?;
         }
         Ok((dir, branch))

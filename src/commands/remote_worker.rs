@@ -1,0 +1,104 @@
+//! `ralph worker --remote URL`: one machine's share of a run whose only
+//! shared state is the git remote. The clone is made or brought up to the
+//! remote, put on the run branch, and handed to the parallel loop with the
+//! remote as its coordinator (`driver::parallel::remote`).
+
+use std::path::Path;
+
+use crate::cli::{Global, RemoteWorkerArgs};
+use crate::error::Error;
+use crate::git::{Repo, remote};
+use crate::paths::Paths;
+
+use super::common::reporter;
+use super::flags::layers;
+
+pub(crate) fn run(g: &Global, args: &RemoteWorkerArgs) -> Result<u8, Error> {
+    let dir = match &args.dir {
+        Some(d) => d.clone(),
+        None => std::env::current_dir().map_err(|e| Error::io("find the current directory", e))?,
+    };
+    prepare(&args.remote, &dir, g.prd.as_deref())?;
+    let paths = Paths::resolve(&dir, g.prd.as_deref())?;
+    let layers = layers(g, &paths.project, &args.settings)?;
+    let config = layers.resolve();
+    let (mut reporter, style) = reporter(g, &config);
+    let id = args.id.clone().unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "worker".into());
+        format!("{host}-{}", std::process::id())
+    });
+    let lease = crate::config::parse_duration(&args.lease).map_err(Error::Usage)?;
+    if lease < std::time::Duration::from_secs(1) {
+        return Err(Error::Usage("--lease must be at least 1s".into()));
+    }
+    let opts = crate::driver::Options {
+        max_iterations: config.run.max_iterations.max(1),
+        prompt_file: args.settings.prompt.clone(),
+        fresh: false,
+        explicit_max: args.settings.max_iterations.is_some(),
+        agent_output: style.agent_output || g.json,
+        layers: Some(layers),
+        worker: None,
+        remote: Some(crate::driver::RemoteWorker { id, lease }),
+        config,
+    };
+    crate::driver::run(&paths, &opts, reporter.as_mut())
+}
+
+/// The clone in `dir`, made from `url` if there is none, fetched, and on
+/// the run branch (the PRD's `branchName`) at the remote's tip; a run
+/// branch the remote does not have yet is made from HEAD and pushed.
+fn prepare(url: &str, dir: &Path, prd: Option<&Path>) -> Result<(), Error> {
+    let clone_here = !dir.join(".git").exists();
+    if clone_here {
+        let empty = std::fs::read_dir(dir).map_or(true, |mut d| d.next().is_none());
+        if !empty {
+            return Err(Error::Usage(format!(
+                "{} is not a git clone and not empty: give ralph worker an empty --dir, or a clone",
+                dir.display()
+            )));
+        }
+        remote::clone(url, dir)?;
+    }
+    remote::fetch(dir)?;
+    let repo = Repo::discover(dir)?;
+    let paths = Paths::resolve(dir, prd)?;
+    paths.require_prd()?;
+    let prd = crate::prd::Prd::load(&paths.prd)?;
+    let Some(branch) = prd.branch_name().map(str::to_string).or_else(|| repo.current_branch())
+    else {
+        return Err(Error::Usage(
+            "the clone's HEAD is detached and prd.json names no branchName: ralph worker needs a run branch".into(),
+        ));
+    };
+    let theirs = repo.ref_target(&format!("refs/remotes/origin/{branch}"));
+    let head = repo.head().ok_or_else(|| Error::Usage("the remote has no commit".into()))?;
+    match theirs {
+        Some(tip) if repo.current_branch().as_deref() == Some(branch.as_str()) => {
+            let local = repo.branch_tip(&branch).unwrap_or(head);
+            if local != tip && repo.contains(tip, local) {
+                repo.move_branch(&branch, local, tip)?;
+                repo.advance_work_tree(local, tip)?;
+            }
+        }
+        Some(tip) => {
+            repo.set_branch(&branch, tip)?;
+            repo.ensure_branch(&branch)?;
+        }
+        None => {
+            if repo.branch_tip(&branch).is_none() {
+                repo.set_branch(&branch, head)?;
+            }
+            repo.ensure_branch(&branch)?;
+            // Another worker may make it at the same moment: theirs wins.
+            let spec = format!("refs/heads/{branch}:refs/heads/{branch}");
+            let pushed = remote::push(dir, &[spec])?;
+            if pushed.iter().any(|p| p.rejected.is_some()) {
+                return prepare(url, dir, None);
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,335 @@
+//! Workers on several machines (`ralph worker --remote`): the git remote is
+//! the only shared state. A story is claimed by creating
+//! `refs/ralph/<run>/claims/<story>` on the remote, a commit whose message
+//! says who holds it until when (the lease); the holder renews it by
+//! pushing a commit on top of its own, and a lease that ran out is taken
+//! over by pushing on top of the dead holder's. Pushes are never forced, so
+//! each one is a compare-and-swap: it lands only if the ref is still where
+//! the pusher read it. Delivery is the same: the merged commit is pushed to
+//! the run branch as a fast-forward of the tip it was made and gated on.
+//! `refs/ralph/<run>/state` carries what every worker must know at once: a
+//! usage limit's reset time, a stop.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use git2::Oid;
+use serde::{Deserialize, Serialize};
+
+use super::plan;
+use crate::git::remote::{self, Pushed};
+use crate::git::{GitError, Repo};
+
+/// What a claim ref says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Claim {
+    pub worker: String,
+    pub story: String,
+    pub lease_until: DateTime<Utc>,
+    /// The holder gave the story up (blocked, its breaker opened): nobody takes it.
+    #[serde(default)]
+    pub given_up: Option<String>,
+}
+
+/// The run's shared stop signals.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Shared {
+    pub usage_limit_until: Option<DateTime<Utc>>,
+}
+
+/// Who may work a story, as its claim stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Hold {
+    Free,
+    Mine,
+    /// Another worker's, its lease running.
+    Theirs(String),
+    /// Its holder's lease ran out: it may be taken over (on top of `Oid`).
+    Expired(Oid),
+    GivenUp(String),
+}
+
+/// A story's claim (as fetched, with its commit) seen by worker `me` at `now`.
+pub(super) fn hold(claim: Option<&(Claim, Oid)>, me: &str, now: DateTime<Utc>) -> Hold {
+    match claim {
+        None => Hold::Free,
+        Some((c, _)) if c.given_up.is_some() => {
+            Hold::GivenUp(c.given_up.clone().unwrap_or_default())
+        }
+        Some((c, _)) if c.worker == me => Hold::Mine,
+        Some((c, oid)) if c.lease_until <= now => Hold::Expired(*oid),
+        Some((c, _)) => Hold::Theirs(c.worker.clone()),
+    }
+}
+
+/// The worker's side of the remote.
+pub(super) struct Remote {
+    pub worker: String,
+    pub lease: Duration,
+    /// The clone's work dir, where `git` runs.
+    dir: PathBuf,
+    /// `refs/ralph/<run>`: the run's refs on the remote.
+    ns: String,
+    /// The stories' claims as last fetched.
+    claims: BTreeMap<String, (Claim, Oid)>,
+    pub shared: Shared,
+    last_sync: Option<Instant>,
+    /// Remote calls that failed in a row: the back-off before the next.
+    failures: u32,
+    retry_at: Option<Instant>,
+}
+
+/// A remote call that could not be made (unreachable, refused credentials).
+pub(super) type Unreachable = GitError;
+
+impl Remote {
+    pub(super) fn new(worker: String, lease: Duration, dir: PathBuf, run_branch: &str) -> Remote {
+        Remote {
+            worker,
+            lease,
+            dir,
+            ns: format!("refs/ralph/{}", plan::slug(run_branch)),
+            claims: BTreeMap::new(),
+            shared: Shared::default(),
+            last_sync: None,
+            failures: 0,
+            retry_at: None,
+        }
+    }
+
+    fn claim_ref(&self, story: &str) -> String {
+        format!("{}/claims/{}", self.ns, plan::slug(story))
+    }
+
+    /// Where fetched copies of the run's refs live locally.
+    fn fetched(&self, name: &str) -> String {
+        name.replacen("refs/ralph/", "refs/remotes/origin-ralph/", 1)
+    }
+
+    /// Fetches, unless it did less than `every` ago or is backing off;
+    /// `Ok(false)` when it did not. Reads the claims and the shared state.
+    pub(super) fn sync(&mut self, repo: &Repo, every: Duration) -> Result<bool, Unreachable> {
+        let now = Instant::now();
+        if self.last_sync.is_some_and(|t| now.duration_since(t) < every)
+            || self.retry_at.is_some_and(|t| now < t)
+        {
+            return Ok(false);
+        }
+        self.last_sync = Some(now);
+        if let Err(e) = remote::fetch(&self.dir) {
+            self.failed();
+            return Err(e);
+        }
+        self.failures = 0;
+        self.retry_at = None;
+        let prefix = self.fetched(&format!("{}/claims/", self.ns));
+        self.claims = repo
+            .refs_under(&prefix)
+            .into_iter()
+            .filter_map(|(_, oid)| Some((parse::<Claim>(&repo.message(oid)?)?, oid)))
+            .map(|(c, oid)| (c.story.clone(), (c, oid)))
+            .collect();
+        let state = repo.ref_target(&self.fetched(&format!("{}/state", self.ns)));
+        self.shared =
+            state.and_then(|o| repo.message(o)).and_then(|m| parse(&m)).unwrap_or_default();
+        Ok(true)
+    }
+
+    /// Backs off after a failed call: half a second, doubling, at most 10 s
+    /// (a lease is renewed a third of the way through: the default 10
+    /// minutes survive a long outage).
+    fn failed(&mut self) {
+        self.failures += 1;
+        let wait =
+            (Duration::from_millis(500) * (1 << self.failures.min(5))).min(Duration::from_secs(10));
+        self.retry_at = Some(Instant::now() + wait);
+    }
+
+    pub(super) fn hold(&self, story: &str, now: DateTime<Utc>) -> Hold {
+        hold(self.claims.get(story), &self.worker, now)
+    }
+
+    /// Stories another worker holds or gave up: not for this one.
+    pub(super) fn taken(&self, now: DateTime<Utc>) -> Vec<String> {
+        self.claims
+            .keys()
+            .filter(|s| matches!(self.hold(s, now), Hold::Theirs(_) | Hold::GivenUp(_)))
+            .cloned()
+            .collect()
+    }
+
+    /// Some other worker holds a live claim: the run is not over while it does.
+    pub(super) fn others_at_work(&self, now: DateTime<Utc>) -> bool {
+        self.claims.keys().any(|s| matches!(self.hold(s, now), Hold::Theirs(_)))
+    }
+
+    /// Claims `story` (or takes over an expired claim, or renews ours):
+    /// `Ok(true)` when the remote took the push.
+    pub(super) fn claim(
+        &mut self,
+        repo: &Repo,
+        story: &str,
+        given_up: Option<String>,
+    ) -> Result<bool, Unreachable> {
+        let now = Utc::now();
+        let parent = match self.hold(story, now) {
+            Hold::Free => None,
+            Hold::Mine => self.claims.get(story).map(|(_, o)| *o),
+            Hold::Expired(oid) => Some(oid),
+            Hold::Theirs(_) | Hold::GivenUp(_) => return Ok(false),
+        };
+        let lease_until = now + chrono::TimeDelta::from_std(self.lease).unwrap_or_default();
+        let claim =
+            Claim { worker: self.worker.clone(), story: story.to_string(), lease_until, given_up };
+        let message = format!(
+            "ralph: {} holds {story}\n\n{}",
+            self.worker,
+            serde_json::to_string(&claim).unwrap_or_default()
+        );
+        let commit = repo.note_commit(&message, parent)?;
+        let dst = self.claim_ref(story);
+        let landed = self.push_one(&format!("{commit}:{dst}"))?;
+        if landed {
+            self.claims.insert(story.to_string(), (claim, commit));
+        } else {
+            // Someone else's now: the next fetch says whose.
+            self.claims.remove(story);
+            self.last_sync = None;
+        }
+        Ok(landed)
+    }
+
+    /// Our claims whose lease is a third gone: to renew now.
+    pub(super) fn due(&self, now: DateTime<Utc>) -> Vec<String> {
+        let third = chrono::TimeDelta::from_std(self.lease / 3).unwrap_or_default();
+        self.claims
+            .iter()
+            .filter(|(_, (c, _))| c.worker == self.worker && c.given_up.is_none())
+            .filter(|(_, (c, _))| c.lease_until - now < third * 2)
+            .map(|(s, _)| s.clone())
+            .collect()
+    }
+
+    /// Drops our claim once the story is delivered.
+    pub(super) fn release(&mut self, story: &str) -> Result<(), Unreachable> {
+        let dst = self.claim_ref(story);
+        self.push_one(&format!(":{dst}"))?;
+        self.claims.remove(story);
+        Ok(())
+    }
+
+    /// Pushes the story's branch (ours while we hold the claim): a takeover
+    /// starts from it.
+    pub(super) fn push_branch(&mut self, branch: &str) -> Result<bool, Unreachable> {
+        self.push_one(&format!("+refs/heads/{branch}:refs/heads/{branch}"))
+    }
+
+    pub(super) fn delete_branch(&mut self, branch: &str) -> Result<bool, Unreachable> {
+        self.push_one(&format!(":refs/heads/{branch}"))
+    }
+
+    /// Delivers `commit` as the run branch's new tip, if the tip is still
+    /// its parent: `Ok(false)` when another worker delivered first.
+    pub(super) fn deliver(&mut self, commit: Oid, run_branch: &str) -> Result<bool, Unreachable> {
+        self.push_one(&format!("{commit}:refs/heads/{run_branch}"))
+    }
+
+    /// The run branch as last fetched.
+    pub(super) fn tip(&self, repo: &Repo, run_branch: &str) -> Option<Oid> {
+        repo.ref_target(&format!("refs/remotes/origin/{run_branch}"))
+    }
+
+    /// The story branch a dead worker pushed, to take over from.
+    pub(super) fn story_branch(&self, repo: &Repo, branch: &str) -> Option<Oid> {
+        repo.ref_target(&format!("refs/remotes/origin/{branch}"))
+    }
+
+    /// Tells every worker of a usage limit until `at` (the later of theirs and ours).
+    pub(super) fn share_limit(
+        &mut self,
+        repo: &Repo,
+        at: DateTime<Utc>,
+    ) -> Result<(), Unreachable> {
+        for _ in 0..5 {
+            if self.shared.usage_limit_until.is_some_and(|t| t >= at) {
+                return Ok(());
+            }
+            let dst = format!("{}/state", self.ns);
+            let parent = repo.ref_target(&self.fetched(&dst));
+            let shared = Shared { usage_limit_until: Some(at) };
+            let message = format!(
+                "ralph: shared state\n\n{}",
+                serde_json::to_string(&shared).unwrap_or_default()
+            );
+            let commit = repo.note_commit(&message, parent)?;
+            if self.push_one(&format!("{commit}:{dst}"))? {
+                self.shared = shared;
+                return Ok(());
+            }
+            self.last_sync = None;
+            self.sync(repo, Duration::ZERO)?;
+        }
+        Ok(())
+    }
+
+    fn push_one(&mut self, spec: &str) -> Result<bool, Unreachable> {
+        match remote::push(&self.dir, &[spec.to_string()]) {
+            Ok(results) => {
+                self.failures = 0;
+                Ok(results.iter().all(|Pushed { rejected, .. }| rejected.is_none()))
+            }
+            Err(e) => {
+                self.failed();
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The JSON after a note commit's first blank line.
+fn parse<T: for<'de> Deserialize<'de>>(message: &str) -> Option<T> {
+    let body = message.split_once("\n\n").map_or(message, |(_, b)| b);
+    serde_json::from_str(body.trim()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claim_is_free_mine_theirs_expired_or_given_up() {
+        let now = Utc::now();
+        let oid = Oid::from_str("0123456789012345678901234567890123456789").unwrap();
+        let claim = |worker: &str, secs: i64, given_up: Option<&str>| {
+            let c = Claim {
+                worker: worker.into(),
+                story: "US-1".into(),
+                lease_until: now + chrono::TimeDelta::seconds(secs),
+                given_up: given_up.map(str::to_string),
+            };
+            (c, oid)
+        };
+        let cases: &[(Option<(Claim, Oid)>, Hold)] = &[
+            (None, Hold::Free),
+            (Some(claim("me", 60, None)), Hold::Mine),
+            (Some(claim("me", -60, None)), Hold::Mine),
+            (Some(claim("w2", 60, None)), Hold::Theirs("w2".into())),
+            (Some(claim("w2", -1, None)), Hold::Expired(oid)),
+            (Some(claim("w2", 0, None)), Hold::Expired(oid)),
+            (Some(claim("w2", 60, Some("needs a key"))), Hold::GivenUp("needs a key".into())),
+            (Some(claim("me", -60, Some("blocked"))), Hold::GivenUp("blocked".into())),
+        ];
+        for (c, want) in cases {
+            assert_eq!(&hold(c.as_ref(), "me", now), want, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn a_note_commits_json_is_read_back() {
+        let c: Option<Shared> = parse("ralph: shared state\n\n{\"usage_limit_until\":null}\n");
+        assert_eq!(c, Some(Shared::default()));
+        assert_eq!(parse::<Shared>("no json here"), None);
+    }
+}

@@ -1,0 +1,177 @@
+//! The git remote, for workers on several machines: clone, fetch and
+//! compare-and-swap pushes, through the `git` program.
+//!
+//! Why `git` and not git2 here, when everything local is git2: a remote is
+//! reached the way the machine's own git reaches it — its credential
+//! helpers, SSH config, proxies and certificates — which git2 would
+//! otherwise need OpenSSL and libssh2 built in for, and would still not
+//! honour. Each call is bounded in time and never prompts.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::GitError;
+
+/// How long one fetch or push may take before it counts as the remote
+/// being unreachable.
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// What the remote said of one ref of a push.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pushed {
+    pub dst: String,
+    /// Refused (not a fast-forward, or the remote's hooks said no), and why.
+    pub rejected: Option<String>,
+}
+
+/// Runs `git` in `dir` with `args`; its stdout, or why it failed.
+fn git(dir: &Path, args: &[&str]) -> Result<(String, String, bool), GitError> {
+    let mut child = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env(
+            "GIT_SSH_COMMAND",
+            std::env::var("GIT_SSH_COMMAND").unwrap_or_else(|_| "ssh -o BatchMode=yes".into()),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| GitError {
+            message: format!("cannot run git: {e}"),
+            hint: Some("a worker needs the git program to reach the remote".into()),
+        })?;
+    let (out, err) = (child.stdout.take(), child.stderr.take());
+    let read = |p: Option<std::process::ChildStdout>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            if let Some(mut p) = p {
+                let _ = std::io::Read::read_to_string(&mut p, &mut s);
+            }
+            s
+        })
+    };
+    let out = read(out);
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(mut p) = err {
+            let _ = std::io::Read::read_to_string(&mut p, &mut s);
+        }
+        s
+    });
+    let until = Instant::now() + TIMEOUT;
+    let status = loop {
+        if let Ok(Some(s)) = child.try_wait() {
+            break Some(s);
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let (out, err) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
+    match status {
+        Some(s) => Ok((out, err, s.success())),
+        None => Err(GitError {
+            message: format!("git {} took longer than {}s", args.join(" "), TIMEOUT.as_secs()),
+            hint: Some("check that the remote is reachable".into()),
+        }),
+    }
+}
+
+fn failed(what: &str, stderr: &str) -> GitError {
+    let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    GitError {
+        message: format!("{what}: {last}"),
+        hint: Some("check the remote's URL and the credentials for it".into()),
+    }
+}
+
+/// Clones `url` into `dir` (which must not exist or be empty).
+pub fn clone(url: &str, dir: &Path) -> Result<(), GitError> {
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    let _ = std::fs::create_dir_all(parent);
+    let target = dir.to_string_lossy().into_owned();
+    let (_, err, ok) = git(parent, &["clone", "--quiet", url, &target])?;
+    if ok { Ok(()) } else { Err(failed(&format!("cannot clone {url}"), &err)) }
+}
+
+/// Fetches every branch (as `refs/remotes/origin/*`) and ralph's refs (as
+/// `refs/remotes/origin-ralph/*`), dropping what the remote no longer has.
+pub fn fetch(dir: &Path) -> Result<(), GitError> {
+    let (_, err, ok) = git(
+        dir,
+        &[
+            "fetch",
+            "--quiet",
+            "--prune",
+            "--no-tags",
+            "origin",
+            "+refs/heads/*:refs/remotes/origin/*",
+            "+refs/ralph/*:refs/remotes/origin-ralph/*",
+        ],
+    )?;
+    if ok { Ok(()) } else { Err(failed("cannot fetch from the remote", &err)) }
+}
+
+/// Pushes `specs` (`<oid or ref>:<dst>`; a leading `+` forces, `:dst`
+/// deletes) and says, ref by ref, what the remote did. Without `+` a ref
+/// moves only by fast-forward and a new ref is made only where none is:
+/// the compare-and-swap claims and deliveries rely on. `Err` when the
+/// remote could not be reached at all.
+pub fn push(dir: &Path, specs: &[String]) -> Result<Vec<Pushed>, GitError> {
+    let mut args = vec!["push", "--porcelain", "origin"];
+    args.extend(specs.iter().map(String::as_str));
+    let (out, err, _) = git(dir, &args)?;
+    let pushed = parse_porcelain(&out);
+    if pushed.is_empty() {
+        return Err(failed("cannot push to the remote", &err));
+    }
+    Ok(pushed)
+}
+
+/// `git push --porcelain`: `<flag>\t<src>:<dst>\t<summary>` per ref, `!` rejected.
+fn parse_porcelain(out: &str) -> Vec<Pushed> {
+    out.lines()
+        .filter_map(|l| {
+            let mut f = l.splitn(3, '\t');
+            let flag = f.next()?;
+            let refs = f.next()?;
+            let summary = f.next().unwrap_or("").trim();
+            let dst = refs.rsplit_once(':').map(|(_, d)| d)?.to_string();
+            let rejected = (flag == "!").then(|| summary.to_string());
+            (flag.len() == 1).then_some(Pushed { dst, rejected })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_push_says_ref_by_ref_what_the_remote_did() {
+        let out = "To /tmp/remote.git\n\
+                   *\tabc:refs/ralph/x/claims/US-1\t[new reference]\n\
+                   !\tdef:refs/heads/main\t[rejected] (non-fast-forward)\n\
+                   -\t:refs/heads/old\t[deleted]\n\
+                   Done\n";
+        assert_eq!(
+            parse_porcelain(out),
+            [
+                Pushed { dst: "refs/ralph/x/claims/US-1".into(), rejected: None },
+                Pushed {
+                    dst: "refs/heads/main".into(),
+                    rejected: Some("[rejected] (non-fast-forward)".into())
+                },
+                Pushed { dst: "refs/heads/old".into(), rejected: None },
+            ]
+        );
+        assert!(parse_porcelain("fatal: could not read from remote\n").is_empty());
+    }
+}

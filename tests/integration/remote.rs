@@ -1,0 +1,275 @@
+//! `ralph worker --remote`: several worker processes, each in its own
+//! clone, with a bare repository standing in for the remote. Real git,
+//! real processes: what a cluster would run, without the cluster.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::harness::*;
+
+fn stories(n: usize) -> String {
+    let s: Vec<String> = (1..=n)
+        .map(|i| {
+            format!(r#"{{"id":"US-{i:03}","title":"Story {i}","priority":{i},"passes":false}}"#)
+        })
+        .collect();
+    format!(r#"{{"project":"Shared","branchName":"ralph/shared","userStories":[{}]}}"#, s.join(","))
+}
+
+/// A project pushed to a bare repository: the shared remote.
+struct Shared {
+    p: Project,
+}
+
+impl Shared {
+    fn new(prd: &str) -> Shared {
+        let p = Project::with_prd(prd);
+        let bare = p.tmp.path().join("remote.git");
+        let out = Command::new("git")
+            .args(["clone", "-q", "--bare"])
+            .arg(p.dir())
+            .arg(&bare)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        Shared { p }
+    }
+
+    fn remote(&self) -> PathBuf {
+        self.p.tmp.path().join("remote.git")
+    }
+
+    fn clone_dir(&self, i: usize) -> PathBuf {
+        self.p.tmp.path().join(format!("w{i}"))
+    }
+
+    fn worker(&self, i: usize, extra: &[&str]) -> Child {
+        self.p
+            .ralph()
+            .args(["worker", "--remote"])
+            .arg(self.remote())
+            .arg("--dir")
+            .arg(self.clone_dir(i))
+            .args(["--id", &format!("w{i}"), "--lease", "3s", "--gate", "test -d src", "40"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git").arg("-C").arg(self.remote()).args(args).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The delivered stories, one `feat:` commit each, on the remote's run branch.
+    fn delivered(&self) -> Vec<String> {
+        self.git(&["log", "--format=%s", "ralph/shared"])
+            .lines()
+            .filter(|l| l.starts_with("feat: "))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// prd.json as the remote's run branch has it: every story passing?
+    fn all_pass(&self, n: usize) -> bool {
+        let text = self.git(&["show", "ralph/shared:prd.json"]);
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        let list = v["userStories"].as_array().cloned().unwrap_or_default();
+        list.len() == n && list.iter().all(|s| s["passes"] == true)
+    }
+}
+
+/// Each agent run: (story, the clone it ran in).
+fn runs(p: &Project) -> Vec<(String, String)> {
+    std::fs::read_to_string(p.agent_dir().join("runs.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let f = |k: &str| {
+                l.split_whitespace().find_map(|w| w.strip_prefix(k)).unwrap_or("").to_string()
+            };
+            (f("story="), f("cwd="))
+        })
+        .collect()
+}
+
+fn finish(children: Vec<Child>) -> Vec<Run> {
+    children.into_iter().map(|c| to_run(c.wait_with_output().unwrap())).collect()
+}
+
+fn assert_clean_remote(s: &Shared) {
+    let refs = s.git(&["for-each-ref", "--format=%(refname)"]);
+    assert!(!refs.contains("refs/ralph/ralph-shared/claims/"), "claims left: {refs}");
+    assert!(!refs.contains("--US-"), "story branches left: {refs}");
+}
+
+#[test]
+fn four_workers_finish_a_twelve_story_prd_each_story_worked_and_delivered_once() {
+    let s = Shared::new(&stories(12));
+    // The first four wait for each other: four deliveries race for the tip.
+    let mut script = String::new();
+    for i in 1..=4 {
+        script.push_str(&format!("[story US-{i:03}]\ntouch-shared s{i}\n"));
+        for j in (1..=4).filter(|j| *j != i) {
+            script.push_str(&format!("wait-shared s{j} 60\n"));
+        }
+        script.push_str("implement\n");
+    }
+    script.push_str("[run *]\nimplement\n");
+    s.p.script(&script);
+    let children: Vec<Child> = (1..=4).map(|i| s.worker(i, &[])).collect();
+    for (i, r) in finish(children).iter().enumerate() {
+        assert_eq!(r.code, code(exit::COMPLETE), "worker {}: {r:?}", i + 1);
+    }
+    assert!(s.all_pass(12));
+    let mut delivered = s.delivered();
+    assert_eq!(delivered.len(), 12, "{delivered:?}");
+    delivered.sort();
+    delivered.dedup();
+    assert_eq!(delivered.len(), 12, "a story delivered twice");
+    // No story was worked twice, and the work was shared out.
+    let runs = runs(&s.p);
+    let mut worked: Vec<&str> = runs.iter().map(|(st, _)| st.as_str()).collect();
+    worked.sort();
+    let n = worked.len();
+    worked.dedup();
+    assert_eq!((n, worked.len()), (12, 12), "{runs:?}");
+    let clones: std::collections::BTreeSet<String> = runs
+        .iter()
+        .filter_map(|(_, cwd)| {
+            cwd.split('/').find(|c| c.starts_with('w') && c.len() == 2).map(str::to_string)
+        })
+        .collect();
+    assert!(clones.len() >= 4, "the four racing stories ran in four clones: {runs:?}");
+    // History stays one line of stories: each delivery on the tip it was gated on.
+    let merges = s.git(&["rev-list", "--merges", "ralph/shared"]);
+    assert!(merges.trim().is_empty(), "{merges}");
+    assert_clean_remote(&s);
+}
+
+fn pid_of_worker_running(p: &Project, story: &str) -> Option<String> {
+    runs(p).into_iter().find(|(s, _)| s == story).and_then(|(_, cwd)| {
+        cwd.split('/').find(|c| c.starts_with('w') && c.len() == 2).map(str::to_string)
+    })
+}
+
+#[test]
+fn a_killed_workers_story_is_taken_over_from_its_pushed_branch_after_the_lease() {
+    let s = Shared::new(&stories(4));
+    // US-001's first turn leaves work on its branch; its second hangs, and
+    // its worker is killed there; whoever takes it over finds the work.
+    s.p.script(
+        "[story US-001 1]\nwrite partial.txt first turn\ncommit wip {id}\n\
+         [story US-001 2]\ntouch-shared hanging\nsleep 120\n\
+         [story US-001 3]\ncat partial.txt\nimplement\n\
+         [run *]\nsleep 0.5\nimplement\n",
+    );
+    let mut children: Vec<Option<Child>> = (1..=3).map(|i| Some(s.worker(i, &[]))).collect();
+    assert!(eventually(Duration::from_secs(60), || s.p.agent_dir().join("hanging").exists()));
+    let clone = pid_of_worker_running(&s.p, "US-001").expect("US-001 ran");
+    let i: usize = clone[1..].parse().unwrap();
+    let mut victim = children[i - 1].take().unwrap();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(victim.id() as i32, libc::SIGKILL) };
+    let _ = victim.wait();
+    let rest: Vec<Child> = children.into_iter().flatten().collect();
+    for r in finish(rest) {
+        assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    }
+    assert!(s.all_pass(4));
+    assert_eq!(s.delivered().len(), 4, "{:?}", s.delivered());
+    // The taker started from the pushed branch: the first turn's file is delivered.
+    assert_eq!(s.git(&["show", "ralph/shared:partial.txt"]).trim(), "first turn");
+    let us1: Vec<String> =
+        runs(&s.p).into_iter().filter(|(st, _)| st == "US-001").map(|(_, c)| c).collect();
+    assert_eq!(us1.len(), 3, "{us1:?}");
+    assert!(
+        !us1[2].contains(&format!("/{clone}/")),
+        "taken over by the dead worker's clone? {us1:?}"
+    );
+    assert_clean_remote(&s);
+}
+
+#[test]
+fn a_remote_that_cannot_be_reached_for_a_while_is_retried_and_nothing_is_lost() {
+    let s = Shared::new(&stories(4));
+    s.p.script("[run *]\ntouch-shared started-{id}\nsleep 1\nimplement\n");
+    let children: Vec<Child> = (1..=2).map(|i| s.worker(i, &[])).collect();
+    let started = |p: &Project| {
+        std::fs::read_dir(p.agent_dir()).is_ok_and(|d| {
+            d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("started-"))
+        })
+    };
+    assert!(eventually(Duration::from_secs(60), || started(&s.p)));
+    // The remote goes away for a few seconds, mid-run.
+    let away = s.p.tmp.path().join("remote.away");
+    std::fs::rename(s.remote(), &away).unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    std::fs::rename(&away, s.remote()).unwrap();
+    let results = finish(children);
+    for r in &results {
+        assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    }
+    assert!(
+        results.iter().any(|r| r.stdout.contains("the remote cannot be reached")),
+        "{results:?}"
+    );
+    assert!(s.all_pass(4));
+    let mut d = s.delivered();
+    d.sort();
+    d.dedup();
+    assert_eq!(d.len(), 4);
+    assert_eq!(s.delivered().len(), 4);
+    assert_clean_remote(&s);
+}
+
+#[test]
+fn a_usage_limit_one_worker_meets_keeps_the_others_from_calling_the_agent() {
+    let s = Shared::new(&stories(5));
+    s.p.script(
+        "[story US-001 1]\nusage-limit 6\n\
+         [run *]\nsleep 2\nimplement\nclaude-result done\n",
+    );
+    let children: Vec<Child> = (1..=3)
+        .map(|i| {
+            s.p.ralph()
+                .args(["worker", "--remote"])
+                .arg(s.remote())
+                .arg("--dir")
+                .arg(s.clone_dir(i))
+                .args(["--id", &format!("w{i}"), "--lease", "20s", "40"])
+                .env("RALPH_AGENT_FORMAT", "claude")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for r in finish(children) {
+        assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    }
+    assert!(s.all_pass(5));
+    let log = std::fs::read_to_string(s.p.agent_dir().join("runs.log")).unwrap();
+    let at = |l: &str| -> u128 {
+        l.split_whitespace()
+            .find_map(|w| w.strip_prefix("at="))
+            .and_then(|v| v.parse().ok())
+            .unwrap()
+    };
+    let limited = log.lines().find(|l| l.contains("story=US-001")).map(at).unwrap();
+    let reset = limited + 6000;
+    // Runs already at work when the limit was met go on; no agent starts
+    // after the others learnt of it (a fetch, within about a second) until
+    // the reset.
+    for l in log.lines() {
+        let t = at(l);
+        if t > limited + 2500 {
+            assert!(t + 1000 >= reset, "an agent started at {t}, before the reset at {reset}: {l}");
+        }
+    }
+    let state = s.git(&["log", "-1", "--format=%B", "refs/ralph/ralph-shared/state"]);
+    assert!(state.contains("usage_limit_until"), "{state}");
+}
