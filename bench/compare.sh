@@ -19,7 +19,7 @@ trap 'rm -f "$out" "$log"' EXIT
 
 echo "building and running the benches (details: cargo bench)…" >&2
 if ! RALPH_BENCH_OUT="$out" cargo bench --locked --bench iteration --bench analyze \
-    --bench commands --bench parallel >"$log" 2>&1; then
+    --bench commands --bench parallel --bench remote >"$log" 2>&1; then
     cat "$log" >&2
     exit 1
 fi
@@ -75,6 +75,9 @@ rows+=(
     "the same, --jobs 4|parallel.jobs4_s|%.2f s|||"
     "--jobs 4 against the ideal (4.4 s)|parallel.ratio|%.2f x|<= 1.2 x||"
     "ralph's own work per merged story|parallel.merge_ms|%.1f ms|<= 20 ms||"
+    "ralph worker --remote: 12 stories, 4 workers|remote.wall_s|%.2f s|||"
+    "  against the ideal (6 s)|remote.ratio|%.2f x|<= 1.3 x||"
+    "  delivery per story, no gate|remote.deliver_ms|%.0f ms|<= 150 ms||"
 )
 
 line() { printf '| %-46s | %-30s | %-13s | %-9s | %-18s |\n' "$@"; }

@@ -6,6 +6,7 @@ mod claude_loop;
 mod claude_stub;
 mod cli;
 mod core_loop;
+mod deploy;
 mod faults;
 mod fuzz_replay;
 mod harness;

@@ -64,8 +64,7 @@ impl Run<'_> {
                 pool.save_board(&self.paths.store);
                 pool.remove_worktree(&self.repo, &q.story, true);
                 if let Some(r) = pool.remote.as_mut() {
-                    let _ = r.release(&q.story);
-                    let _ = r.delete_branch(&q.branch);
+                    let _ = r.release(&q.story, &q.branch);
                 }
                 if self.gate.is_some() {
                     self.state.note_verified(&q.story, true);
@@ -124,8 +123,7 @@ impl Run<'_> {
                 pool.save_board(&self.paths.store);
                 pool.remove_worktree(&self.repo, &q.story, true);
                 if let Some(r) = pool.remote.as_mut() {
-                    let _ = r.release(&q.story);
-                    let _ = r.delete_branch(&q.branch);
+                    let _ = r.release(&q.story, &q.branch);
                 }
                 self.notice(format!(
                     "{} passes on the run branch already: not merged again",

@@ -386,8 +386,11 @@ impl Run<'_> {
             message: said,
         });
         if let Some(r) = pool.remote.as_mut() {
-            // A takeover starts from what this turn left on the branch.
-            let _ = r.push_branch(&slot.branch);
+            // A takeover starts from what this turn left on the branch (a
+            // story about to be delivered needs no takeover).
+            if turn != Turn::Passed {
+                let _ = r.push_branch(&slot.branch);
+            }
             if let Turn::GiveUp(_) = turn {
                 let _ = r.claim(&self.repo, &slot.story, Some(message.clone()));
             }

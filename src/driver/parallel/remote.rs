@@ -212,10 +212,16 @@ impl Remote {
             .collect()
     }
 
-    /// Drops our claim once the story is delivered.
-    pub(super) fn release(&mut self, story: &str) -> Result<(), Unreachable> {
-        let dst = self.claim_ref(story);
-        self.push_one(&format!(":{dst}"))?;
+    /// Drops our claim and the story's branch once it is delivered (one push).
+    pub(super) fn release(&mut self, story: &str, branch: &str) -> Result<(), Unreachable> {
+        let specs = [format!(":{}", self.claim_ref(story)), format!(":refs/heads/{branch}")];
+        match remote::push(&self.dir, &specs) {
+            Ok(_) => self.failures = 0,
+            Err(e) => {
+                self.failed();
+                return Err(e);
+            }
+        }
         self.claims.remove(story);
         Ok(())
     }

@@ -1,0 +1,93 @@
+//! The deployment recipes in deploy/ parse, carry the fields ralph relies
+//! on, and call `ralph worker` only with flags it has.
+
+use yaml_rust2::{Yaml, YamlLoader};
+
+use crate::harness::RALPH;
+
+fn load(path: &str) -> Yaml {
+    let text = std::fs::read_to_string(format!("{}/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    YamlLoader::load_from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}")).remove(0)
+}
+
+/// Every `--flag` of the `ralph worker` command lines in `text` is one
+/// `ralph worker --help` lists.
+fn flags_exist(text: &str) {
+    let help = std::process::Command::new(RALPH).args(["worker", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    // The command (not a name such as "ralph worker 1" in git's config).
+    let line = text
+        .split("ralph worker ")
+        .skip(1)
+        .find(|rest| rest.starts_with("--"))
+        .expect("a ralph worker command");
+    let used: Vec<&str> = line
+        .split_whitespace()
+        .take_while(|w| !w.starts_with('#'))
+        .filter(|w| w.starts_with("--"))
+        .collect();
+    assert!(used.contains(&"--remote"), "{line}");
+    for flag in used {
+        assert!(help.contains(&format!("{flag} ")), "ralph worker has no {flag}");
+    }
+}
+
+#[test]
+fn the_kubernetes_job_runs_n_indexed_workers_with_their_secrets() {
+    let job = load("deploy/kubernetes/job.yaml");
+    assert_eq!(job["apiVersion"].as_str(), Some("batch/v1"));
+    assert_eq!(job["kind"].as_str(), Some("Job"));
+    let spec = &job["spec"];
+    assert_eq!(spec["completionMode"].as_str(), Some("Indexed"));
+    assert!(spec["parallelism"].as_i64().is_some_and(|n| n > 1));
+    assert_eq!(spec["parallelism"], spec["completions"]);
+    assert!(spec["backoffLimit"].as_i64().is_some());
+    let pod = &spec["template"]["spec"];
+    assert!(matches!(pod["restartPolicy"].as_str(), Some("OnFailure" | "Never")));
+    let c = &pod["containers"][0];
+    assert!(c["resources"]["requests"]["cpu"].as_str().is_some());
+    assert!(c["resources"]["requests"]["memory"].as_str().is_some());
+    let secrets: Vec<&str> = c["env"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["valueFrom"]["secretKeyRef"]["name"].as_str())
+        .collect();
+    assert!(secrets.contains(&"ralph-git") && secrets.contains(&"ralph-agent"), "{secrets:?}");
+    let args = c["args"][0].as_str().unwrap();
+    assert!(args.contains("JOB_COMPLETION_INDEX"));
+    flags_exist(args);
+}
+
+#[test]
+fn the_github_workflow_runs_a_matrix_of_workers_one_set_at_a_time() {
+    let wf = load("deploy/github-actions/ralph-workers.yml");
+    assert!(!wf["concurrency"]["group"].is_badvalue());
+    assert_eq!(wf["permissions"]["contents"].as_str(), Some("write"));
+    let job = &wf["jobs"]["worker"];
+    assert!(job["strategy"]["matrix"]["worker"].as_vec().is_some_and(|v| v.len() > 1));
+    let run: Vec<&str> =
+        job["steps"].as_vec().unwrap().iter().filter_map(|s| s["run"].as_str()).collect();
+    let worker = run.iter().find(|r| r.contains("ralph worker")).expect("a ralph worker step");
+    flags_exist(worker);
+}
+
+#[test]
+fn the_systemd_unit_restarts_a_failed_worker_and_stops_it_with_sigterm() {
+    let unit = std::fs::read_to_string(format!(
+        "{}/deploy/systemd/ralph-worker@.service",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let key = |k: &str| {
+        unit.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("no {k}"))
+    };
+    assert_eq!(key("Restart"), "on-failure");
+    assert_eq!(key("KillSignal"), "SIGTERM");
+    for section in ["[Unit]", "[Service]", "[Install]"] {
+        assert!(unit.contains(section), "{section}");
+    }
+    flags_exist(key("ExecStart"));
+}
