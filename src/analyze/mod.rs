@@ -17,6 +17,8 @@ mod claude;
 mod codex;
 mod gemini;
 mod json;
+#[cfg(test)]
+mod observed_tests;
 mod opencode;
 mod outcome;
 mod patterns;
