@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs the real codex CLI for the integration tests that drive it
-# against a local stand-in for the OpenAI Responses API
-# (tests/integration/real_codex.rs), in the style of install-claude.sh.
+# Installs the real codex and gemini CLIs for the integration tests that
+# drive them against a local stand-in for their model APIs
+# (tests/integration/real_codex.rs, real_gemini.rs), in the style of
+# install-claude.sh.
 #
 # The CLI lands in a cache folder outside the repo. The version is pinned:
 # the stand-in speaks just enough of the API for the version it was observed
@@ -9,31 +10,34 @@
 # newer CLI by surprise.
 #
 #   RALPH_TEST_CACHE     cache root (default: ~/.cache/ralph-test)
-#   RALPH_CODEX_VERSION  npm version to install instead of the pinned one
+#   RALPH_CODEX_VERSION, RALPH_GEMINI_VERSION  npm versions instead of the pinned ones
 #
-# Prints the path of the installed `codex` on stdout; everything else goes to
-# stderr. Running it again with the binary already in place is a no-op.
+# Prints `RALPH_CODEX_BIN=<path>` and `RALPH_GEMINI_BIN=<path>` lines on stdout
+# (for `export`); everything else goes to stderr. Running it again with the
+# binaries in place is a no-op.
 set -euo pipefail
 
-version="${RALPH_CODEX_VERSION:-0.171.0}"
-prefix="${RALPH_TEST_CACHE:-$HOME/.cache/ralph-test}/codex"
-bin="$prefix/node_modules/.bin/codex"
-
-installed_version() {
-    # `codex --version` prints e.g. "codex-cli 0.171.0".
-    [[ -x "$bin" ]] && "$bin" --version 2>/dev/null | awk '{print $2}'
+install() { # <name> <npm package> <version> <bin> <version field of --version>
+    local name="$1" package="$2" version="$3" bin_name="$4" field="$5"
+    local prefix="${RALPH_TEST_CACHE:-$HOME/.cache/ralph-test}/$name"
+    local bin="$prefix/node_modules/.bin/$bin_name"
+    installed() { [[ -x "$bin" ]] && "$bin" --version 2>/dev/null | awk -v f="$field" '{print $f}'; }
+    if [[ "$(installed || true)" != "$version" ]]; then
+        command -v npm >/dev/null || { echo "install-agent-clis: npm is required" >&2; return 1; }
+        mkdir -p "$prefix"
+        npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error "$package@$version" >&2
+        local got
+        got="$(installed || true)"
+        if [[ "$got" != "$version" ]]; then
+            echo "install-agent-clis: expected $name $version at $bin, found '${got:-nothing}'" >&2
+            return 1
+        fi
+    fi
+    echo "$bin"
 }
 
-if [[ "$(installed_version || true)" != "$version" ]]; then
-    command -v npm >/dev/null || { echo "install-agent-clis: npm is required" >&2; exit 1; }
-    mkdir -p "$prefix"
-    npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error \
-        "@openai/codex@$version" >&2
-    got="$(installed_version || true)"
-    if [[ "$got" != "$version" ]]; then
-        echo "install-agent-clis: expected codex $version at $bin, found '${got:-nothing}'" >&2
-        exit 1
-    fi
-fi
-
-echo "$bin"
+# `codex --version` prints "codex-cli 0.171.0"; `gemini --version` "0.61.0".
+codex="$(install codex @openai/codex "${RALPH_CODEX_VERSION:-0.171.0}" codex 2)"
+gemini="$(install gemini @google/gemini-cli "${RALPH_GEMINI_VERSION:-0.61.0}" gemini 1)"
+echo "RALPH_CODEX_BIN=$codex"
+echo "RALPH_GEMINI_BIN=$gemini"

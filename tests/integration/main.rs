@@ -15,6 +15,7 @@ mod killed;
 mod openai_stub;
 mod real_claude;
 mod real_codex;
+mod real_gemini;
 mod safe_mode;
 mod stopping;
 mod trust;

@@ -1,10 +1,19 @@
-//! A scripted stand-in for the OpenAI Responses API on loopback, for the
-//! real codex CLI (`codex exec --json`, 0.171). codex is pointed at it by a
-//! custom provider in `$CODEX_HOME/config.toml` ([`codex_config`]) and sends
-//! only `POST /v1/responses` with `stream: true`; the stub answers each one
-//! with the test's [`Reply`]: a streamed message, a streamed function call
-//! (`exec_command`, the shell tool codex offers model `gpt-5.5`), or an HTTP
-//! error with an OpenAI error body. Every request body is kept.
+//! A scripted stand-in for the model APIs of the other agent CLIs, on
+//! loopback.
+//!
+//! - OpenAI Responses, for the real codex CLI (`codex exec --json`, 0.171).
+//!   codex is pointed at it by a custom provider in `$CODEX_HOME/config.toml`
+//!   ([`codex_config`]) and sends only `POST /v1/responses` with `stream:
+//!   true`; a [`Reply::Text`] or [`Reply::Shell`] (codex's `exec_command`,
+//!   the shell tool it offers model `gpt-5.5`) is streamed as
+//!   `response.created`, `response.output_item.done`, `response.completed`.
+//! - Gemini v1beta, for the real gemini CLI (0.61): with a named model it
+//!   sends `POST /v1beta/models/<model>:streamGenerateContent?alt=sse`, and a
+//!   reply is one SSE `data:` chunk of `candidates` (a text part or a
+//!   `run_shell_command` function call). [`gemini_settings`] points it here.
+//!
+//! A [`Reply::Error`] is an HTTP error with the API's JSON error body. Every
+//! request (path and body) is kept; the script sees which API asked.
 //!
 //! `std` networking only: one thread per connection, `Connection: close`
 //! after every answer, everything released when the [`Stub`] drops.
@@ -29,18 +38,31 @@ pub enum Reply {
     Error(u16, Value),
 }
 
-/// The request bodies so far, and the number of the next request.
-type Script = dyn Fn(usize, &Value) -> Reply + Send + Sync;
+/// A request: its path (with the query) and JSON body.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub path: String,
+    pub body: Value,
+}
+
+impl Request {
+    fn is_gemini(&self) -> bool {
+        self.path.starts_with("/v1beta/")
+    }
+}
+
+/// The script: the request's number and the request, to the reply.
+type Script = dyn Fn(usize, &Request) -> Reply + Send + Sync;
 
 pub struct Stub {
     addr: SocketAddr,
-    requests: Arc<Mutex<Vec<Value>>>,
+    requests: Arc<Mutex<Vec<Request>>>,
     stopping: Arc<AtomicBool>,
     accept: Option<JoinHandle<()>>,
 }
 
 impl Stub {
-    pub fn start(script: impl Fn(usize, &Value) -> Reply + Send + Sync + 'static) -> Stub {
+    pub fn start(script: impl Fn(usize, &Request) -> Reply + Send + Sync + 'static) -> Stub {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the stub");
         let addr = listener.local_addr().expect("stub address");
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -64,12 +86,17 @@ impl Stub {
         Stub { addr, requests, stopping, accept: Some(accept) }
     }
 
-    /// `http://127.0.0.1:<port>/v1`
+    /// `http://127.0.0.1:<port>/v1`, codex's provider `base_url`.
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
     }
 
-    pub fn requests(&self) -> Vec<Value> {
+    /// `http://127.0.0.1:<port>`, gemini's `GOOGLE_GEMINI_BASE_URL`.
+    pub fn root_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn requests(&self) -> Vec<Request> {
         self.requests.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
@@ -102,15 +129,45 @@ pub fn error_body(kind: &str, message: &str) -> Value {
     json!({"error": {"message": message, "type": kind, "param": null, "code": kind}})
 }
 
-/// Whether the request carries a tool's output (the turn after a call).
-pub fn has_tool_output(body: &Value) -> bool {
-    body["input"].as_array().into_iter().flatten().any(|i| i["type"] == "function_call_output")
+/// `$GEMINI_CLI_HOME/.gemini/settings.json`: API-key auth (which keeps
+/// `GOOGLE_GEMINI_BASE_URL`) and one try per request.
+pub fn gemini_settings(gemini_home: &Path) {
+    let dir = gemini_home.join(".gemini");
+    std::fs::create_dir_all(&dir).expect("GEMINI_CLI_HOME");
+    let settings = json!({
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "general": {"maxAttempts": 1},
+    });
+    std::fs::write(dir.join("settings.json"), settings.to_string()).expect("write gemini settings");
 }
 
-fn serve(stream: TcpStream, requests: &Mutex<Vec<Value>>, script: &Script) -> std::io::Result<()> {
+/// A Google error body: `{"error": {"code", "message", "status", "details"}}`.
+pub fn google_error(code: u16, status: &str, message: &str, details: Value) -> Value {
+    json!({"error": {"code": code, "message": message, "status": status, "details": details}})
+}
+
+/// Whether the request carries a tool's output (the turn after a call):
+/// a Responses `function_call_output`, or a Gemini `functionResponse`.
+pub fn has_tool_output(request: &Request) -> bool {
+    let body = &request.body;
+    let responses = body["input"].as_array().into_iter().flatten();
+    let contents = body["contents"].as_array().into_iter().flatten();
+    responses.clone().any(|i| i["type"] == "function_call_output")
+        || contents
+            .flat_map(|c| c["parts"].as_array().into_iter().flatten())
+            .any(|p| p.get("functionResponse").is_some())
+}
+
+fn serve(
+    stream: TcpStream,
+    requests: &Mutex<Vec<Request>>,
+    script: &Script,
+) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut length = 0usize;
     let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
     loop {
         line.clear();
         if reader.read_line(&mut line)? == 0 {
@@ -129,12 +186,14 @@ fn serve(stream: TcpStream, requests: &Mutex<Vec<Value>>, script: &Script) -> st
     let mut body = vec![0; length];
     reader.read_exact(&mut body)?;
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let request = Request { path, body };
     let n = {
         let mut log = requests.lock().unwrap_or_else(|e| e.into_inner());
-        log.push(body.clone());
+        log.push(request.clone());
         log.len() - 1
     };
-    let reply = script(n, &body);
+    let reply = script(n, &request);
+    let gemini = request.is_gemini();
     let mut out = stream;
     match reply {
         Reply::Error(status, body) => {
@@ -146,6 +205,12 @@ fn serve(stream: TcpStream, requests: &Mutex<Vec<Value>>, script: &Script) -> st
                 text.len()
             )?;
         }
+        Reply::Text(text) if gemini => gemini_chunk(&mut out, json!({"text": text}))?,
+        Reply::Shell(command) if gemini => gemini_chunk(
+            &mut out,
+            json!({"functionCall": {"name": "run_shell_command",
+                "args": {"command": command, "description": "Implement the story"}}}),
+        )?,
         Reply::Text(text) => stream_items(&mut out, n, &[message_item(&text)])?,
         Reply::Shell(command) => {
             let arguments = json!({"cmd": command}).to_string();
@@ -178,6 +243,21 @@ fn stream_items(out: &mut TcpStream, n: usize, items: &[Value]) -> std::io::Resu
             event["type"].as_str().unwrap_or("")
         ));
     }
+    write!(
+        out,
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// One `streamGenerateContent?alt=sse` answer: a single chunk with `part`.
+fn gemini_chunk(out: &mut TcpStream, part: Value) -> std::io::Result<()> {
+    let chunk = json!({
+        "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 20, "totalTokenCount": 120},
+        "modelVersion": "gemini-2.5-flash",
+    });
+    let body = format!("data: {chunk}\r\n\r\n");
     write!(
         out,
         "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
