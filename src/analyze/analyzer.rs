@@ -31,7 +31,7 @@ use super::status_block::{self, Scanner};
 use super::tail::{Tail, suffix};
 use super::tool_errors::ToolErrors;
 use super::tools::ToolTally;
-use super::{PROMISE_COMPLETE, claude, codex, gemini, opencode, reset, signature, text};
+use super::{PROMISE_COMPLETE, aider, claude, codex, gemini, opencode, reset, signature, text};
 
 /// How the agent CLI formats its stdout. Config spells it in kebab case
 /// (`format = "claude"`).
@@ -384,14 +384,7 @@ impl Analyzer {
         self.plain.push(&text);
         self.plain.push("\n");
         self.scanner.line(&text);
-        if trimmed.starts_with(b"litellm.") && memchr::memmem::find(trimmed, b"Error:").is_some() {
-            self.facts.pending_api_error =
-                Some(status_block::truncate(text.trim(), 1024).to_string());
-            self.facts.api_status = litellm_status(trimmed);
-        } else if trimmed.starts_with(b"Tokens: ") {
-            // A request that got an answer: an earlier error was retried away.
-            self.facts.pending_api_error = None;
-        }
+        aider::line(&mut self.facts, trimmed);
         if text::is_error_line(trimmed) {
             let shape = signature::normalize(&String::from_utf8_lossy(trimmed));
             self.error_lines.retain(|seen| *seen != shape);
@@ -640,24 +633,6 @@ impl Analyzer {
         let start = text.rmatch_indices('\n').nth(n - 1).map_or(0, |(i, _)| i + 1);
         &text[start..]
     }
-}
-
-/// The HTTP status behind a litellm exception line (`litellm.RateLimitError:
-/// …`), except a connection error, which litellm also calls an internal
-/// server error.
-fn litellm_status(line: &[u8]) -> Option<u16> {
-    if memchr::memmem::find(line, b"Connection error").is_some() {
-        return None;
-    }
-    let name = line.strip_prefix(b"litellm.")?;
-    let name = &name[..name.iter().position(|b| *b == b':')?];
-    Some(match name {
-        b"AuthenticationError" | b"PermissionDeniedError" => 401,
-        b"RateLimitError" => 429,
-        b"InternalServerError" | b"APIError" => 500,
-        b"ServiceUnavailableError" => 503,
-        _ => return None,
-    })
 }
 
 /// A daily quota with no reset time resets at midnight Pacific time

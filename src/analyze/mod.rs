@@ -12,6 +12,7 @@
 //! completion marker. Tool output counts for one thing only: the error lines
 //! of a tool call that failed, for the error signature.
 
+mod aider;
 mod analyzer;
 mod claude;
 mod codex;
