@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs the real codex and gemini CLIs for the integration tests that
+# Installs the real codex, gemini and opencode CLIs for the integration tests that
 # drive them against a local stand-in for their model APIs
-# (tests/integration/real_codex.rs, real_gemini.rs), in the style of
+# (tests/integration/real_codex.rs, real_gemini.rs, real_opencode.rs), in the style of
 # install-claude.sh.
 #
 # The CLI lands in a cache folder outside the repo. The version is pinned:
@@ -10,9 +10,10 @@
 # newer CLI by surprise.
 #
 #   RALPH_TEST_CACHE     cache root (default: ~/.cache/ralph-test)
-#   RALPH_CODEX_VERSION, RALPH_GEMINI_VERSION  npm versions instead of the pinned ones
+#   RALPH_CODEX_VERSION, RALPH_GEMINI_VERSION, RALPH_OPENCODE_VERSION
+#                        npm versions instead of the pinned ones
 #
-# Prints `RALPH_CODEX_BIN=<path>` and `RALPH_GEMINI_BIN=<path>` lines on stdout
+# Prints `RALPH_CODEX_BIN=<path>`, `RALPH_GEMINI_BIN=…` and `RALPH_OPENCODE_BIN=…` lines on stdout
 # (for `export`); everything else goes to stderr. Running it again with the
 # binaries in place is a no-op.
 set -euo pipefail
@@ -36,8 +37,10 @@ install() { # <name> <npm package> <version> <bin> <version field of --version>
     echo "$bin"
 }
 
-# `codex --version` prints "codex-cli 0.171.0"; `gemini --version` "0.61.0".
+# `codex --version` prints "codex-cli 0.171.0"; gemini and opencode the bare version.
 codex="$(install codex @openai/codex "${RALPH_CODEX_VERSION:-0.171.0}" codex 2)"
 gemini="$(install gemini @google/gemini-cli "${RALPH_GEMINI_VERSION:-0.61.0}" gemini 1)"
+opencode="$(install opencode opencode-ai "${RALPH_OPENCODE_VERSION:-1.18.33}" opencode 1)"
 echo "RALPH_CODEX_BIN=$codex"
 echo "RALPH_GEMINI_BIN=$gemini"
+echo "RALPH_OPENCODE_BIN=$opencode"

@@ -16,6 +16,7 @@ mod openai_stub;
 mod real_claude;
 mod real_codex;
 mod real_gemini;
+mod real_opencode;
 mod safe_mode;
 mod stopping;
 mod trust;

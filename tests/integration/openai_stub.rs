@@ -12,6 +12,11 @@
 //!   reply is one SSE `data:` chunk of `candidates` (a text part or a
 //!   `run_shell_command` function call). [`gemini_settings`] points it here.
 //!
+//! - OpenAI Chat Completions, for opencode (1.18.33, `@ai-sdk/openai-compatible`
+//!   provider, [`opencode_config`]): `POST /v1/chat/completions` with `stream:
+//!   true`, answered with `chat.completion.chunk`s (content or a `bash` tool
+//!   call), a usage chunk and `[DONE]`. opencode's title request gets a text.
+//!
 //! A [`Reply::Error`] is an HTTP error with the API's JSON error body. Every
 //! request (path and body) is kept; the script sees which API asked.
 //!
@@ -48,6 +53,15 @@ pub struct Request {
 impl Request {
     fn is_gemini(&self) -> bool {
         self.path.starts_with("/v1beta/")
+    }
+
+    fn is_chat(&self) -> bool {
+        self.path.starts_with("/v1/chat/completions")
+    }
+
+    /// opencode's session-title request (no tools, a title-generator prompt).
+    pub fn is_title(&self) -> bool {
+        self.is_chat() && self.body.to_string().contains("title generator")
     }
 }
 
@@ -129,6 +143,21 @@ pub fn error_body(kind: &str, message: &str) -> Value {
     json!({"error": {"message": message, "type": kind, "param": null, "code": kind}})
 }
 
+/// An opencode config file for this stub: provider `fake` (Chat
+/// Completions), model `fake/fake-model`, key `sk-test`.
+pub fn opencode_config(path: &Path, base_url: &str) {
+    let config = json!({
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "fake",
+            "options": {"baseURL": base_url, "apiKey": "sk-test"},
+            "models": {"fake-model": {"name": "fake-model"}}}},
+        "model": "fake/fake-model",
+        "autoupdate": false,
+        "share": "disabled",
+    });
+    std::fs::write(path, config.to_string()).expect("write opencode config");
+}
+
 /// `$GEMINI_CLI_HOME/.gemini/settings.json`: API-key auth (which keeps
 /// `GOOGLE_GEMINI_BASE_URL`) and one try per request.
 pub fn gemini_settings(gemini_home: &Path) {
@@ -152,7 +181,9 @@ pub fn has_tool_output(request: &Request) -> bool {
     let body = &request.body;
     let responses = body["input"].as_array().into_iter().flatten();
     let contents = body["contents"].as_array().into_iter().flatten();
+    let messages = body["messages"].as_array().into_iter().flatten();
     responses.clone().any(|i| i["type"] == "function_call_output")
+        || messages.clone().any(|m| m["role"] == "tool")
         || contents
             .flat_map(|c| c["parts"].as_array().into_iter().flatten())
             .any(|p| p.get("functionResponse").is_some())
@@ -194,6 +225,7 @@ fn serve(
     };
     let reply = script(n, &request);
     let gemini = request.is_gemini();
+    let chat = request.is_chat();
     let mut out = stream;
     match reply {
         Reply::Error(status, body) => {
@@ -211,6 +243,16 @@ fn serve(
             json!({"functionCall": {"name": "run_shell_command",
                 "args": {"command": command, "description": "Implement the story"}}}),
         )?,
+        Reply::Text(text) if chat => {
+            chat_chunks(&mut out, json!({"role": "assistant", "content": text}), "stop")?
+        }
+        Reply::Shell(command) if chat => {
+            let arguments =
+                json!({"command": command, "description": "Implement the story"}).to_string();
+            let call = json!({"index": 0, "id": format!("call_{n}"), "type": "function",
+                "function": {"name": "bash", "arguments": arguments}});
+            chat_chunks(&mut out, json!({"role": "assistant", "tool_calls": [call]}), "tool_calls")?
+        }
         Reply::Text(text) => stream_items(&mut out, n, &[message_item(&text)])?,
         Reply::Shell(command) => {
             let arguments = json!({"cmd": command}).to_string();
@@ -258,6 +300,32 @@ fn gemini_chunk(out: &mut TcpStream, part: Value) -> std::io::Result<()> {
         "modelVersion": "gemini-2.5-flash",
     });
     let body = format!("data: {chunk}\r\n\r\n");
+    write!(
+        out,
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// One Chat Completions stream: the delta, the finish, usage, `[DONE]`.
+fn chat_chunks(out: &mut TcpStream, delta: Value, finish: &str) -> std::io::Result<()> {
+    let chunk = |choices: Value, usage: Value| {
+        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0,
+            "model": "fake-model", "choices": choices, "usage": usage})
+    };
+    let chunks = [
+        chunk(json!([{"index": 0, "delta": delta, "finish_reason": null}]), Value::Null),
+        chunk(json!([{"index": 0, "delta": {}, "finish_reason": finish}]), Value::Null),
+        chunk(
+            json!([]),
+            json!({"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}),
+        ),
+    ];
+    let mut body = String::new();
+    for c in chunks {
+        body.push_str(&format!("data: {c}\n\n"));
+    }
+    body.push_str("data: [DONE]\n\n");
     write!(
         out,
         "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
