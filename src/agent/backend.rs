@@ -59,6 +59,17 @@ impl Tool {
         }
     }
 
+    /// Files the tool writes into the project for itself, kept out of git
+    /// (`.git/info/exclude`): not work, never committed.
+    pub fn scratch_files(self) -> &'static [&'static str] {
+        match self {
+            Tool::Aider => {
+                &[".aider.chat.history.md", ".aider.input.history", ".aider.tags.cache.v4"]
+            }
+            _ => &[],
+        }
+    }
+
     /// The program a named tool runs by default.
     pub fn default_program(self) -> Option<&'static str> {
         match self {
@@ -264,12 +275,7 @@ impl Backend {
                 push(&mut args, &["-p", "--output-format", "stream-json", "--verbose"]);
                 if self.safe {
                     push(&mut args, &["--permission-mode", "acceptEdits"]);
-                    let mut allowed = self.allowed_tools.clone();
-                    for tool in gate_tools(&self.gate_commands) {
-                        if !allowed.contains(&tool) {
-                            allowed.push(tool);
-                        }
-                    }
+                    let allowed = self.safe_tools();
                     if !allowed.is_empty() {
                         push(&mut args, &["--allowedTools"]);
                         args.extend(allowed);
@@ -306,10 +312,22 @@ impl Backend {
             }
             Tool::Gemini => {
                 push(&mut args, &["--output-format", "stream-json", "--skip-trust"]);
-                push(
-                    &mut args,
-                    &[if self.safe { "--approval-mode=auto_edit" } else { "--approval-mode=yolo" }],
-                );
+                if self.safe {
+                    // Headless `auto_edit` alone takes the shell tool away
+                    // (no tests, no commit); an allow-list of command
+                    // prefixes gives it back for those commands only, and
+                    // headless gemini denies every other one.
+                    push(&mut args, &["--approval-mode=auto_edit"]);
+                    let allowed: Vec<String> = shell_prefixes(&self.safe_tools())
+                        .iter()
+                        .map(|p| format!("run_shell_command({p})"))
+                        .collect();
+                    if !allowed.is_empty() {
+                        args.push(format!("--allowed-tools={}", allowed.join(",")));
+                    }
+                } else {
+                    push(&mut args, &["--approval-mode=yolo"]);
+                }
                 if let Some(m) = model {
                     args.extend(["--model".into(), m.into()]);
                 }
@@ -342,7 +360,13 @@ impl Backend {
                 if self.safe {
                     push(&mut args, &["--no-suggest-shell-commands", "--no-detect-urls"]);
                 }
-                push(&mut args, &["--no-stream", "--no-pretty", "--no-check-update"]);
+                // `--no-gitignore`: aider would otherwise add `.aider*` to
+                // the project's .gitignore; ralph keeps its files out of
+                // git through .git/info/exclude instead.
+                push(
+                    &mut args,
+                    &["--no-stream", "--no-pretty", "--no-check-update", "--no-gitignore"],
+                );
                 push(
                     &mut args,
                     &["--no-show-release-notes", "--no-analytics", "--no-auto-commits"],
@@ -372,6 +396,16 @@ impl Backend {
             _ => {}
         }
         let mut env_set = Vec::new();
+        if self.tool == Tool::Gemini && std::env::var_os("GEMINI_CLI_NO_RELAUNCH").is_none() {
+            // gemini's launcher ignores SIGTERM and relaunches node as its
+            // child; without the relaunch ralph's stop reaches gemini itself.
+            env_set.push(("GEMINI_CLI_NO_RELAUNCH".to_string(), "true".to_string()));
+        }
+        if self.tool == Tool::Opencode && self.safe {
+            // opencode allows `bash` by default, `--auto` or not: deny it but
+            // for the allowed command prefixes (the last matching rule wins).
+            env_set.push(("OPENCODE_PERMISSION".to_string(), self.opencode_permission()));
+        }
         if self.tool == Tool::Claude && std::env::var_os("CLAUDE_CODE_MAX_RETRIES").is_none() {
             // claude retries API errors for about three minutes by default,
             // a 401 included, before it gives up; ralph backs off and
@@ -402,7 +436,7 @@ impl Backend {
         let path = which::which(program).map_err(|_| {
             let hint = match self.tool {
                 Tool::Claude => " (install it: npm install -g @anthropic-ai/claude-code)",
-                Tool::Amp => " (install it: npm install -g @sourcegraph/amp)",
+                Tool::Amp => " (install it: npm install -g @ampcode/cli)",
                 Tool::Codex => " (install it: npm install -g @openai/codex)",
                 Tool::Gemini => " (install it: npm install -g @google/gemini-cli)",
                 Tool::Opencode => " (install it: npm install -g opencode-ai)",
@@ -440,6 +474,47 @@ const WRAPPERS: &[&str] = &[
     "nice", "ionice", "timeout", "time", "command", "builtin", "busybox", "ssh", "watch", "strace",
     "script", "unbuffer", "stdbuf", "setsid", "chroot", "flock",
 ];
+
+/// The command prefixes of claude-style `Bash(git commit:*)` rules, for the
+/// CLIs whose allow-lists take plain prefixes (gemini, opencode).
+fn shell_prefixes(tools: &[String]) -> Vec<String> {
+    let mut prefixes: Vec<String> = Vec::new();
+    for tool in tools {
+        let Some(inner) = tool.strip_prefix("Bash(").and_then(|t| t.strip_suffix(')')) else {
+            continue;
+        };
+        let prefix = inner.strip_suffix(":*").unwrap_or(inner).trim();
+        if !prefix.is_empty() && !prefix.contains(',') && !prefixes.iter().any(|p| p == prefix) {
+            prefixes.push(prefix.to_string());
+        }
+    }
+    prefixes
+}
+
+impl Backend {
+    /// The tools safe mode allows: the configured ones and what the gates run.
+    fn safe_tools(&self) -> Vec<String> {
+        let mut allowed = self.allowed_tools.clone();
+        for tool in gate_tools(&self.gate_commands) {
+            if !allowed.contains(&tool) {
+                allowed.push(tool);
+            }
+        }
+        allowed
+    }
+
+    /// `OPENCODE_PERMISSION` for safe mode: `bash` denied except the allowed
+    /// prefixes, no web fetches.
+    fn opencode_permission(&self) -> String {
+        let mut bash = serde_json::Map::new();
+        bash.insert("*".into(), "deny".into());
+        for prefix in shell_prefixes(&self.safe_tools()) {
+            bash.insert(prefix.clone(), "allow".into());
+            bash.insert(format!("{prefix} *"), "allow".into());
+        }
+        serde_json::json!({ "bash": bash, "webfetch": "deny" }).to_string()
+    }
+}
 
 /// The claude rules that let it run what the gates run: `Bash(python3:*)`
 /// for `python3 -m unittest`, each command of a `sh -c` script
@@ -559,6 +634,15 @@ mod tests {
                 "gemini --output-format stream-json --skip-trust --approval-mode=yolo",
                 Stdin,
             ),
+            (
+                with(Tool::Gemini, |b| {
+                    b.safe = true;
+                    b.allowed_tools = vec!["Read".into(), "Bash(git commit:*)".into()];
+                    b.gate_commands = vec![vec!["cargo".into(), "test".into()]];
+                }),
+                "gemini --output-format stream-json --skip-trust --approval-mode=auto_edit --allowed-tools=run_shell_command(git commit),run_shell_command(cargo)",
+                Stdin,
+            ),
             (Backend::new(Tool::Opencode), "opencode run --format json --auto PROMPT", Argv),
             (
                 Backend::new(Tool::Cursor),
@@ -567,12 +651,12 @@ mod tests {
             ),
             (
                 Backend::new(Tool::Aider),
-                "aider --yes-always --no-stream --no-pretty --no-check-update --no-show-release-notes --no-analytics --no-auto-commits --message-file /p/prompt.md",
+                "aider --yes-always --no-stream --no-pretty --no-check-update --no-gitignore --no-show-release-notes --no-analytics --no-auto-commits --message-file /p/prompt.md",
                 File,
             ),
             (
                 with(Tool::Aider, |b| b.safe = true),
-                "aider --yes-always --no-suggest-shell-commands --no-detect-urls --no-stream --no-pretty --no-check-update --no-show-release-notes --no-analytics --no-auto-commits --message-file /p/prompt.md",
+                "aider --yes-always --no-suggest-shell-commands --no-detect-urls --no-stream --no-pretty --no-check-update --no-gitignore --no-show-release-notes --no-analytics --no-auto-commits --message-file /p/prompt.md",
                 File,
             ),
             (
@@ -601,6 +685,45 @@ mod tests {
             assert_eq!(got.join(" "), want);
             assert_eq!(ch, channel, "{want}");
         }
+    }
+
+    #[test]
+    fn gemini_runs_unrelaunched_and_safe_opencode_denies_bash_but_the_allowed_prefixes() {
+        let env = |b: &Backend| b.invocation("x", Path::new("/p/prompt.md")).unwrap().env_set;
+        let gemini = env(&Backend::new(Tool::Gemini));
+        if std::env::var_os("GEMINI_CLI_NO_RELAUNCH").is_none() {
+            assert!(
+                gemini.contains(&("GEMINI_CLI_NO_RELAUNCH".into(), "true".into())),
+                "{gemini:?}"
+            );
+        }
+        assert!(
+            !env(&Backend::new(Tool::Opencode)).iter().any(|(k, _)| k == "OPENCODE_PERMISSION")
+        );
+        let safe = with(Tool::Opencode, |b| {
+            b.safe = true;
+            b.allowed_tools = vec!["Read".into(), "Bash(git commit:*)".into()];
+            b.gate_commands = vec![vec!["make".into(), "check".into()]];
+        });
+        let permission = env(&safe)
+            .into_iter()
+            .find_map(|(k, v)| (k == "OPENCODE_PERMISSION").then_some(v))
+            .expect("safe opencode sets OPENCODE_PERMISSION");
+        // opencode takes the last rule that matches: the deny-all comes first.
+        assert_eq!(
+            permission,
+            r#"{"bash":{"*":"deny","git commit":"allow","git commit *":"allow","make":"allow","make *":"allow"},"webfetch":"deny"}"#
+        );
+        assert!(!argv(&safe).0.contains(&"--auto".to_string()));
+    }
+
+    #[test]
+    fn aider_keeps_its_scratch_files_out_of_git() {
+        assert_eq!(
+            Tool::Aider.scratch_files(),
+            [".aider.chat.history.md", ".aider.input.history", ".aider.tags.cache.v4"]
+        );
+        assert!(Tool::Claude.scratch_files().is_empty());
     }
 
     #[test]

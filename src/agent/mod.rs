@@ -116,6 +116,14 @@ impl Sink for OutSink {
         self.analyzer.stopping();
     }
 
+    fn is_sign_of_life(&self, chunk: &[u8]) -> bool {
+        let format = self.analyzer.format();
+        !chunk
+            .split(|b| *b == b'\n')
+            .filter(|line| !line.trim_ascii().is_empty())
+            .all(|line| format.is_waiting_notice(line))
+    }
+
     fn finish(&mut self) {
         self.lines.flush(&self.log);
         let (analyzer, display) = (&mut self.analyzer, &mut self.display);
@@ -281,6 +289,45 @@ mod tests {
         let analyzer = Analyzer::new(Format::Claude);
         let watch = Watch { show: false, on_event: &mut |_| {} };
         run(&invocation, dir.path(), &log, limits, analyzer, &redactor, watch).unwrap()
+    }
+
+    /// codex repeats its network wait for ever when the API is down: that
+    /// is no output for the idle timeout, and the run ends saying why.
+    #[test]
+    fn codex_waiting_for_the_network_is_idle_and_unreachable() {
+        let _serial = supervise::serial();
+        let dir = tempfile::tempdir().unwrap();
+        let line = r#"{"type":"error","message":"Reconnecting... waiting for network (Connection failed: error sending request)"}"#;
+        let invocation = Invocation {
+            program: "sh".into(),
+            args: vec!["-c".into(), format!("while :; do echo '{line}'; sleep 0.05; done")],
+            stdin: None,
+            env_remove: Vec::new(),
+            env_set: Vec::new(),
+            format: Format::Codex,
+        };
+        let limits = Limits {
+            timeout: Some(Duration::from_secs(90)),
+            idle: Some(Duration::from_secs(1)),
+            grace: Duration::from_secs(5),
+            deadline: None,
+            interruptible: true,
+        };
+        let redactor = crate::redact::Redactor::new(Vec::new());
+        let log = dir.path().join("iter-1.log");
+        let watch = Watch { show: false, on_event: &mut |_| {} };
+        let analyzer = Analyzer::new(Format::Codex);
+        let run = run(&invocation, dir.path(), &log, limits, analyzer, &redactor, watch).unwrap();
+        assert_eq!(run.finished.stopped, Some(StopReason::Idle));
+        assert!(run.outcome.output_lines > 0);
+        assert_eq!(
+            run.outcome.error.map(|e| e.to_string()),
+            Some(
+                "cannot reach the API: Reconnecting... waiting for network \
+                 (Connection failed: error sending request)"
+                    .into()
+            )
+        );
     }
 
     /// The live path and `ralph analyze` on the same bytes agree, down to

@@ -42,6 +42,12 @@ pub trait Sink: Send + 'static {
     /// chunk after it is what the child printed on its way out.
     fn stopping(&mut self) {}
     fn finish(&mut self) {}
+    /// Whether `chunk` shows the child is getting anywhere, for the idle
+    /// timeout. A CLI that repeats "still waiting for the network" for ever
+    /// is as idle as a silent one.
+    fn is_sign_of_life(&self, _chunk: &[u8]) -> bool {
+        true
+    }
 }
 
 /// Time limits for one child.
@@ -293,8 +299,11 @@ fn spawn_pump<R: Read + Send + 'static, S: Sink>(
             match reader.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => {
-                    activity.store(start.elapsed().as_millis() as u64, Ordering::Relaxed);
-                    if let Some(s) = sink.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                    let mut sink = sink.lock().unwrap_or_else(|p| p.into_inner());
+                    if sink.as_ref().is_none_or(|s| s.is_sign_of_life(&buf[..n])) {
+                        activity.store(start.elapsed().as_millis() as u64, Ordering::Relaxed);
+                    }
+                    if let Some(s) = sink.as_mut() {
                         s.write(&buf[..n]);
                     }
                 }

@@ -31,7 +31,7 @@ use super::status_block::{self, Scanner};
 use super::tail::{Tail, suffix};
 use super::tool_errors::ToolErrors;
 use super::tools::ToolTally;
-use super::{PROMISE_COMPLETE, claude, codex, gemini, opencode, reset, signature, text};
+use super::{PROMISE_COMPLETE, aider, claude, codex, gemini, opencode, reset, signature, text};
 
 /// How the agent CLI formats its stdout. Config spells it in kebab case
 /// (`format = "claude"`).
@@ -65,6 +65,12 @@ impl Format {
             Format::Opencode => "opencode",
             Format::Cursor => "cursor-agent",
         }
+    }
+
+    /// A whole line of output that only says the CLI is still waiting to
+    /// reach its API: no sign of life for the idle timeout.
+    pub(crate) fn is_waiting_notice(self, line: &[u8]) -> bool {
+        self == Format::Codex && codex::is_network_wait(line)
     }
 
     /// Whether a run that ends well always prints a terminal event.
@@ -144,6 +150,11 @@ pub(crate) struct Facts {
     pub(crate) terminal: Terminal,
     pub(crate) is_error: bool,
     pub(crate) api_status: Option<u16>,
+    /// The CLI said whether its API error is worth retrying (opencode's `isRetryable`).
+    pub(crate) retryable: Option<bool>,
+    /// Text format: an API error line (litellm's) that no later request
+    /// made up for; aider prints it and exits 0.
+    pub(crate) pending_api_error: Option<String>,
     /// The CLI's error messages, oldest first.
     pub(crate) error_texts: Vec<String>,
     /// Claude's synthetic assistant `error` kind (`rate_limit`, …).
@@ -174,6 +185,8 @@ impl Facts {
             terminal: Terminal::None,
             is_error: false,
             api_status: None,
+            retryable: None,
+            pending_api_error: None,
             error_texts: Vec::new(),
             assistant_error: None,
             limit: None,
@@ -371,6 +384,7 @@ impl Analyzer {
         self.plain.push(&text);
         self.plain.push("\n");
         self.scanner.line(&text);
+        aider::line(&mut self.facts, trimmed);
         if text::is_error_line(trimmed) {
             let shape = signature::normalize(&String::from_utf8_lossy(trimmed));
             self.error_lines.retain(|seen| *seen != shape);
@@ -400,6 +414,7 @@ impl Analyzer {
         self.doc.abandon();
         self.facts.flush_message_usage();
         let error = self.error(end, now);
+        let exit_status = self.status_from_exit(end);
         let facts = self.facts;
         let (final_text, parsed, test_only) = if self.format == Format::Text {
             let test_only = self.text_tests && !self.text_edits;
@@ -431,7 +446,7 @@ impl Analyzer {
             tokens: facts.tokens.or(facts.streamed_tokens),
             turns: facts.turns,
             is_error: facts.is_error,
-            api_error_status: facts.api_status,
+            api_error_status: facts.api_status.or(exit_status),
             error,
             permission_denials: facts.permission_denials,
             error_signature,
@@ -456,15 +471,30 @@ impl Analyzer {
             Terminal::Failed => {}
             Terminal::None => {
                 if let Some(reason) = end.stopped {
-                    return Some(AgentError::Stopped { reason });
+                    return Some(self.unreachable().unwrap_or(AgentError::Stopped { reason }));
                 }
                 let clean_exit = end.exit_code == Some(0) && end.signal.is_none();
                 if clean_exit && !self.format.needs_terminal() {
-                    return None;
+                    // aider exits 0 after an API error it gave up on.
+                    return self.facts.pending_api_error.is_some().then(|| self.classify(end, now));
                 }
             }
         }
         Some(self.classify(end, now))
+    }
+
+    /// A run ralph stopped (idle, timeout) whose CLI was still trying to
+    /// reach its API when it was stopped: codex's network wait, opencode's
+    /// silence from the start. That, not the timeout, is what to say.
+    fn unreachable(&self) -> Option<AgentError> {
+        if self.format == Format::Opencode && self.output_bytes == 0 {
+            return Some(AgentError::Unreachable {
+                message: "opencode printed nothing at all".into(),
+            });
+        }
+        let newest = self.facts.error_texts.last()?;
+        let line = self.patterns.matches(PatternKind::Unreachable, newest)?;
+        Some(AgentError::Unreachable { message: line.to_string() })
     }
 
     /// Older claude builds printed a usage limit as a plain result; a short
@@ -483,9 +513,9 @@ impl Analyzer {
         let facts = &self.facts;
         let stray = self.plain_tail_lines(20);
         let texts: Vec<&str> = facts
-            .error_texts
+            .pending_api_error
             .iter()
-            .rev()
+            .chain(facts.error_texts.iter().rev())
             .map(String::as_str)
             .chain([end.stderr_tail.as_str(), stray])
             .filter(|text| !text.trim().is_empty())
@@ -505,10 +535,11 @@ impl Analyzer {
                 message,
             };
         }
-        let status_kind = match (facts.api_status, facts.assistant_error.as_deref()) {
+        let status = facts.api_status.or_else(|| self.status_from_exit(end));
+        let status_kind = match (status, facts.assistant_error.as_deref()) {
             (Some(401), _) | (_, Some("authentication_failed")) => Some(PatternKind::Auth),
             (Some(429), _) | (_, Some("rate_limit")) => Some(PatternKind::RateLimit),
-            (Some(529 | 503), _) => Some(PatternKind::Overload),
+            (Some(500..=599), _) => Some(PatternKind::Overload),
             (_, Some("billing_error")) => Some(PatternKind::Billing),
             _ if self.format == Format::Gemini && end.exit_code == Some(41) => {
                 Some(PatternKind::Auth)
@@ -516,19 +547,34 @@ impl Analyzer {
             _ => None,
         };
         if let Some(kind) = status_kind {
-            // A 429 is a usage limit when its text says so.
-            if kind == PatternKind::RateLimit
-                && let Some(line) = usage_text()
-            {
-                return AgentError::UsageLimit {
-                    resets_at: reset_in_texts(),
-                    message: line.to_string(),
-                };
+            if kind == PatternKind::RateLimit {
+                // A 429 is a usage limit when its text says so; one that
+                // says when to retry is waited out until then; one that
+                // says the account is out of quota stops the run.
+                if let Some(line) = usage_text() {
+                    return AgentError::UsageLimit {
+                        resets_at: reset_in_texts().or_else(|| daily_reset(line, now)),
+                        message: line.to_string(),
+                    };
+                }
+                if let Some((at, text)) =
+                    texts.iter().find_map(|t| reset::retry_in(t, now).map(|at| (at, *t)))
+                {
+                    return AgentError::UsageLimit {
+                        resets_at: Some(at),
+                        message: first_line(text),
+                    };
+                }
+                if let Some(line) =
+                    texts.iter().find_map(|t| self.patterns.matches(PatternKind::Billing, t))
+                {
+                    return AgentError::Billing { message: line.to_string() };
+                }
             }
-            let message = texts.iter().find_map(|t| self.patterns.matches(kind, t)).map_or_else(
-                || first(format!("HTTP {}", facts.api_status.unwrap_or(0))),
-                str::to_string,
-            );
+            let message = texts
+                .iter()
+                .find_map(|t| self.patterns.matches(kind, t))
+                .map_or_else(|| first(format!("HTTP {}", status.unwrap_or(0))), str::to_string);
             return error_of(kind, message, None);
         }
         // ralph's own stops are `Stopped` already: this signal came from
@@ -538,9 +584,17 @@ impl Analyzer {
         }
         for text in &texts {
             if let Some((kind, line)) = self.patterns.classify(text) {
-                let resets_at = (kind == PatternKind::UsageLimit).then(reset_in_texts).flatten();
+                let resets_at = (kind == PatternKind::UsageLimit)
+                    .then(|| reset_in_texts().or_else(|| daily_reset(line, now)))
+                    .flatten();
                 return error_of(kind, line.to_string(), resets_at);
             }
+        }
+        // A provider that called its own error retryable (opencode's
+        // `isRetryable`) is backed off from, not counted as a failure.
+        if facts.retryable == Some(true) {
+            let message = first("the API failed (retryable)".to_string());
+            return AgentError::Overloaded { message };
         }
         // An error line says most; then that an expected result is missing;
         // then whatever was printed last; then how the process ended.
@@ -564,12 +618,27 @@ impl Analyzer {
         AgentError::Failed { exit_code: end.exit_code, message }
     }
 
+    /// The HTTP status an exit code stands for: Gemini CLI exits with the
+    /// status of the API error mod 256 (401 → 145, 429 → 173, 500 → 244).
+    fn status_from_exit(&self, end: &ProcessEnd) -> Option<u16> {
+        match (self.format, end.exit_code) {
+            (Format::Gemini, Some(code @ 144..=255)) => u16::try_from(code + 256).ok(),
+            _ => None,
+        }
+    }
+
     /// The last `n` lines of the plain tail.
     fn plain_tail_lines(&self, n: usize) -> &str {
         let text = self.plain.as_str().trim_end();
         let start = text.rmatch_indices('\n').nth(n - 1).map_or(0, |(i, _)| i + 1);
         &text[start..]
     }
+}
+
+/// A daily quota with no reset time resets at midnight Pacific time
+/// (Google's documented rule for the Gemini API).
+fn daily_reset(line: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    line.to_ascii_lowercase().contains("daily quota").then(|| reset::next_pacific_midnight(now))?
 }
 
 fn error_of(kind: PatternKind, message: String, resets_at: Option<DateTime<Utc>>) -> AgentError {

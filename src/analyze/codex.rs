@@ -8,6 +8,13 @@
 //! cost and no turn count. A command that failed (`status: failed`, a
 //! non-zero `exit_code`) has its `aggregated_output` read for error lines;
 //! other commands' output is skipped unread.
+//!
+//! Only `turn.failed` ends a turn badly. An `error` event is a notice:
+//! `Reconnecting... 2/5 (…)` announces a retry, and `Reconnecting... waiting
+//! for network (…)` repeats for as long as the API cannot be reached, which
+//! codex 0.171 never stops doing ([`is_network_wait`] keeps those lines from
+//! counting as activity for the idle timeout). The notices are kept as
+//! error texts, for a run that ends without `turn.failed`.
 
 use serde::Deserialize;
 
@@ -85,6 +92,8 @@ struct Message<'a> {
 struct Usage {
     input_tokens: Num,
     cached_input_tokens: Num,
+    /// Since 0.171; like the cached part, counted inside `input_tokens`.
+    cache_write_input_tokens: Num,
     output_tokens: Num,
 }
 
@@ -121,11 +130,12 @@ pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
             facts.terminal = Terminal::Ok;
             if let Some(usage) = &e.usage.0 {
                 let cached = usage.cached_input_tokens.u64();
+                let written = usage.cache_write_input_tokens.u64();
                 facts.add_tokens(Tokens {
-                    input: usage.input_tokens.u64().saturating_sub(cached),
+                    input: usage.input_tokens.u64().saturating_sub(cached).saturating_sub(written),
                     output: usage.output_tokens.u64(),
                     cache_read: cached,
-                    cache_write: 0,
+                    cache_write: written,
                 });
             }
         }
@@ -135,11 +145,9 @@ pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
             let message = e.error.0.as_ref().and_then(|m| m.message.text());
             facts.error_text(message.unwrap_or("turn failed"));
         }
-        Some("error") => {
-            facts.terminal = Terminal::Failed;
-            facts.is_error = true;
-            facts.error_text(e.message.str().unwrap_or("error"));
-        }
+        // A notice, not the end: a retry, the network wait, a model
+        // warning. `turn.failed` follows when codex gives up.
+        Some("error") => facts.error_text(e.message.str().unwrap_or("error")),
         Some("request_user_input") => facts.asked_user = true,
         _ => {}
     }
@@ -179,4 +187,13 @@ fn unwrap_shell(command: &str) -> &str {
         }
     }
     command
+}
+
+/// A line of codex's `--json` output that only says it is still waiting
+/// for the network (`Reconnecting... waiting for network (…)`): codex prints
+/// it for ever while the API is unreachable, so it is no sign of life.
+pub(crate) fn is_network_wait(line: &[u8]) -> bool {
+    let line = line.trim_ascii();
+    line.starts_with(br#"{"type":"error""#)
+        && memchr::memmem::find(line, b"Reconnecting... waiting for network").is_some()
 }

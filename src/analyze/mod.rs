@@ -12,11 +12,14 @@
 //! completion marker. Tool output counts for one thing only: the error lines
 //! of a tool call that failed, for the error signature.
 
+mod aider;
 mod analyzer;
 mod claude;
 mod codex;
 mod gemini;
 mod json;
+#[cfg(test)]
+mod observed_tests;
 mod opencode;
 mod outcome;
 mod patterns;

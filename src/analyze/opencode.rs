@@ -10,6 +10,11 @@
 //! `state.metadata.exit` is not 0, which opencode still calls `completed`)
 //! has its output and error read for error lines; other calls' output is
 //! skipped unread.
+//!
+//! An API error (`APIError`) carries the HTTP status, whether the provider
+//! thinks a retry may help (`isRetryable`) and its raw `responseBody`, which
+//! is where a usage limit is told from a rate limit: opencode's own message
+//! is the body's text verbatim.
 
 use serde::Deserialize;
 
@@ -151,6 +156,12 @@ struct ErrorData<'a> {
     message: Any<'a>,
     #[serde(rename = "statusCode")]
     status_code: Num,
+    #[serde(rename = "isRetryable")]
+    is_retryable: Any<'a>,
+    /// The provider's raw body: the only place a usage limit
+    /// (`usage_limit_reached`, `resets_at`) or `insufficient_quota` shows.
+    #[serde(borrow, rename = "responseBody")]
+    response_body: Any<'a>,
 }
 
 pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
@@ -209,6 +220,10 @@ pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
                 data.and_then(|d| d.status_code.0).filter(|s| (400.0..600.0).contains(s))
             {
                 facts.api_status = Some(status as u16);
+            }
+            facts.retryable = data.and_then(|d| d.is_retryable.bool());
+            if let Some(body) = data.and_then(|d| d.response_body.text()) {
+                facts.error_text(body);
             }
             let name = error.and_then(|e| e.name.text());
             let message = data

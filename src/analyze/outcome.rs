@@ -70,7 +70,7 @@ impl std::fmt::Display for AgentError {
             AgentError::UsageLimit { message, .. } => write!(f, "usage limit: {message}"),
             AgentError::RateLimited { message } => write!(f, "rate limited: {message}"),
             AgentError::Overloaded { message } => write!(f, "overloaded: {message}"),
-            AgentError::Unreachable { message } => write!(f, "API unreachable: {message}"),
+            AgentError::Unreachable { message } => write!(f, "cannot reach the API: {message}"),
             AgentError::Failed { exit_code, message } => {
                 match exit_code {
                     Some(c) => write!(f, "exit {c}")?,

@@ -147,6 +147,8 @@ const BUILTIN: [(PatternKind, &[&str]); 6] = [
             // rendering "Claude usage limit reached. Your limit will reset at…".
             r"(?i)usage limit reached",
             r"(?i)\busage_limit_reached\b",
+            // OpenAI-compatible providers' body text, as opencode and aider show it.
+            r"(?i)usage limit has been reached",
             // Gemini daily quotas.
             r"(?i)exhausted your daily quota",
             r"(?i)quota exceeded for quota metric[^\n]*per ?day",
@@ -163,6 +165,9 @@ const BUILTIN: [(PatternKind, &[&str]); 6] = [
             r"(?i)\bout of credits\b",
             r"(?i)insufficient (?:credits|funds|balance|quota)",
             r"(?i)\binsufficient_quota\b",
+            // OpenAI's insufficient_quota text (Google words its per-minute
+            // limit the same way, but says when to retry, which is read first).
+            r"(?i)exceeded your current quota, please check your plan and billing",
         ],
     ),
     (
@@ -183,6 +188,13 @@ const BUILTIN: [(PatternKind, &[&str]); 6] = [
             r"(?i)not able to authenticate you",
             r"(?i)authentication required|login required|please (?:log|sign) ?in\b",
             r"\bProviderAuthError\b",
+            // codex without its provider's key variable: "Missing environment
+            // variable: `FAKE_OPENAI_KEY`."
+            r"(?i)missing environment variable: `",
+            // aider and litellm.
+            r"\blitellm\.AuthenticationError\b",
+            // amp with no key: its browser login flow, headless.
+            r"(?i)no api key found\. starting login flow|\blogin failed: ",
         ],
     ),
     (
@@ -208,6 +220,8 @@ const BUILTIN: [(PatternKind, &[&str]); 6] = [
             r"(?i)experiencing high demand",
             r"(?i)\bMODEL_CAPACITY_EXHAUSTED\b",
             r"(?i)servers are down",
+            // codex on a 503 `server_is_overloaded`.
+            r"(?i)selected model is at capacity",
         ],
     ),
     (
@@ -219,6 +233,9 @@ const BUILTIN: [(PatternKind, &[&str]); 6] = [
             r"(?i)network is unreachable|could not resolve host",
             r"(?i)error sending request|failed to connect|fetch failed",
             r"(?i)stream disconnected before completion",
+            r"(?i)reconnecting\.\.\. waiting for network",
+            // litellm: "OpenAIException - Connection error."
+            r"(?i)\bconnection error\b|\bAPIConnectionError\b",
         ],
     ),
 ];
@@ -336,6 +353,23 @@ mod tests {
                 Some(Overload),
             ),
             ("API Error: Unable to connect to API (ConnectionRefused)", Some(Unreachable)),
+            // Observed (agent-clis-observed.md).
+            ("Selected model is at capacity. Please try a different model.", Some(Overload)),
+            ("Missing environment variable: `FAKE_OPENAI_KEY`.", Some(Auth)),
+            (
+                "Reconnecting... waiting for network (Connection failed: error sending request)",
+                Some(Unreachable),
+            ),
+            ("No API key found. Starting login flow...", Some(Auth)),
+            (
+                "Login failed: That code looks incomplete. Copy the full code from the browser and try again.",
+                Some(Auth),
+            ),
+            (
+                "litellm.InternalServerError: InternalServerError: OpenAIException - Connection error.",
+                Some(Unreachable),
+            ),
+            ("The usage limit has been reached", Some(UsageLimit)),
             ("error[E0308]: mismatched types", None),
             ("I added a rate limiter and documented the usage limits.", None),
         ];

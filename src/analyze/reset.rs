@@ -6,7 +6,12 @@
 //! - `Claude AI usage limit reached|1749924000` (epoch seconds, older Claude);
 //! - `resets 5pm (Europe/Vilnius)`, `resets 11:29am (UTC)`,
 //!   `resets Dec 4, 8:03pm (Europe/Vilnius)`, `will reset at 3pm (America/Bogota)`;
-//! - Codex `try again at 3:39 AM` and `try again at Mar 10th, 2026 3:39 AM`.
+//! - Codex `try again at 3:39 AM` and `try again at Mar 10th, 2026 3:39 AM`;
+//! - a raw OpenAI-style error body (opencode's `responseBody`):
+//!   `"resets_at": 1796240000` or `"resets_in_seconds": 3600`.
+//!
+//! [`retry_in`] reads a rate limit's `Please retry in 20s` (Gemini, OpenAI),
+//! and [`next_pacific_midnight`] is when a Gemini daily quota resets.
 //!
 //! A time with no zone is in the agent machine's zone ([`Zone`]). A time
 //! without a full date is the next such time after `now`, allowing an hour
@@ -51,10 +56,28 @@ static TIME: LazyLock<Regex> = LazyLock::new(|| {
     .expect("reset time regex")
 });
 
+static BODY_EPOCH: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r#""resets_at"\s*:\s*(\d{9,13})\b"#).expect("body epoch regex"));
+
+static BODY_SECONDS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#""resets_in_seconds"\s*:\s*(\d{1,9})\b"#).expect("body seconds regex")
+});
+
+static RETRY_IN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:retry|try again)\s+(?:in|after)\s+(\d{1,6}(?:\.\d+)?)\s*(ms|s|sec|seconds?|m|min|minutes?)\b")
+        .expect("retry-in regex")
+});
+
 /// The reset time written in `text`, if any.
 pub(crate) fn from_text(text: &str, local: Zone, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     if let Some(epoch) = EPOCH.captures(text).and_then(|c| c[1].parse::<f64>().ok()) {
         return from_epoch(epoch);
+    }
+    if let Some(epoch) = BODY_EPOCH.captures(text).and_then(|c| c[1].parse::<f64>().ok()) {
+        return from_epoch(epoch);
+    }
+    if let Some(seconds) = BODY_SECONDS.captures(text).and_then(|c| c[1].parse::<i64>().ok()) {
+        return Some(now + Duration::seconds(seconds));
     }
     TIME.captures_iter(text).find_map(|caps| {
         let hour: u32 = caps["hour"].parse().ok()?;
@@ -90,6 +113,27 @@ pub(crate) fn from_text(text: &str, local: Zone, now: DateTime<Utc>) -> Option<D
             }
         }
     })
+}
+
+/// When a rate limit says to come back: `Please retry in 20s.`,
+/// `Please try again in 1.5s`, `retry after 2 minutes` (rounded up to a second).
+pub(crate) fn retry_in(text: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let caps = RETRY_IN.captures(text)?;
+    let amount: f64 = caps[1].parse().ok()?;
+    let unit = caps[2].to_ascii_lowercase();
+    let seconds = match unit.as_str() {
+        "ms" => amount / 1000.0,
+        u if u.starts_with('m') => amount * 60.0,
+        _ => amount,
+    };
+    Some(now + Duration::seconds(seconds.ceil().max(1.0) as i64))
+}
+
+/// The next midnight in California, when Google resets daily quotas.
+pub(crate) fn next_pacific_midnight(now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let zone = Zone::Named(Tz::America__Los_Angeles);
+    let tomorrow = local_date(zone, now).succ_opt()?;
+    to_utc(zone, tomorrow.and_time(NaiveTime::MIN))
 }
 
 fn next_time(
@@ -241,6 +285,28 @@ mod tests {
         let now = at("2026-12-30T12:00:00Z");
         let reset = from_text("resets Jan 2, 9am (UTC)", Zone::default(), now);
         assert_eq!(reset, Some(at("2027-01-02T09:00:00Z")));
+    }
+
+    #[test]
+    fn body_fields_retry_times_and_pacific_midnight() {
+        let now = at("2026-12-02T09:00:00Z");
+        let body =
+            r#"{"error":{"type":"usage_limit_reached","plan_type":"plus","resets_at":1796240000}}"#;
+        assert_eq!(from_text(body, Zone::default(), now), from_epoch(1796240000.0));
+        let body = r#"{"error":{"type":"usage_limit_reached","resets_in_seconds": 3600}}"#;
+        assert_eq!(from_text(body, Zone::default(), now), Some(at("2026-12-02T10:00:00Z")));
+        let gemini = "[API Error: You exceeded your current quota, … Please retry in 20s.\nSuggested retry after 20s.]";
+        assert_eq!(retry_in(gemini, now), Some(at("2026-12-02T09:00:20Z")));
+        assert_eq!(retry_in("Please try again in 1.5s.", now), Some(at("2026-12-02T09:00:02Z")));
+        assert_eq!(retry_in("retry after 2 minutes", now), Some(at("2026-12-02T09:02:00Z")));
+        assert_eq!(retry_in("Rate limit reached. Try again later.", now), None);
+        // 09:00 UTC is 01:00 in Los Angeles (PST, UTC-8): the next midnight is 08:00 UTC tomorrow.
+        assert_eq!(next_pacific_midnight(now), Some(at("2026-12-03T08:00:00Z")));
+        // In summer (PDT, UTC-7).
+        assert_eq!(
+            next_pacific_midnight(at("2026-07-01T06:59:00Z")),
+            Some(at("2026-07-01T07:00:00Z"))
+        );
     }
 
     #[test]

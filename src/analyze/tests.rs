@@ -540,7 +540,8 @@ fn cases() -> Vec<Case> {
             Gemini,
             1,
             Expect {
-                error: usage_limit(None, "Error: [API Error: You have exhausted your daily quota on this model.]"),
+                // A daily quota resets at midnight Pacific: 08:00 UTC in December.
+                error: usage_limit(Some("2026-12-03T08:00:00Z"), "Error: [API Error: You have exhausted your daily quota on this model.]"),
                 session: Some(GEMINI_SESSION),
                 is_error: true,
                 ..Expect::default()
@@ -577,7 +578,10 @@ fn cases() -> Vec<Case> {
             Opencode,
             1,
             Expect {
-                error: failed(1, "APIError: Internal server error: upstream returned 500"),
+                // A 5xx is transient: backed off from, not a failed run.
+                error: Some(AgentError::Overloaded {
+                    message: "APIError: Internal server error: upstream returned 500".into(),
+                }),
                 session: Some(OPENCODE_SESSION),
                 is_error: true,
                 api_status: Some(500),
@@ -683,6 +687,8 @@ fn cases() -> Vec<Case> {
                 error: Some(AgentError::RateLimited {
                     message: "The API provider has rate limited you. Try again later or check your quotas.".into(),
                 }),
+                // litellm.RateLimitError
+                api_status: Some(429),
                 ..Expect::default()
             },
         ),

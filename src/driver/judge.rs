@@ -549,10 +549,12 @@ fn ended_before_a_verdict(f: &Facts, j: &Judgement) -> Option<Judgement> {
             IterationResult::Transient,
             Next::UsageLimit { resets_at: *resets_at, message: message.clone() },
         ),
-        AgentError::RateLimited { message }
-        | AgentError::Overloaded { message }
-        | AgentError::Unreachable { message } => {
+        AgentError::RateLimited { message } | AgentError::Overloaded { message } => {
             early(IterationResult::Transient, Next::Backoff { message: message.clone() })
+        }
+        // "cannot reach the API: …", in the wait and in the run's last words.
+        e @ AgentError::Unreachable { .. } => {
+            early(IterationResult::Transient, Next::Backoff { message: e.to_string() })
         }
         AgentError::Failed { .. } | AgentError::Killed { .. } | AgentError::Stopped { .. } => None,
     }

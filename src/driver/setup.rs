@@ -70,6 +70,11 @@ pub(super) fn start<'a>(
     let prd = load_prd(paths, crashed_mid_iteration, reporter)?;
     let repo = Repo::discover(&paths.project)?;
     let mut backend = Backend::configured(&cfg.agent).map_err(Error::Usage)?;
+    // The agent's own scratch files (aider's chat history, its tag cache)
+    // are neither work nor anything to commit.
+    for file in backend.tool.scratch_files() {
+        repo.exclude_locally(std::path::Path::new(file));
+    }
     // Safe mode lets the agent run what the gate runs.
     backend.gate_commands =
         crate::gate::commands(&cfg.gate.command, &prd).into_iter().map(|(c, _)| c).collect();
