@@ -368,3 +368,39 @@ fn parallel_kill_9_soak() {
     let seed = std::env::var("RALPH_FAULT_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
     parallel_kills(kills, seed);
 }
+
+/// An agent killed with ralph while writing its worktree's prd.json leaves
+/// it empty (a write truncates first): the resumed run restores ralph's
+/// copy there and goes on.
+#[test]
+fn a_worktree_prd_left_half_written_by_a_kill_is_restored_on_resume() {
+    let p = Project::with_prd(TWO);
+    p.script("[run *]\ntouch-shared started-{id}\nsleep 30\n");
+    let mut child = p.spawn(&["4", "--jobs", "2"]);
+    let started = eventually(Duration::from_secs(60), || {
+        std::fs::read_dir(p.agent_dir()).is_ok_and(|d| {
+            d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("started-"))
+        })
+    });
+    assert!(started, "the agent never started");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    let dir = p.dir().canonicalize().unwrap();
+    assert!(eventually(Duration::from_secs(20), || processes_in(&dir).is_empty()));
+    // What the killed agent's write left behind.
+    let mut emptied = 0;
+    for e in std::fs::read_dir(p.path(".git/ralph/worktrees")).unwrap().flatten() {
+        if e.path().join("prd.json").exists() {
+            std::fs::write(e.path().join("prd.json"), "").unwrap();
+            emptied += 1;
+        }
+    }
+    assert!(emptied >= 1, "no worktree was kept to resume from");
+    p.script("[run *]\nimplement\n");
+    let r = p.run(&["4", "--jobs", "2"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(r.stdout.contains("prd.json was damaged"), "{r:?}");
+    assert!(p.passes("US-001") && p.passes("US-002"));
+    assert_tidy(&p);
+}

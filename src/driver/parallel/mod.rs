@@ -284,6 +284,17 @@ impl Run<'_> {
             since: Utc::now(),
             message: None,
         };
+        // An agent killed while writing its copy of prd.json (kill -9 of the
+        // run) leaves it half-written: ralph's own copy stands in for it.
+        if crate::prd::Prd::load(&slot.prd).is_err() {
+            self.good_prd
+                .save(&slot.prd)
+                .map_err(|e| Error::io("restore a worktree's prd.json", e))?;
+            self.notice(format!(
+                "{}: the worktree's prd.json was damaged; ralph's copy restored",
+                story.id
+            ));
+        }
         let stderr = self.log_dir.join(format!("worker-{slug}.stderr"));
         let spec = workers::Spawn {
             settings: &pool.settings,
