@@ -346,6 +346,13 @@ pub(crate) struct StatusArgs {
     /// Seconds between redraws with --watch
     #[arg(long, default_value_t = 2, value_name = "SECONDS")]
     pub(crate) interval: u64,
+    /// A run of `ralph worker --remote` workers, from the remote alone:
+    /// stories, claims, workers and their last heartbeat
+    #[arg(long, value_name = "URL")]
+    pub(crate) remote: Option<String>,
+    /// With --remote: only the run on this branch (default: every run there)
+    #[arg(long, value_name = "BRANCH", requires = "remote")]
+    pub(crate) branch: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -18,6 +18,7 @@ mod reset_circuit;
 mod rules;
 mod run;
 mod status;
+mod status_remote;
 mod worker;
 
 use crate::cli::{Cli, Command, ConfigCommand, Global, RunArgs, StatusArgs};
@@ -107,7 +108,10 @@ fn run_or_alias(g: &Global, args: &RunArgs) -> Result<u8, Error> {
         return reset_circuit::run(g);
     }
     if args.status {
-        return status::run(g, &StatusArgs { watch: false, interval: 2 });
+        return status::run(
+            g,
+            &StatusArgs { watch: false, interval: 2, remote: None, branch: None },
+        );
     }
     if args.monitor {
         return monitor::run(g);

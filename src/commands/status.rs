@@ -433,6 +433,9 @@ fn details(o: &mut String, r: &RunLine, project: &str) {
 }
 
 pub(crate) fn run(g: &Global, args: &StatusArgs) -> Result<u8, Error> {
+    if let Some(url) = &args.remote {
+        return super::status_remote::run(g, args, url);
+    }
     let project = project_dir(g)?;
     let paths = Paths::resolve(&project, g.prd.as_deref())?;
     let config = layers(g, &paths.project, &SettingArgs::default())?.resolve();

@@ -45,7 +45,7 @@ use crate::state::RunState;
 
 pub use crate::paths::Paths;
 pub use dry_run::dry_run;
-pub use parallel::Board;
+pub use parallel::{Board, RemoteRun, StoryState, remote_runs};
 
 /// Everything a run needs beyond the paths.
 #[derive(Debug, Clone)]

@@ -101,6 +101,34 @@ pub fn clone(url: &str, dir: &Path) -> Result<(), GitError> {
     if ok { Ok(()) } else { Err(failed(&format!("cannot clone {url}"), &err)) }
 }
 
+/// A new repository in `dir` (made empty) holding only the tips of the
+/// remote's branches and ralph's refs, fetched as [`fetch`] names them:
+/// enough to read a run, without a clone's history or work tree.
+pub fn snapshot(url: &str, dir: &Path) -> Result<(), GitError> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).map_err(|e| GitError {
+        message: format!("cannot make {}: {e}", dir.display()),
+        hint: None,
+    })?;
+    let (_, err, ok) = git(dir, &["init", "--quiet"])?;
+    if !ok {
+        return Err(failed("cannot make a repository to fetch into", &err));
+    }
+    let (_, err, ok) = git(
+        dir,
+        &[
+            "fetch",
+            "--quiet",
+            "--depth=1",
+            "--no-tags",
+            url,
+            "+refs/heads/*:refs/remotes/origin/*",
+            "+refs/ralph/*:refs/remotes/origin-ralph/*",
+        ],
+    )?;
+    if ok { Ok(()) } else { Err(failed(&format!("cannot fetch from {url}"), &err)) }
+}
+
 /// Fetches every branch (as `refs/remotes/origin/*`) and ralph's refs (as
 /// `refs/remotes/origin-ralph/*`), dropping what the remote no longer has.
 pub fn fetch(dir: &Path) -> Result<(), GitError> {

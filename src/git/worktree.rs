@@ -351,6 +351,12 @@ impl Repo {
         Some(self.repo.find_commit(commit).ok()?.message().ok()?.to_string())
     }
 
+    /// When a commit was made (its committer's time).
+    pub fn commit_time(&self, commit: Oid) -> Option<chrono::DateTime<chrono::Utc>> {
+        let t = self.repo.find_commit(commit).ok()?.time();
+        chrono::DateTime::from_timestamp(t.seconds(), 0)
+    }
+
     /// The refs under `prefix` (`refs/remotes/origin-ralph/…`), by full name.
     pub fn refs_under(&self, prefix: &str) -> Vec<(String, Oid)> {
         let Ok(refs) = self.repo.references_glob(&format!("{prefix}*")) else { return Vec::new() };

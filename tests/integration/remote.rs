@@ -273,3 +273,64 @@ fn a_usage_limit_one_worker_meets_keeps_the_others_from_calling_the_agent() {
     let state = s.git(&["log", "-1", "--format=%B", "refs/ralph/ralph-shared/state"]);
     assert!(state.contains("usage_limit_until"), "{state}");
 }
+
+/// `ralph status --remote --json`, run where there is no project at all.
+fn remote_status(s: &Shared, extra: &[&str]) -> (Run, serde_json::Value) {
+    let nowhere = s.p.tmp.path().join("nowhere");
+    std::fs::create_dir_all(&nowhere).unwrap();
+    let out =
+        s.p.ralph()
+            .current_dir(&nowhere)
+            .args(["status", "--remote"])
+            .arg(s.remote())
+            .args(extra)
+            .output()
+            .unwrap();
+    let r = to_run(out);
+    let v = serde_json::from_str(&r.stdout).unwrap_or_default();
+    (r, v)
+}
+
+#[test]
+fn status_from_the_remote_alone_shows_claims_heartbeats_and_a_lost_worker() {
+    let s = Shared::new(
+        r#"{"project":"Shared","branchName":"ralph/shared","userStories":[
+        {"id":"US-001","title":"Hangs","priority":1,"passes":false},
+        {"id":"US-002","title":"After","priority":2,"passes":false,"dependsOn":["US-001"]}]}"#,
+    );
+    // Before any worker: no run there yet, and it says how to name one.
+    let (r, _) = remote_status(&s, &[]);
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
+    assert!(r.stderr.contains("no ralph run on"), "{r:?}");
+    s.p.script("[story US-001]\ntouch-shared hanging\nsleep 120\n");
+    let mut w = s.worker(1, &[]);
+    assert!(eventually(Duration::from_secs(60), || s.p.agent_dir().join("hanging").exists()));
+    let (r, v) = remote_status(&s, &["--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let run = &v["runs"][0];
+    assert_eq!(run["branch"], "ralph/shared", "{v}");
+    assert_eq!(run["stories"][0]["state"], "claimed", "{v}");
+    assert_eq!(run["stories"][0]["claim"]["worker"], "w1", "{v}");
+    assert!(run["stories"][0]["claim"]["heartbeat"].is_string(), "{v}");
+    assert_eq!(run["stories"][1]["state"], "waiting", "{v}");
+    assert_eq!(run["stories"][1]["waiting_on"][0], "US-001", "{v}");
+    assert_eq!(run["workers"][0]["id"], "w1", "{v}");
+    assert_eq!(run["workers"][0]["lost"], false, "{v}");
+    let (plain, _) = remote_status(&s, &[]);
+    assert!(plain.stdout.contains("US-001 Hangs · w1 holds it until"), "{plain:?}");
+    assert!(plain.stdout.contains("US-002 After · waits on US-001"), "{plain:?}");
+    // The worker dies: once its lease (3 s) runs out it shows as lost.
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(w.id() as i32, libc::SIGKILL) };
+    let _ = w.wait();
+    let lost = eventually(Duration::from_secs(60), || {
+        let (_, v) = remote_status(&s, &["--json"]);
+        v["runs"][0]["stories"][0]["state"] == "expired"
+            && v["runs"][0]["workers"][0]["lost"] == true
+    });
+    assert!(lost, "{:?}", remote_status(&s, &[]).0);
+    // Nothing was written to the remote by looking.
+    let refs = s.git(&["for-each-ref", "--format=%(refname) %(objectname)"]);
+    let (_, _) = remote_status(&s, &["--json"]);
+    assert_eq!(s.git(&["for-each-ref", "--format=%(refname) %(objectname)"]), refs);
+}

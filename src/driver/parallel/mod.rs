@@ -18,6 +18,7 @@ mod board;
 mod merge;
 mod plan;
 mod remote;
+mod remote_view;
 mod tidy;
 mod workers;
 
@@ -30,6 +31,7 @@ use chrono::Utc;
 
 pub use board::Board;
 use plan::{GiveUp, Turn};
+pub use remote_view::{RemoteRun, StoryState, remote_runs};
 use workers::{Msg, Slot};
 
 use super::{End, Run};

@@ -295,7 +295,7 @@ impl Remote {
 }
 
 /// The JSON after a note commit's first blank line.
-fn parse<T: for<'de> Deserialize<'de>>(message: &str) -> Option<T> {
+pub(super) fn parse<T: for<'de> Deserialize<'de>>(message: &str) -> Option<T> {
     let body = message.split_once("\n\n").map_or(message, |(_, b)| b);
     serde_json::from_str(body.trim()).ok()
 }
