@@ -132,6 +132,16 @@ fn render(url: &str, runs: &[RemoteRun], now: DateTime<Utc>) -> String {
                 w.stories.join(", ")
             );
         }
+        if let Some(s) = &r.stopped {
+            let _ = writeln!(
+                o,
+                "  stopped by {} at {} ({}): {}; a worker started since goes on",
+                s.by,
+                at(s.at),
+                s.outcome,
+                s.message
+            );
+        }
         if let Some(t) = r.usage_limit_until {
             let _ =
                 writeln!(o, "  usage limit: every worker waits until {} ({})", at(t), ago(t, now));

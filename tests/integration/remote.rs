@@ -334,3 +334,35 @@ fn status_from_the_remote_alone_shows_claims_heartbeats_and_a_lost_worker() {
     let (_, _) = remote_status(&s, &["--json"]);
     assert_eq!(s.git(&["for-each-ref", "--format=%(refname) %(objectname)"]), refs);
 }
+
+#[test]
+fn a_budget_one_worker_spends_stops_the_workers_at_work_but_not_one_started_later() {
+    let s = Shared::new(&stories(6));
+    s.p.script("[run *]\ntouch-shared started-{id}\nsleep 4\nimplement\n");
+    let other = s.worker(2, &[]);
+    let at_work = eventually(Duration::from_secs(60), || {
+        std::fs::read_dir(s.p.agent_dir()).is_ok_and(|d| {
+            d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("started-"))
+        })
+    });
+    assert!(at_work, "the first worker never started an agent");
+    let spender = s.worker(1, &["--max-duration", "1s"]);
+    let r = finish(vec![spender, other]);
+    assert_eq!(r[0].code, code(exit::BUDGET), "{:?}", r[0]);
+    // The other learnt it from the remote, not from a budget of its own.
+    assert_eq!(r[1].code, code(exit::BUDGET), "{:?}", r[1]);
+    assert!(r[1].stdout.contains("worker w1 stopped the run"), "{:?}", r[1]);
+    let (st, v) = remote_status(&s, &["--json"]);
+    assert_eq!(v["runs"][0]["stopped"]["by"], "w1", "{st:?}");
+    assert_eq!(v["runs"][0]["stopped"]["outcome"], "budget", "{st:?}");
+    // A worker started afterwards (a person raised the budget) goes on.
+    s.p.script("[run *]\nimplement\n");
+    let later = finish(vec![s.worker(3, &[])]);
+    assert_eq!(later[0].code, code(exit::COMPLETE), "{:?}", later[0]);
+    assert!(s.all_pass(6));
+    let mut feats = s.delivered();
+    feats.sort();
+    feats.dedup();
+    assert_eq!(feats.len(), 6, "{:?}", s.delivered());
+    assert_eq!(s.delivered().len(), 6, "{:?}", s.delivered());
+}

@@ -78,6 +78,9 @@ pub(super) struct Pool {
     remote: Option<remote::Remote>,
     /// The remote could not be reached: said once until it can again.
     unreachable: bool,
+    /// Another worker stopped the run (the shared state says so): this
+    /// one stops too, for the same reason.
+    stopped_by: Option<End>,
 }
 
 impl Pool {
@@ -137,6 +140,18 @@ impl Run<'_> {
             Err(e) => return End::error(&e),
         };
         let end = self.drive(&mut pool);
+        // A stop that is the whole run's is the other machines' too.
+        let whole_run = matches!(end.outcome, RunOutcome::Budget | RunOutcome::CircuitOpen);
+        if whole_run
+            && pool.stopped_by.is_none()
+            && let Some(r) = pool.remote.as_mut()
+            && let Err(e) = r.share_stop(&self.repo, end.outcome.as_str(), &end.message)
+        {
+            self.notice(format!(
+                "cannot tell the other workers why this one stopped: {}",
+                e.message
+            ));
+        }
         let end = self.stop_workers(&mut pool, end);
         self.tidy_up(&mut pool, &end);
         end
@@ -160,6 +175,9 @@ impl Run<'_> {
                 return end;
             }
             self.sync_remote(pool, Duration::from_secs(1));
+            if let Some(end) = pool.stopped_by.clone() {
+                return end;
+            }
             let idle = pool.queue.is_empty() && !pool.slots.is_empty();
             let wait = if idle { Duration::from_millis(200) } else { Duration::ZERO };
             if let Some(end) = self.pump(pool, wait) {
@@ -545,6 +563,15 @@ impl Run<'_> {
                         "another worker met a usage limit: no agent starts before {}",
                         at.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S")
                     ));
+                }
+                let started = chrono::DateTime::<Utc>::from(self.started_at);
+                if let Some(stop) = remote::stop_for(&r.shared, &r.worker, started) {
+                    let outcome = match stop.outcome.as_str() {
+                        "circuit_open" => RunOutcome::CircuitOpen,
+                        _ => RunOutcome::Budget,
+                    };
+                    let why = format!("worker {} stopped the run: {}", stop.by, stop.message);
+                    pool.stopped_by = Some(End::new(outcome, why));
                 }
             }
             Err(e) => self.remote_unreachable(pool, &e.message),

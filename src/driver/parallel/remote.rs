@@ -37,6 +37,31 @@ pub struct Claim {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Shared {
     pub usage_limit_until: Option<DateTime<Utc>>,
+    /// A worker stopped for a reason that is the whole run's (a spent
+    /// budget, an open breaker): the workers at work then stop too.
+    #[serde(default)]
+    pub stop: Option<Stop>,
+}
+
+/// Why a worker stopped the run, and when.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stop {
+    pub by: String,
+    /// `budget` or `circuit_open`.
+    pub outcome: String,
+    pub message: String,
+    pub at: DateTime<Utc>,
+}
+
+/// The stop a worker that started at `started` heeds: one another worker
+/// recorded after that. A worker started later was started on purpose
+/// (a person raised the budget, reset the breaker): it goes on.
+pub(super) fn stop_for<'a>(
+    shared: &'a Shared,
+    me: &str,
+    started: DateTime<Utc>,
+) -> Option<&'a Stop> {
+    shared.stop.as_ref().filter(|s| s.by != me && s.at > started)
 }
 
 /// Who may work a story, as its claim stands.
@@ -258,13 +283,49 @@ impl Remote {
         repo: &Repo,
         at: DateTime<Utc>,
     ) -> Result<(), Unreachable> {
+        self.publish(repo, |s| {
+            if s.usage_limit_until.is_some_and(|t| t >= at) {
+                return false;
+            }
+            s.usage_limit_until = Some(at);
+            true
+        })
+    }
+
+    /// Tells the workers at work that this one stopped the run, and why.
+    pub(super) fn share_stop(
+        &mut self,
+        repo: &Repo,
+        outcome: &str,
+        message: &str,
+    ) -> Result<(), Unreachable> {
+        let stop = Stop {
+            by: self.worker.clone(),
+            outcome: outcome.into(),
+            message: message.into(),
+            at: Utc::now(),
+        };
+        self.publish(repo, |s| {
+            s.stop = Some(stop.clone());
+            true
+        })
+    }
+
+    /// Changes the shared state by compare-and-swap: `change` edits the
+    /// state as last fetched (and says whether anything is to be written);
+    /// a lost race fetches and changes again.
+    fn publish(
+        &mut self,
+        repo: &Repo,
+        change: impl Fn(&mut Shared) -> bool,
+    ) -> Result<(), Unreachable> {
         for _ in 0..5 {
-            if self.shared.usage_limit_until.is_some_and(|t| t >= at) {
+            let mut shared = self.shared.clone();
+            if !change(&mut shared) {
                 return Ok(());
             }
             let dst = format!("{}/state", self.ns);
             let parent = repo.ref_target(&self.fetched(&dst));
-            let shared = Shared { usage_limit_until: Some(at) };
             let message = format!(
                 "ralph: shared state\n\n{}",
                 serde_json::to_string(&shared).unwrap_or_default()
@@ -330,6 +391,35 @@ mod tests {
         for (c, want) in cases {
             assert_eq!(&hold(c.as_ref(), "me", now), want, "{c:?}");
         }
+    }
+
+    #[test]
+    fn a_stop_is_heeded_by_the_other_workers_that_were_at_work_when_it_came() {
+        let t = Utc::now();
+        let secs = chrono::TimeDelta::seconds;
+        let stop = |by: &str, at| Shared {
+            usage_limit_until: None,
+            stop: Some(Stop {
+                by: by.into(),
+                outcome: "budget".into(),
+                message: "spent".into(),
+                at,
+            }),
+        };
+        // (the shared state, me, when I started, heeded)
+        let cases = [
+            (Shared::default(), "me", t, false),
+            (stop("w2", t + secs(5)), "me", t, true),
+            (stop("me", t + secs(5)), "me", t, false),
+            (stop("w2", t - secs(5)), "me", t, false),
+            (stop("w2", t), "me", t, false),
+        ];
+        for (shared, me, started, heeded) in cases {
+            assert_eq!(stop_for(&shared, me, started).is_some(), heeded, "{shared:?} {me}");
+        }
+        // A state written before stops existed still reads.
+        let old: Option<Shared> = parse("ralph: shared state\n\n{\"usage_limit_until\":null}");
+        assert_eq!(old, Some(Shared::default()));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::plan;
-use super::remote::{Claim, Shared, parse};
+use super::remote::{Claim, Shared, Stop, parse};
 use crate::error::Error;
 use crate::git::{Repo, remote};
 use crate::prd::Prd;
@@ -26,6 +26,9 @@ pub struct RemoteRun {
     pub total: usize,
     pub workers: Vec<RemoteWorker>,
     pub usage_limit_until: Option<DateTime<Utc>>,
+    /// The last worker that stopped the run for all (a spent budget, an
+    /// open breaker), and why: the workers at work then stopped too.
+    pub stopped: Option<Stop>,
     /// Why the stories could not be read (no prd.json at the tip, or a broken one).
     pub prd_error: Option<String>,
 }
@@ -155,6 +158,7 @@ pub fn view(
         stories,
         workers: workers.into_values().collect(),
         usage_limit_until: shared.usage_limit_until.filter(|t| *t > now),
+        stopped: shared.stop.clone(),
         prd_error,
     }
 }
@@ -263,7 +267,7 @@ mod tests {
         .into_iter()
         .collect();
         let later = now + TimeDelta::hours(1);
-        let shared = Shared { usage_limit_until: Some(later) };
+        let shared = Shared { usage_limit_until: Some(later), ..Shared::default() };
         let run = view("ralph/x", None, Ok(prd), &claims, &shared, now);
         let states: Vec<(&str, StoryState)> =
             run.stories.iter().map(|s| (s.id.as_str(), s.state)).collect();
@@ -285,7 +289,8 @@ mod tests {
         // c gave its story up: it holds nothing; b's only lease ran out.
         assert_eq!(workers, [("a", 2, false), ("b", 1, true)]);
         assert_eq!(run.usage_limit_until, Some(later));
-        let past = Shared { usage_limit_until: Some(now - TimeDelta::seconds(1)) };
+        let past =
+            Shared { usage_limit_until: Some(now - TimeDelta::seconds(1)), ..Shared::default() };
         let prd = Prd::parse(PRD.as_bytes(), Path::new("prd.json")).unwrap();
         assert_eq!(view("ralph/x", None, Ok(prd), &claims, &past, now).usage_limit_until, None);
     }

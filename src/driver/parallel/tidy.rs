@@ -67,6 +67,7 @@ impl Run<'_> {
                 super::remote::Remote::new(w.id.clone(), w.lease, self.repo.workdir(), &branch)
             }),
             unreachable: false,
+            stopped_by: None,
             board,
         };
         // Given up in an earlier process of this run stays given up.
