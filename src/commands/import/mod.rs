@@ -107,6 +107,12 @@ pub(crate) fn run(g: &Global, args: &ImportArgs) -> Result<u8, Error> {
     Ok(0)
 }
 
+/// `p` as the summary names it: relative to the project, a folder with a `/`.
+fn rel(project: &Path, p: &Path) -> String {
+    let rel = p.strip_prefix(project).unwrap_or(p).display().to_string();
+    if p.is_dir() { format!("{rel}/") } else { rel }
+}
+
 fn tool_key(tool: Tool) -> String {
     format!("ralph.sh --tool {}", tool.name())
 }
@@ -152,7 +158,7 @@ impl Handled {
 /// when there are none, or it has said so before (or they were imported).
 pub(crate) fn notice(paths: &Paths, tool: Tool) -> Option<String> {
     let found = detect::detect(&paths.project);
-    let rel = |p: &Path| p.strip_prefix(&paths.project).unwrap_or(p).display().to_string();
+    let rel = |p: &Path| rel(&paths.project, p);
     let mut ignored: Vec<(String, String)> = Vec::new();
     if let Some(rcc) = &found.rcc {
         for p in

@@ -130,8 +130,7 @@ pub(super) struct Ctx<'a> {
 
 impl Ctx<'_> {
     pub(super) fn rel(&self, p: &Path) -> String {
-        let rel = p.strip_prefix(self.project).unwrap_or(p).display().to_string();
-        if p.is_dir() { format!("{rel}/") } else { rel }
+        super::rel(self.project, p)
     }
 
     fn ours(&self, path: &Path, old: &str) -> bool {
