@@ -503,3 +503,21 @@ fn init_never_ignores_files_of_yours_in_ralph_dir() {
     );
     assert!(!p.read(".ralph/.gitignore").lines().any(|l| l.trim() == "*"));
 }
+
+#[test]
+fn after_ralph_init_the_import_replaces_only_inits_untouched_files() {
+    let p = rcc();
+    assert_eq!(p.run(&["init"]).code, 0);
+    let r = p.run(&["import", "--prompt"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("updated      prd.json (5 stories"), "{r:?}");
+    assert!(r.stdout.contains("replaces ralph init's untouched file"), "{r:?}");
+    assert!(!r.stdout.contains("refused"), "{r:?}");
+    assert_eq!(stories(&p).len(), 5);
+    assert!(p.read(".ralph/prompt.md").contains("You are Ralph, working on the config parser"));
+    // init's commented template got the settings under its own headers.
+    let config = p.read(".ralph/config.toml");
+    assert_eq!(config.matches("[limits]").count(), 1, "{config}");
+    assert!(config.contains("calls_per_hour = 50"), "{config}");
+    assert!(p.run(&["config", "show"]).code == 0);
+}

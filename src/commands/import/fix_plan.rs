@@ -77,14 +77,38 @@ pub(crate) fn parse(text: &str) -> Vec<Item> {
     let mut section: Option<String> = None;
     // The indent of the open item, while lines may still belong to it.
     let mut open: Option<usize> = None;
+    // Inside a code block: whose details it is (`Some(indent)`), if anyone's.
+    let mut fenced: Option<Option<usize>> = None;
     for raw in text.lines() {
         let line = raw.trim_end_matches('\r');
+        let indent = line.len() - line.trim_start().len();
+        let fence = line.trim_start().starts_with("```") || line.trim_start().starts_with("~~~");
+        // A checklist in a code block is an example, not work; under an
+        // item, the block is part of its description.
+        if let Some(owner) = fenced {
+            if let (Some(base), Some(item)) = (owner, items.last_mut()) {
+                item.details.push(dedent(line, base + 2));
+            }
+            if fence {
+                fenced = None;
+            }
+            continue;
+        }
+        if fence {
+            let owner = open.filter(|base| indent > *base);
+            if let (Some(base), Some(item)) = (owner, items.last_mut()) {
+                item.details.push(dedent(line, base + 2));
+            } else {
+                open = None;
+            }
+            fenced = Some(owner);
+            continue;
+        }
         if let Some(h) = heading(line) {
             section = Some(h.to_string()).filter(|h| !h.is_empty());
             open = None;
             continue;
         }
-        let indent = line.len() - line.trim_start().len();
         if let Some(base) = open {
             if line.trim().is_empty() {
                 continue;
@@ -270,6 +294,8 @@ mod tests {
             ("- notes\n  - [ ] inner\n", &[("inner", false)]),
             // A blank line does not end an item; an unindented line does.
             ("- [ ] a\n\n  more of a\ntext\n  - [ ] b\n", &[("a", false), ("b", false)]),
+            ("- [ ] a\n```\n- [ ] an example\n```\n- [x] b\n", &[("a", false), ("b", true)]),
+            ("- [ ] a\n  ```\n  - [ ] in a's block\n  ```\n- [ ] b\n", &[("a", false), ("b", false)]),
         ];
         for (text, want) in cases {
             let items = parse(text);
@@ -278,6 +304,8 @@ mod tests {
         }
         let a = &parse("- [ ] a\n\n  more of a\n")[0];
         assert_eq!(a.details, ["more of a"]);
+        let a = &parse("- [ ] a\n  ```sh\n  make\n\n  ```\n")[0];
+        assert_eq!(a.details, ["```sh", "make", "", "```"]);
     }
 
     #[test]

@@ -133,8 +133,10 @@ impl Ctx<'_> {
         super::rel(self.project, p)
     }
 
+    /// What `ralph init` wrote and nobody changed: ralph's, not the user's.
     fn ours(&self, path: &Path, old: &str) -> bool {
-        path == self.paths.store.prompt() && old == crate::commands::init::default_prompt()
+        (path == self.paths.store.prompt() && old == crate::commands::init::default_prompt())
+            || (path == self.paths.prd && old == crate::prd::EXAMPLE)
     }
 }
 
