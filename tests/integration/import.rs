@@ -521,3 +521,12 @@ fn after_ralph_init_the_import_replaces_only_inits_untouched_files() {
     assert!(config.contains("calls_per_hour = 50"), "{config}");
     assert!(p.run(&["config", "show"]).code == 0);
 }
+
+#[test]
+fn a_fix_plan_given_as_a_markdown_prd_is_pointed_to_the_project_import() {
+    let p = rcc();
+    let r = p.run(&["import", ".ralph/fix_plan.md"]);
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
+    assert!(r.stderr.contains(".ralph/fix_plan.md is ralph-claude-code's checklist"), "{r:?}");
+    assert!(p.agent_runs().is_empty() && !p.path("prd.json").exists());
+}

@@ -47,7 +47,13 @@ fn problems(prd: &crate::prd::Prd) -> Vec<String> {
 }
 
 pub(super) fn run(g: &Global, paths: &Paths, md: &Path, opts: &Options) -> Result<u8, Error> {
-    let rel = md.display().to_string();
+    let rel = super::rel(&paths.project, md);
+    let name = md.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    if name == "fix_plan.md" || name == "@fix_plan.md" {
+        return Err(Error::Usage(format!(
+            "{rel} is ralph-claude-code's checklist, not a PRD: run `ralph import` in its project, which turns it into prd.json without an agent"
+        )));
+    }
     let text =
         std::fs::read(md).map_err(|e| Error::Usage(format!("cannot read {rel}: {e}"))).and_then(
             |b| String::from_utf8(b).map_err(|_| Error::Usage(format!("{rel} is not UTF-8 text"))),

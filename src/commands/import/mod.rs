@@ -40,7 +40,7 @@ pub(crate) fn run(g: &Global, args: &ImportArgs) -> Result<u8, Error> {
     let dir = project_dir(g)?;
     let (dir, markdown) = match args.path.as_ref().map(|p| (p, dir.join(p))) {
         Some((_, full)) if full.is_dir() => (full, None),
-        Some((_, full)) if full.is_file() => (dir, Some(full)),
+        Some((_, full)) if full.is_file() => (dir, Some(full.canonicalize().unwrap_or(full))),
         Some((p, _)) => {
             return Err(Error::Usage(format!(
                 "{} does not exist: give the project folder to import, or a markdown PRD to convert",
