@@ -54,6 +54,7 @@ fn rcc() -> Project {
     p.write(".ralph/AGENT.md", "# Agent\nBuild with `make`, test with `make test`.\n");
     p.write(".ralph/specs/config.md", "# Config format\nKEY=value lines.\n");
     p.write(".ralphrc", RALPHRC);
+    p.write(".ralph/logs/ralph.log", "[2026-01-01 10:00:00] [INFO] Ralph loop started\n");
     p.git(&["add", "-A"]);
     p.git(&["commit", "-q", "-m", "ralph-claude-code setup"]);
     p
@@ -122,6 +123,7 @@ fn a_ralph_claude_code_project_imports_and_runs_its_first_open_story() {
     assert_eq!(p.read(".ralph/fix_plan.md"), FIX_PLAN);
     assert_eq!(p.read(".ralph/PROMPT.md"), PROMPT_MD);
     assert_eq!(p.read(".ralphrc"), RALPHRC);
+    assert!(p.path(".ralph/logs/ralph.log").exists(), "ralph moved ralph-claude-code's logs");
 }
 
 #[test]
