@@ -419,6 +419,11 @@ fn the_older_root_layout_is_found_too() {
     let r = p.run(&["import"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(stories(&p), owned(&[("US-001", "One", 1, false), ("US-002", "Two", 2, false)]));
+    // --prompt with no prompt to take says so.
+    let p2 = Project::new();
+    p2.write("@fix_plan.md", "- [ ] One\n");
+    let r = p2.run(&["import", "--prompt", "--dry-run"]);
+    assert!(r.stdout.contains("skipped      --prompt (there is no PROMPT.md"), "{r:?}");
     let config = p.read(".ralph/config.toml");
     assert!(config.contains("context = [\"PROMPT.md\", \"@AGENT.md\", \"specs/\"]"), "{config}");
 }

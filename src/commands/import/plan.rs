@@ -153,6 +153,15 @@ pub(crate) fn plan(paths: &Paths, found: &Found, opts: &Options) -> Plan {
     if let Some(sh) = &found.ralph_sh {
         super::sources::from_ralph_sh(&ctx, sh, &mut plan, &mut wants, &mut template);
     }
+    let had_prompt = found.rcc.as_ref().is_some_and(|r| r.prompt.is_some())
+        || found.ralph_sh.as_ref().and_then(|s| s.prompt.as_ref()).is_some_and(|p| p.customised);
+    if opts.prompt && !had_prompt {
+        plan.push(
+            Action::Skip,
+            "--prompt",
+            "there is no PROMPT.md and no customised ralph.sh prompt to make the template",
+        );
+    }
     if let Some((source, text)) = template {
         let rel = ctx.rel(&source);
         plan.file(
@@ -238,4 +247,19 @@ pub(crate) fn adapt(text: &str, source: &str) -> String {
         "<!-- Imported by `ralph import` from {source}. ralph sends this file as the prompt of every\n     iteration with {{{{placeholders}}}} filled in; the section at the end is ralph's. -->\n{}\n\n## From ralph: this iteration\n- Your story: {{{{story_id}}}} ({{{{story_title}}}}) in the PRD `{{{{prd_path}}}}`. Work on this story only, and set its `\"passes\"` to true there once it is done{{{{gate_hint}}}}.\n- Progress log: `{{{{progress_path}}}}`\n\n{{{{context}}}}\n",
         text.trim_end()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_adapted_prompt_keeps_the_text_and_uses_only_placeholders_ralph_fills() {
+        let t = super::adapt("# Mine\nrun make lint\n\n", "scripts/ralph/prompt.md");
+        let sent = crate::prompt::without_leading_comments(&t);
+        assert!(sent.starts_with("# Mine\nrun make lint\n\n## From ralph"), "{sent}");
+        let vars = ["story_id", "story_title", "prd_path", "progress_path", "gate_hint", "context"];
+        let filled: Vec<(&str, &str)> = vars.iter().map(|v| (*v, "X")).collect();
+        let out = crate::prompt::render(sent, &filled);
+        assert!(!out.contains("{{"), "{out}");
+        assert!(out.contains("Your story: X (X) in the PRD `X`"), "{out}");
+    }
 }
