@@ -35,12 +35,14 @@ pub(crate) enum Rank {
 impl Rank {
     fn of(heading: &str) -> Rank {
         let h = heading.to_lowercase();
-        let has = |words: &[&str]| words.iter().any(|w| h.contains(w));
-        if has(&["optional", "future", "nice to have", "someday", "backlog"]) {
+        // Whole words: "Follow-ups" is not a low-priority section.
+        let words: Vec<&str> = h.split(|c: char| !c.is_alphanumeric()).collect();
+        let has = |want: &[&str]| want.iter().any(|w| words.contains(w));
+        if has(&["optional", "future", "someday", "backlog"]) || h.contains("nice to have") {
             Rank::Optional
-        } else if has(&["high", "critical", "urgent", "p0", "p1"]) {
+        } else if has(&["high", "higher", "highest", "critical", "urgent", "p0", "p1"]) {
             Rank::High
-        } else if has(&["low", "p3"]) {
+        } else if has(&["low", "lower", "lowest", "p3"]) {
             Rank::Low
         } else {
             Rank::Normal
@@ -280,6 +282,20 @@ mod tests {
             "- [ ] reject unknown keys\n- [x] accept comments\n  keep this note"
         );
         assert_eq!(stories[1]["notes"], "imported from .ralph/fix_plan.md (High Priority)");
+    }
+
+    #[test]
+    fn headings_rank_by_whole_words() {
+        #[rustfmt::skip]
+        let cases: &[(&str, Rank)] = &[
+            ("High Priority", Rank::High), ("🔥 Critical", Rank::High), ("P0", Rank::High),
+            ("Medium Priority", Rank::Normal), ("Follow-ups", Rank::Normal), ("Slowness", Rank::Normal),
+            ("Completed", Rank::Normal), ("Low priority (later)", Rank::Low),
+            ("Future Enhancements", Rank::Optional), ("Nice to Have", Rank::Optional),
+        ];
+        for (heading, want) in cases {
+            assert_eq!(Rank::of(heading), *want, "{heading}");
+        }
     }
 
     #[test]
