@@ -239,6 +239,19 @@ init again is safe.",
         after_help = "Examples:\n  ralph init                 skills in .claude/skills/\n  ralph init --tool codex    skills in .agents/skills/"
     )]
     Init(InitArgs),
+    /// Switch from ralph-claude-code or ralph.sh, or turn a markdown PRD into prd.json
+    #[command(
+        long_about = "Switch a project from ralph-claude-code (.ralph/PROMPT.md, fix_plan.md, AGENT.md, \
+specs/, .ralphrc, or the older @fix_plan.md layout) or ralph.sh (scripts/ralph/) to ralph: the \
+fix_plan checklist becomes prd.json, .ralphrc settings go to .ralph/config.toml (those with no \
+meaning for fresh agent processes are reported as dropped, with why), ralph.sh's tool becomes \
+agent.tool, and the old prompt is pointed to, or with --prompt becomes the template. It prints \
+what it wrote and what it left alone; nothing of yours is overwritten without --force, and \
+running it again changes nothing. Given a markdown PRD instead, the configured agent converts \
+it following the ralph skill, and ralph checks the result before writing prd.json.",
+        after_help = "Examples:\n  ralph import --dry-run        what it would write, writing nothing\n  ralph import --prompt         also make PROMPT.md (or ralph.sh's prompt) the template\n  ralph import tasks/prd-foo.md the agent converts a markdown PRD into prd.json"
+    )]
+    Import(ImportArgs),
     /// Which agent CLIs are installed, their versions, and what is missing
     #[command(alias = "doctor", after_help = "Example:\n  ralph agents")]
     Agents,
@@ -372,6 +385,22 @@ pub(crate) struct DemoArgs {
     /// Seconds the scripted agent pauses between steps
     #[arg(long, default_value = "0.3", value_name = "SECONDS")]
     pub(crate) pace: f64,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ImportArgs {
+    /// The project to import [default: the current directory], or a markdown PRD to convert
+    #[arg(value_name = "PATH")]
+    pub(crate) path: Option<PathBuf>,
+    /// Show what would be written, and write nothing
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Replace files and settings of yours that the import would change
+    #[arg(long)]
+    pub(crate) force: bool,
+    /// Make the old prompt (PROMPT.md, or ralph.sh's customised prompt) ralph's prompt template
+    #[arg(long)]
+    pub(crate) prompt: bool,
 }
 
 #[derive(Debug, Args)]

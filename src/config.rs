@@ -279,12 +279,21 @@ impl Layers {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(ConfigError::new(format!("cannot read {}: {e}", path.display()))),
         };
-        let table: toml::Table =
-            toml::from_str(&text).map_err(|e| syntax_error(path, &text, &e))?;
-        let spans = Spans::new(&text);
+        self.text(path, &text, source)
+    }
+
+    /// Checks `text` as the project file at `path` would be read: what
+    /// `ralph import` proves before it writes one.
+    pub(crate) fn check_project_text(path: &Path, text: &str) -> Result<(), ConfigError> {
+        Layers::defaults().text(path, text, Source::Project(path.to_path_buf()))
+    }
+
+    fn text(&mut self, path: &Path, text: &str, source: Source) -> Result<(), ConfigError> {
+        let table: toml::Table = toml::from_str(text).map_err(|e| syntax_error(path, text, &e))?;
+        let spans = Spans::new(text);
         for (section, value) in table {
             let toml::Value::Table(items) = value else {
-                let here = at(path, &text, spans.of(&section).0);
+                let here = at(path, text, spans.of(&section).0);
                 let error = ConfigError::new(format!(
                     "{here}: unknown key `{section}`: settings live in sections such as [agent] and [gate]"
                 ));
@@ -299,7 +308,7 @@ impl Layers {
                 let Some(key) = find(&full) else {
                     let error = ConfigError::new(format!(
                         "{}: unknown key `{full}`",
-                        at(path, &text, key_at)
+                        at(path, text, key_at)
                     ));
                     return Err(match did_you_mean(&full) {
                         Some(near) => error.hint(format!("{near} ({EVERY_KEY})")),
@@ -307,7 +316,7 @@ impl Layers {
                     });
                 };
                 check(key, &value).map_err(|e| {
-                    ConfigError::new(format!("{}: `{full}`: {e}", at(path, &text, value_at)))
+                    ConfigError::new(format!("{}: `{full}`: {e}", at(path, text, value_at)))
                         .hint(format!("its default reads `{name} = {}`", key.default))
                 })?;
                 self.values.insert(key.key, (value, source.clone()));
@@ -453,6 +462,7 @@ impl Layers {
                 jobs: u32::try_from(self.int("run.jobs")).unwrap_or(1).max(1),
                 pause: self.duration("run.pause"),
                 prompt: self.opt_str("run.prompt").map(PathBuf::from),
+                context: self.list("run.context"),
                 require_handoff: self.bool("run.require_handoff"),
                 commit_leftovers: self.bool("run.commit_leftovers"),
             },
@@ -583,6 +593,8 @@ pub(crate) struct RunConfig {
     pub(crate) jobs: u32,
     pub(crate) pause: Duration,
     pub(crate) prompt: Option<PathBuf>,
+    /// Files the prompt points the agent to (relative to the project).
+    pub(crate) context: Vec<String>,
     pub(crate) require_handoff: bool,
     pub(crate) commit_leftovers: bool,
 }

@@ -131,6 +131,11 @@ impl Store {
         }
         for name in MOVED {
             let (from, to) = (self.work.join(name), self.root.join(name));
+            // ralph-claude-code keeps its own logs in .ralph/logs/ (ralph.log,
+            // claude_output_*.log): those are not ralph's to move.
+            if *name == "logs" && from.join("ralph.log").exists() {
+                continue;
+            }
             if fs::symlink_metadata(&from).is_ok() && fs::symlink_metadata(&to).is_err() {
                 fs::rename(&from, &to)?;
                 moved.push(name.to_string());

@@ -91,6 +91,14 @@ fn ignore(project: &Path, entry: &str, done: &mut Done) -> Result<(), Error> {
     Ok(())
 }
 
+/// The `.ralph/prompt.md` init writes: the built-in prompt with a note on top.
+pub(crate) fn default_prompt() -> String {
+    format!(
+        "<!-- ralph's iteration prompt. Edit it to suit this project, or delete this file to use the\n     built-in one. Placeholders like {{{{story_id}}}} are filled in each iteration. -->\n{}",
+        crate::prompt::BUILTIN
+    )
+}
+
 /// Scaffolds the project. Idempotent: never overwrites a file.
 pub(crate) fn run(g: &Global, args: &InitArgs) -> Result<u8, Error> {
     let dir = project_dir(g)?;
@@ -127,11 +135,7 @@ pub(crate) fn run(g: &Global, args: &InitArgs) -> Result<u8, Error> {
     // Straight from the settings table; templates/config.toml is the same
     // text, kept in the repository for people to read.
     create(&store.config(), &crate::config::template(), &mut done)?;
-    let prompt = format!(
-        "<!-- ralph's iteration prompt. Edit it to suit this project, or delete this file to use the\n     built-in one. Placeholders like {{{{story_id}}}} are filled in each iteration. -->\n{}",
-        crate::prompt::BUILTIN
-    );
-    create(&store.prompt(), &prompt, &mut done)?;
+    create(&store.prompt(), &default_prompt(), &mut done)?;
     create(&project.join("AGENTS.md"), AGENTS_TEMPLATE, &mut done)?;
     match args.tool.skills_dir() {
         Some(dir) => {

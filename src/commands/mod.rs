@@ -11,6 +11,7 @@ mod config;
 mod demo;
 mod flags;
 mod generate;
+mod import;
 mod init;
 mod monitor;
 mod remote_worker;
@@ -55,6 +56,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<u8, Error> {
         Some(Command::Worker(args)) => worker::run(&args),
         Some(Command::RemoteWorker(args)) => remote_worker::run(g, &args),
         Some(Command::Init(args)) => init::run(g, &args),
+        Some(Command::Import(args)) => import::run(g, &args),
         Some(Command::Agents) => agents::run(g),
         Some(Command::Rules(cmd)) => rules::run(g, cmd),
         Some(Command::Config(ConfigCommand::Show)) => config::show(g),
@@ -88,6 +90,7 @@ fn name(command: &Command) -> &'static str {
         Command::Analyze(_) => "analyze",
         Command::Demo(_) => "demo",
         Command::Init(_) => "init",
+        Command::Import(_) => "import",
         Command::Agents => "agents",
         Command::Rules(_) => "rules",
         Command::Config(_) => "config",

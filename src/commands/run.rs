@@ -10,6 +10,9 @@ use super::flags::layers;
 pub(crate) fn run(g: &Global, args: &RunArgs) -> Result<u8, Error> {
     let project = project_dir(g)?;
     let paths = Paths::resolve(&project, g.prd.as_deref())?;
+    if let Some(e) = super::import::missing_prd(&paths) {
+        return Err(e);
+    }
     let layers = layers(g, &paths.project, &args.settings)?;
     let config = layers.resolve();
     if args.dry_run {
@@ -35,6 +38,9 @@ pub(crate) fn run(g: &Global, args: &RunArgs) -> Result<u8, Error> {
         return Ok(0);
     }
     let (mut reporter, style) = reporter(g, &config);
+    if let Some(message) = super::import::notice(&paths, config.agent.tool) {
+        reporter.emit(&crate::event::Event::Notice { level: crate::event::Level::Warn, message });
+    }
     let opts = crate::driver::Options {
         max_iterations: config.run.max_iterations.max(1),
         prompt_file: args.settings.prompt.clone(),

@@ -171,6 +171,12 @@ pub(crate) const KEYS: &[Key] = &[
         "Prompt template file (default: .ralph/prompt.md if present, else the built-in one)."
     ),
     key!(
+        "run.context",
+        List,
+        "[]",
+        "Project files the prompt points the agent to before its story, e.g. [\".ralph/PROMPT.md\", \".ralph/specs/\"]: a project's own instructions, build notes, specs (`ralph import` sets it)."
+    ),
+    key!(
         "gate.command",
         Command,
         "[]",

@@ -22,6 +22,8 @@ pub(super) struct PromptInputs<'a> {
     pub handoff: Option<&'a serde_json::Value>,
     /// The command that will verify the story.
     pub gate: Option<&'a [String]>,
+    /// Project files to read first (`run.context`).
+    pub read_first: &'a [String],
 }
 
 /// A rendered prompt, the armed rules it carries, and what went wrong
@@ -35,7 +37,7 @@ pub(super) struct Rendered {
 pub(super) fn render(i: &PromptInputs<'_>) -> Rendered {
     let mut warnings = Vec::new();
     let story_json = serde_json::to_string_pretty(&story_value(i.prd, i.story)).unwrap_or_default();
-    let mut context = String::new();
+    let mut context = read_first(i.read_first);
     if let Some(feedback) = i.feedback {
         context.push_str("## What ralph saw after the previous iteration\n");
         context.push_str(feedback);
@@ -78,6 +80,24 @@ pub(super) fn render(i: &PromptInputs<'_>) -> Rendered {
         ],
     );
     Rendered { text, applied, warnings }
+}
+
+/// The section that points the agent to the project's own notes.
+fn read_first(files: &[String]) -> String {
+    if files.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "## Project notes: read these first\n\
+         These files hold this project's own instructions (build notes, specs, the prompt of the \
+         loop it used before ralph). Read them before you start; where they disagree with the \
+         steps above (which task list to use, what to commit, when to stop), the steps above win.\n",
+    );
+    for f in files {
+        s.push_str(&format!("- `{f}`\n"));
+    }
+    s.push('\n');
+    s
 }
 
 fn push_lessons(context: &mut String, paths: &Paths, story: &str, warnings: &mut Vec<String>) {
@@ -143,6 +163,7 @@ impl Run<'_> {
             feedback: self.state.feedback.as_deref(),
             handoff: self.state.handoff.as_ref(),
             gate: gate.as_deref(),
+            read_first: &self.cfg.run.context,
         });
         for w in rendered.warnings {
             self.warn(w);

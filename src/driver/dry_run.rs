@@ -108,6 +108,7 @@ pub fn dry_run(paths: &Paths, opts: &Options) -> Result<DryRun, Error> {
         feedback: resume.as_ref().and_then(|s| s.feedback.as_deref()),
         handoff: resume.as_ref().and_then(|s| s.handoff.as_ref()),
         gate: gate.as_deref(),
+        read_first: &cfg.run.context,
     });
     warnings.extend(rendered.warnings);
     let log_dir = paths.store.run_log_dir(run_id.as_deref().unwrap_or("<new run>"));

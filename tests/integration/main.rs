@@ -12,6 +12,7 @@ mod fuzz_replay;
 mod harness;
 mod hooks;
 mod hostile;
+mod import;
 mod killed;
 mod openai_stub;
 mod parallel;

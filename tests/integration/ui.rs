@@ -94,6 +94,7 @@ fn help_for_ralph_and_every_subcommand() {
         &["analyze"],
         &["demo"],
         &["init"],
+        &["import"],
         &["agents"],
         &["rules"],
         &["rules", "arm"],
