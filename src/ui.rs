@@ -63,6 +63,26 @@ pub fn decide(f: Facts, color: Color, progress: Progress) -> (Mode, bool) {
     (mode, colour)
 }
 
+/// "agent claude → codex from iteration 2: claude's usage limit lasts until 19:00:02".
+fn switch_text(
+    iteration: u32,
+    from: &str,
+    to: &str,
+    reason: crate::agent::fallback::SwitchReason,
+    until: Option<chrono::DateTime<Utc>>,
+) -> String {
+    use crate::agent::fallback::SwitchReason as R;
+    let why = match (reason, until) {
+        (R::UsageLimit, Some(t)) => format!(
+            "{from}'s usage limit lasts until {}",
+            t.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S")
+        ),
+        (R::UsageLimit, None) => format!("{from} is limited"),
+        (R::LimitReset, _) => format!("{to}'s usage limit is over"),
+    };
+    format!("agent {from} → {to} from iteration {iteration}: {why}")
+}
+
 /// One line per event with a local timestamp; no escape codes unless `color`.
 pub struct Plain<W: Write> {
     out: W,
@@ -113,7 +133,7 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
             paint(c, "33", &format!("warning: {message}"))
         }
         Event::Notice { level: Level::Info, message } => message.clone(),
-        Event::IterationStart { iteration, max_iterations, story_id, story_title } => {
+        Event::IterationStart { iteration, max_iterations, story_id, story_title, .. } => {
             if style.quiet {
                 return None;
             }
@@ -122,6 +142,9 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
                 "1",
                 &format!("iteration {iteration}/{max_iterations} · {story_id} {story_title}"),
             )
+        }
+        Event::AgentSwitch { iteration, from, to, reason, until } => {
+            paint(c, "33", &switch_text(*iteration, from, to, *reason, *until))
         }
         Event::AgentOutput { text, .. } => {
             if !style.agent_output {
@@ -244,6 +267,7 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
             message,
             report,
             best,
+            switches,
             ..
         } => {
             let mut s = format!(
@@ -278,9 +302,16 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
                         s.push_str(&format!(" · ${:.2}", story.cost_usd));
                     }
                 }
+                if story.agents.len() > 1 {
+                    s.push_str(&format!(" · by {}", story.agents.join(", ")));
+                }
                 if let Some(note) = &story.note {
                     s.push_str(&format!(": {note}"));
                 }
+            }
+            for sw in switches {
+                s.push_str("\n  ");
+                s.push_str(&switch_text(sw.iteration, &sw.from, &sw.to, sw.reason, sw.until));
             }
             if let Some(b) = best {
                 s.push_str(&format!(
@@ -457,11 +488,27 @@ mod tests {
                 verified: None,
                 passes: true,
                 note: None,
+                agents: vec!["claude".into(), "codex".into()],
             }],
             best: None,
+            switches: vec![crate::event::SwitchReport {
+                iteration: 2,
+                from: "claude".into(),
+                to: "codex".into(),
+                reason: crate::agent::fallback::SwitchReason::UsageLimit,
+                until: None,
+            }],
         };
         let text = describe(&end, style).unwrap();
-        assert_eq!(text.lines().count(), 3, "{text}");
+        assert_eq!(text.lines().count(), 4, "{text}");
+        assert!(
+            text.contains("✓ US-001 First (claimed: yes, no gate) · by claude, codex"),
+            "{text}"
+        );
+        assert!(
+            text.contains("agent claude → codex from iteration 2: claude is limited"),
+            "{text}"
+        );
         for line in text.lines() {
             assert!(line.starts_with("\x1b[32m") && line.ends_with("\x1b[0m"), "{line:?}");
         }

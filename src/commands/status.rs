@@ -181,7 +181,7 @@ pub(crate) fn gather(
         },
         calls_this_hour: limits.calls_in_window(now),
         calls_per_hour,
-        usage_limit_until: limits.usage_resume_at().filter(|t| *t > now),
+        usage_limit_until: limits.usage_hold(now),
         running_pid: store::lock_holder(&store.lock_path()),
         current_run: state.map(|s| RunLine {
             log_dir: store.run_log_dir(&s.run_id).display().to_string(),

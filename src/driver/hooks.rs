@@ -29,6 +29,7 @@ impl Run<'_> {
         self.reporter.emit(&Event::IterationEnd {
             iteration: c.n,
             story_id: c.story.id.clone(),
+            agent: c.agent.into(),
             result: j.result,
             duration_ms: c.started.elapsed().as_millis() as u64,
             exit_code: c.exit_code,

@@ -10,8 +10,11 @@ use super::{End, Run};
 use crate::event::{Event, RunOutcome};
 use crate::limits::{Backoff, Wait, Why};
 
-fn why_text(why: Why) -> &'static str {
+/// What holds the next call back; `agents` is how many there are to choose
+/// from (the configured one and its fallbacks).
+fn why_text(why: Why, agents: usize) -> &'static str {
     match why {
+        Why::UsageLimit if agents > 1 => "the agents' usage limits",
         Why::UsageLimit => "the agent's usage limit",
         Why::CallsPerHour => "the calls-per-hour limit",
     }
@@ -23,11 +26,23 @@ impl Run<'_> {
         if self.cfg.limits.wait { self.cfg.limits.max_wait } else { Duration::ZERO }
     }
 
-    /// Waits out the calls-per-hour window and any usage limit, or stops.
+    /// Chooses the agent for the next iteration (a fallback while the
+    /// configured one is limited, the configured one again once it is
+    /// free), then waits out the calls-per-hour window and any usage limit
+    /// that holds every agent, or stops.
     pub(super) fn wait_for_limits(&mut self) -> Option<End> {
         loop {
             let max_wait = self.max_wait();
-            match self.limits.wait(Utc::now(), self.cfg.limits.calls_per_hour, max_wait) {
+            let now = Utc::now();
+            let free_at =
+                match self.agents.choose(&self.limits, now, self.cfg.limits.fallback_after) {
+                    Ok(agent) => {
+                        self.switch_agent(agent);
+                        None
+                    }
+                    Err(at) => Some(at),
+                };
+            match self.limits.wait(now, free_at, self.cfg.limits.calls_per_hour, max_wait) {
                 Wait::Ready => return None,
                 Wait::TooLong { at, why } => {
                     let how = if self.cfg.limits.wait {
@@ -42,7 +57,7 @@ impl Run<'_> {
                         RunOutcome::RateLimited,
                         format!(
                             "{} until {} — {how}",
-                            why_text(why),
+                            why_text(why, self.agents.all().len()),
                             at.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S"),
                         ),
                     ));
@@ -51,16 +66,36 @@ impl Run<'_> {
                 Wait::Until { at, why: Why::UsageLimit } if self.opts.worker.is_some() => {
                     return Some(End::new(
                         RunOutcome::RateLimited,
-                        format!("{} until {}", why_text(Why::UsageLimit), at.to_rfc3339()),
+                        format!(
+                            "{} until {}",
+                            why_text(Why::UsageLimit, self.agents.all().len()),
+                            at.to_rfc3339()
+                        ),
                     ));
                 }
                 Wait::Until { at, why } => {
-                    if let Some(end) = self.wait_until(at, why_text(why)) {
+                    if let Some(end) = self.wait_until(at, why_text(why, self.agents.all().len())) {
                         return Some(end);
                     }
                 }
             }
         }
+    }
+
+    /// Makes `agent` the one the next iteration runs, saying so when that
+    /// is a change.
+    fn switch_agent(&mut self, agent: usize) {
+        let Some(s) = self.agents.switch_to(agent, &self.limits) else { return };
+        let switch = crate::event::SwitchReport {
+            iteration: self.state.iteration + 1,
+            from: self.agents.name(s.from).into(),
+            to: self.agents.name(s.to).into(),
+            reason: s.reason,
+            until: s.until,
+        };
+        self.state.switches.push(switch.clone());
+        let crate::event::SwitchReport { iteration, from, to, reason, until } = switch;
+        self.reporter.emit(&Event::AgentSwitch { iteration, from, to, reason, until });
     }
 
     /// After a transient API error: back off and retry, or stop.
