@@ -262,3 +262,28 @@ fn a_fallback_the_config_cannot_name_is_a_clear_error() {
     assert_eq!(r.code, code(exit::ENVIRONMENT), "{r:?}");
     assert!(r.stderr.contains("fallback agent amp: agent command `amp` not found"), "{r:?}");
 }
+
+#[test]
+fn in_a_parallel_run_a_worker_falls_back_on_its_own() {
+    let two = Two::new(
+        TWO_STORIES,
+        &format!("[story US-001 1]\nusage-limit 7200\n[run *]\n{DONE}"),
+        &format!("[run *]\n{DONE}"),
+    );
+    let (r, ev) = two.run(&["6", "--jobs", "2", "--fallback-tool", "claude"], &[]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(two.p.passes("US-001") && two.p.passes("US-002"));
+    assert_eq!(two.fallback_runs(), ["US-001"]);
+    let switches = of(&ev, "agent_switch");
+    assert_eq!(switches.len(), 1, "{r:?}");
+    assert_eq!((&switches[0]["story"], &switches[0]["to"]), (&"US-001".into(), &"claude".into()));
+    // Nobody paused: the other worker's agent was never limited.
+    assert!(!r.stdout.contains("every worker pauses"), "{r:?}");
+    let end = ev.last().unwrap();
+    assert_eq!(end["switches"].as_array().map(Vec::len), Some(1), "{r:?}");
+    let agents = |id: &str| {
+        end["report"].as_array().unwrap().iter().find(|s| s["id"] == id).unwrap()["agents"].clone()
+    };
+    assert_eq!(agents("US-001"), serde_json::json!(["custom", "claude"]));
+    assert_eq!(agents("US-002"), serde_json::json!(["custom"]));
+}
