@@ -32,8 +32,10 @@ pub enum Choice {
     /// Agent `agent` of the list (1 or more): every one before it is
     /// limited beyond `fallback_after`; `why` is the one just before it.
     Fallback { agent: usize, why: Limited },
-    /// No agent may run before `at`.
-    WaitUntil { at: DateTime<Utc> },
+    /// No agent may run before `at`, when agent `agent` is free again:
+    /// its limit resets within `fallback_after`, or it is the earliest
+    /// reset of a list all limited for longer.
+    WaitUntil { at: DateTime<Utc>, agent: usize },
 }
 
 /// An agent held back by its usage limit until `until`.
@@ -67,7 +69,7 @@ pub struct Switch {
 /// Chooses the agent for the next iteration. `holds[i]` is when agent `i`
 /// may be called again (`None` or a time not after `now`: it is free).
 pub fn choose(holds: &[Option<DateTime<Utc>>], now: DateTime<Utc>, after: Duration) -> Choice {
-    let mut earliest: Option<DateTime<Utc>> = None;
+    let mut earliest: Option<(DateTime<Utc>, usize)> = None;
     for (i, hold) in holds.iter().enumerate() {
         let Some(at) = hold.filter(|&at| at > now) else {
             return match i.checked_sub(1) {
@@ -80,11 +82,23 @@ pub fn choose(holds: &[Option<DateTime<Utc>>], now: DateTime<Utc>, after: Durati
             };
         };
         if (at - now).to_std().unwrap_or_default() <= after {
-            return Choice::WaitUntil { at };
+            return Choice::WaitUntil { at, agent: i };
         }
-        earliest = Some(earliest.map_or(at, |e| e.min(at)));
+        if earliest.is_none_or(|(e, _)| at < e) {
+            earliest = Some((at, i));
+        }
     }
-    earliest.map_or(Choice::Primary, |at| Choice::WaitUntil { at })
+    earliest.map_or(Choice::Primary, |(at, agent)| Choice::WaitUntil { at, agent })
+}
+
+/// Which agent a wait is for, and whether every agent is limited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Hold {
+    pub(crate) at: DateTime<Utc>,
+    pub(crate) agent: usize,
+    /// Every agent is limited beyond `fallback_after` (else `agent`'s
+    /// limit is just short enough to wait out).
+    pub(crate) every: bool,
 }
 
 /// The agents of a run, the configured one first, and the one in use.
@@ -149,18 +163,21 @@ impl Agents {
         (0..self.list.len()).map(|i| limits.agent_resume_at(self.name(i))).collect()
     }
 
-    /// What the next iteration needs: the agent (`Ok`), or the time the
-    /// earliest agent may run (`Err`).
+    /// What the next iteration needs: the agent (`Ok`), or the wait for
+    /// the first agent that may run (`Err`).
     pub(crate) fn choose(
         &self,
         limits: &Limits,
         now: DateTime<Utc>,
         after: Duration,
-    ) -> Result<usize, DateTime<Utc>> {
+    ) -> Result<usize, Hold> {
         match choose(&self.holds(limits), now, after) {
             Choice::Primary => Ok(0),
             Choice::Fallback { agent, .. } => Ok(agent),
-            Choice::WaitUntil { at } => Err(at),
+            Choice::WaitUntil { at, agent } => {
+                let every = (at - now).to_std().unwrap_or_default() > after;
+                Err(Hold { at, agent, every })
+            }
         }
     }
 
@@ -211,14 +228,15 @@ mod tests {
         let cases: &[(&str, &[Option<i64>], Duration, Choice)] = &[
             ("nobody limited", &[None, None], ten, Primary),
             ("no fallback, free", &[None], ten, Primary),
-            ("no fallback, limited: wait as before", &[Some(120)], ten, WaitUntil { at: min(120) }),
+            ("no fallback, limited: wait as before", &[Some(120)], ten, WaitUntil { at: min(120), agent: 0 }),
             ("primary limited for 2h: fallback", &[Some(120), None], ten, Fallback { agent: 1, why: lim(0, 120) }),
-            ("primary's reset soon: waited out", &[Some(5), None], ten, WaitUntil { at: min(5) }),
-            ("exactly fallback_after: waited out", &[Some(10), None], ten, WaitUntil { at: min(10) }),
+            ("primary's reset soon: waited out", &[Some(5), None], ten, WaitUntil { at: min(5), agent: 0 }),
+            ("exactly fallback_after: waited out", &[Some(10), None], ten, WaitUntil { at: min(10), agent: 0 }),
             ("primary's reset passed: back to it", &[Some(-1), None], ten, Primary),
             ("primary free again, fallback limited", &[Some(0), Some(90)], ten, Primary),
-            ("both limited long: the earliest reset", &[Some(120), Some(60)], ten, WaitUntil { at: min(60) }),
-            ("fallback's reset soon: wait for it", &[Some(120), Some(3)], ten, WaitUntil { at: min(3) }),
+            ("both limited long: the earliest reset", &[Some(120), Some(60)], ten, WaitUntil { at: min(60), agent: 1 }),
+            ("fallback's reset soon: wait for it", &[Some(120), Some(3)], ten, WaitUntil { at: min(3), agent: 1 }),
+            ("all limited, the primary first to reset", &[Some(60), Some(120), Some(90)], ten, WaitUntil { at: min(60), agent: 0 }),
             ("the second fallback", &[Some(120), Some(60), None], ten, Fallback { agent: 2, why: lim(1, 60) }),
             ("fallback_after 0: any limit switches", &[Some(1), None], Duration::ZERO, Fallback { agent: 1, why: lim(0, 1) }),
             ("no agents at all", &[], ten, Primary),
@@ -264,7 +282,8 @@ mod tests {
         // codex is limited for a while too: wait for claude, the earlier reset.
         limits.set_agent_usage_limit("codex", Some(min(180)), t0(), ten);
         let claude_at = min(120) + TimeDelta::seconds(2);
-        assert_eq!(agents.choose(&limits, t0(), ten), Err(claude_at));
+        let hold = Hold { at: claude_at, agent: 0, every: true };
+        assert_eq!(agents.choose(&limits, t0(), ten), Err(hold));
         assert_eq!(agents.choose(&limits, min(121), ten), Ok(0));
         let s = agents.switch_to(0, &limits).unwrap();
         assert_eq!((s.from, s.to, s.reason), (1, 0, SwitchReason::LimitReset));

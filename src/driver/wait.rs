@@ -7,18 +7,9 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Local, Utc};
 
 use super::{End, Run};
+use crate::agent::fallback::Hold;
 use crate::event::{Event, RunOutcome};
 use crate::limits::{Backoff, Wait, Why};
-
-/// What holds the next call back; `agents` is how many there are to choose
-/// from (the configured one and its fallbacks).
-fn why_text(why: Why, agents: usize) -> &'static str {
-    match why {
-        Why::UsageLimit if agents > 1 => "the agents' usage limits",
-        Why::UsageLimit => "the agent's usage limit",
-        Why::CallsPerHour => "the calls-per-hour limit",
-    }
-}
 
 impl Run<'_> {
     /// The longest wait for a limit: `--max-wait`, or none with `--no-wait`.
@@ -34,14 +25,15 @@ impl Run<'_> {
         loop {
             let max_wait = self.max_wait();
             let now = Utc::now();
-            let free_at =
-                match self.agents.choose(&self.limits, now, self.cfg.limits.fallback_after) {
-                    Ok(agent) => {
-                        self.switch_agent(agent);
-                        None
-                    }
-                    Err(at) => Some(at),
-                };
+            let hold = match self.agents.choose(&self.limits, now, self.cfg.limits.fallback_after) {
+                Ok(agent) => {
+                    self.switch_agent(agent);
+                    None
+                }
+                Err(hold) => Some(hold),
+            };
+            let free_at = hold.map(|h| h.at);
+            let why_text = |why: Why, at| self.why_text(why, hold, at);
             match self.limits.wait(now, free_at, self.cfg.limits.calls_per_hour, max_wait) {
                 Wait::Ready => return None,
                 Wait::TooLong { at, why } => {
@@ -57,7 +49,7 @@ impl Run<'_> {
                         RunOutcome::RateLimited,
                         format!(
                             "{} until {} — {how}",
-                            why_text(why, self.agents.all().len()),
+                            why_text(why, at),
                             at.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S"),
                         ),
                     ));
@@ -66,19 +58,33 @@ impl Run<'_> {
                 Wait::Until { at, why: Why::UsageLimit } if self.opts.worker.is_some() => {
                     return Some(End::new(
                         RunOutcome::RateLimited,
-                        format!(
-                            "{} until {}",
-                            why_text(Why::UsageLimit, self.agents.all().len()),
-                            at.to_rfc3339()
-                        ),
+                        format!("{} until {}", why_text(Why::UsageLimit, at), at.to_rfc3339()),
                     ));
                 }
                 Wait::Until { at, why } => {
-                    if let Some(end) = self.wait_until(at, why_text(why, self.agents.all().len())) {
+                    let reason = why_text(why, at);
+                    if let Some(end) = self.wait_until(at, &reason) {
                         return Some(end);
                     }
                 }
             }
+        }
+    }
+
+    /// What holds the next call back until `at`, in words: with fallback
+    /// agents, whose limit it is (`hold`, from `agent::fallback`).
+    fn why_text(&self, why: Why, hold: Option<Hold>, at: DateTime<Utc>) -> String {
+        match (why, hold) {
+            (Why::CallsPerHour, _) => "the calls-per-hour limit".into(),
+            (Why::UsageLimit, Some(h)) if h.at == at && self.agents.all().len() > 1 => {
+                let name = self.agents.name(h.agent);
+                if h.every {
+                    format!("every agent's usage limit ({name}'s resets first)")
+                } else {
+                    format!("{name}'s usage limit, which resets sooner than limits.fallback_after")
+                }
+            }
+            (Why::UsageLimit, _) => "the agent's usage limit".into(),
         }
     }
 

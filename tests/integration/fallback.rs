@@ -174,7 +174,8 @@ fn a_limit_that_resets_sooner_than_fallback_after_is_waited_out() {
     assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     assert!(of(&ev, "agent_switch").is_empty(), "{r:?}");
     assert_eq!(of(&ev, "waiting").len(), 1, "{r:?}");
-    assert_eq!(of(&ev, "waiting")[0]["reason"], "the agents' usage limits");
+    let reason = &of(&ev, "waiting")[0]["reason"];
+    assert_eq!(reason, "custom's usage limit, which resets sooner than limits.fallback_after");
     assert!(two.fallback_runs().is_empty(), "the fallback never ran");
     assert_eq!(
         iterations(&ev),
@@ -227,7 +228,8 @@ fn with_every_agent_limited_the_run_waits_for_the_earliest_reset_or_stops() {
     assert_eq!(iterations(&ev), [pair("custom", "transient"), pair("claude", "transient")]);
     let end = ev.last().unwrap();
     let message = end["message"].as_str().unwrap();
-    assert!(message.starts_with("the agents' usage limits until "), "{message}");
+    let head = "every agent's usage limit (claude's resets first) until ";
+    assert!(message.starts_with(head), "{message}");
     // The earliest reset is claude's, an hour away (in local time, as TZ=UTC).
     let claude_at: chrono::DateTime<chrono::Utc> = {
         let limits: Value = serde_json::from_str(&two.p.read(".git/ralph/limits.json")).unwrap();

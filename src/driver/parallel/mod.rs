@@ -449,6 +449,7 @@ impl Run<'_> {
         let now = Utc::now();
         let at = crate::limits::Limits::load(&store).ok().and_then(|(l, _)| {
             let free = self.agents.choose(&l, now, self.cfg.limits.fallback_after).err();
+            let free = free.map(|h| h.at);
             free.or_else(|| l.usage_hold(now))
         });
         let resume = self.limits.set_usage_limit(at, Utc::now(), self.cfg.limits.usage_limit_wait);
