@@ -289,3 +289,17 @@ fn in_a_parallel_run_a_worker_falls_back_on_its_own() {
     assert_eq!(agents("US-001"), serde_json::json!(["custom", "claude"]));
     assert_eq!(agents("US-002"), serde_json::json!(["custom"]));
 }
+
+#[test]
+fn ralph_agents_checks_the_fallbacks_too() {
+    let two = Two::new(TWO_STORIES, DONE, DONE);
+    let path = format!("{}:/usr/bin:/bin", two.bin.display());
+    let env = [("RALPH_AGENT_FALLBACK", "claude,amp"), ("PATH", path.as_str())];
+    let out = two.p.ralph().arg("agents").env("IS_SANDBOX", "1").envs(env).output().unwrap();
+    let r = to_run(out);
+    assert_eq!(r.code, code(exit::ENVIRONMENT), "{r:?}");
+    let claude = format!("  then    claude · ready ({}/claude)", two.bin.display());
+    assert!(r.stdout.contains(&claude), "{r:?}");
+    assert!(r.stdout.contains("  then    amp · cannot run"), "{r:?}");
+    assert!(r.stdout.contains("agent command `amp` not found on PATH"), "{r:?}");
+}
