@@ -54,13 +54,23 @@ pub struct DryAgent {
     pub env_remove: Vec<String>,
 }
 
+/// The agent the next iteration would run: a fallback while the
+/// configured agent's usage limit lasts (as `limits.json` has it).
+fn next_agent(paths: &Paths, cfg: &crate::config::Config) -> Result<Backend, Error> {
+    let agents = crate::agent::Agents::configured(&cfg.agent).map_err(Error::Usage)?;
+    let (limits, _) = crate::limits::Limits::load(&paths.store).unwrap_or_default();
+    let now = chrono::Utc::now();
+    let i = agents.choose(&limits, now, cfg.limits.fallback_after).unwrap_or_else(|h| h.agent);
+    Ok(agents.all()[i].clone())
+}
+
 /// What the next iteration would do, without doing or writing anything.
 pub fn dry_run(paths: &Paths, opts: &Options) -> Result<DryRun, Error> {
     let cfg = &opts.config;
     paths.require_prd()?;
     let prd = Prd::load(&paths.prd)?;
     let repo = crate::git::Repo::discover(&paths.project)?;
-    let backend = Backend::configured(&cfg.agent).map_err(Error::Usage)?;
+    let backend = next_agent(paths, cfg)?;
     let template = super::setup::load_template(paths, opts)?;
     let (checkpoint, warning) =
         RunState::load(&paths.store).map_err(|e| Error::io("read the checkpoint", e))?;

@@ -236,6 +236,13 @@ fn with_every_agent_limited_the_run_waits_for_the_earliest_reset_or_stops() {
         limits["agents"]["claude"].as_str().unwrap().parse().unwrap()
     };
     assert!(message.contains(&claude_at.format("%Y-%m-%d %H:%M:%S").to_string()), "{message}");
+    // --dry-run names the agent the next iteration would run: the first to reset.
+    let path = format!("{}:{}", two.bin.display(), std::env::var("PATH").unwrap_or_default());
+    let mut dry = two.p.ralph();
+    dry.args(["--dry-run", "--json", "--fallback-tool", "claude"]).env("PATH", path);
+    let out = to_run(dry.env("IS_SANDBOX", "1").output().unwrap());
+    let dry: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|_| panic!("{out:?}"));
+    assert_eq!(dry["agent"]["argv"][0], "claude", "{out:?}");
 }
 
 #[test]
