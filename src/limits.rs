@@ -193,6 +193,11 @@ impl Limits {
         self.usage_resume_at.max(self.agents.get(agent).copied())
     }
 
+    /// The agents' own usage limits still holding at `now`, by name.
+    pub fn agent_holds(&self, now: DateTime<Utc>) -> BTreeMap<String, DateTime<Utc>> {
+        self.agents.iter().filter(|(_, t)| **t > now).map(|(a, t)| (a.clone(), *t)).collect()
+    }
+
     /// The latest usage limit of any kind still holding at `now`, for
     /// `ralph status`.
     pub fn usage_hold(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {

@@ -135,6 +135,15 @@ fn a_long_usage_limit_hands_the_story_to_the_fallback_which_completes_it() {
     let limits: Value = serde_json::from_str(&two.p.read(".git/ralph/limits.json")).unwrap();
     assert!(limits["agents"]["custom"].is_string(), "{limits}");
     assert!(limits["agents"].get("claude").is_none(), "{limits}");
+    // `ralph status` says whose limit it is.
+    let mut status = two.p.ralph();
+    let status =
+        to_run(status.args(["status"]).env("RALPH_AGENT_FALLBACK", "claude").output().unwrap());
+    assert!(
+        status.stdout.contains("usage limit of custom: it can be called again at"),
+        "{status:?}"
+    );
+    assert!(!status.stdout.contains("calls resume at"), "{status:?}");
     // The plain report says it in words.
     let two_plain =
         Two::new(TWO_STORIES, "[run *]\nusage-limit 7200\n", &format!("[run *]\n{DONE}"));
