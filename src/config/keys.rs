@@ -270,7 +270,7 @@ pub(crate) const KEYS: &[Key] = &[
         "limits.fallback_after",
         Duration,
         "\"10m\"",
-        "A usage limit that resets sooner than this is waited out; a later one hands the story to the next agent of agent.fallback (if any)."
+        "A usage limit that resets sooner than this (and within limits.max_wait; with --no-wait, none) is waited out; a later one hands the story to the next agent of agent.fallback (if any)."
     ),
     key!(
         "limits.usage_limit_wait",

@@ -60,7 +60,9 @@ fn next_agent(paths: &Paths, cfg: &crate::config::Config) -> Result<Backend, Err
     let agents = crate::agent::Agents::configured(&cfg.agent).map_err(Error::Usage)?;
     let (limits, _) = crate::limits::Limits::load(&paths.store).unwrap_or_default();
     let now = chrono::Utc::now();
-    let i = agents.choose(&limits, now, cfg.limits.fallback_after).unwrap_or_else(|h| h.agent);
+    let max_wait = if cfg.limits.wait { cfg.limits.max_wait } else { std::time::Duration::ZERO };
+    let after = cfg.limits.fallback_after.min(max_wait);
+    let i = agents.choose(&limits, now, after).unwrap_or_else(|h| h.agent);
     Ok(agents.all()[i].clone())
 }
 

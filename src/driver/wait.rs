@@ -13,8 +13,15 @@ use crate::limits::{Backoff, Wait, Why};
 
 impl Run<'_> {
     /// The longest wait for a limit: `--max-wait`, or none with `--no-wait`.
-    fn max_wait(&self) -> Duration {
+    pub(super) fn max_wait(&self) -> Duration {
         if self.cfg.limits.wait { self.cfg.limits.max_wait } else { Duration::ZERO }
+    }
+
+    /// How long a usage limit may last and still be waited out rather than
+    /// handed to a fallback: `limits.fallback_after`, but never longer than
+    /// ralph may wait at all (with `--no-wait`, any limit switches).
+    pub(super) fn fallback_after(&self) -> Duration {
+        self.cfg.limits.fallback_after.min(self.max_wait())
     }
 
     /// Chooses the agent for the next iteration (a fallback while the
@@ -25,7 +32,7 @@ impl Run<'_> {
         loop {
             let max_wait = self.max_wait();
             let now = Utc::now();
-            let hold = match self.agents.choose(&self.limits, now, self.cfg.limits.fallback_after) {
+            let hold = match self.agents.choose(&self.limits, now, self.fallback_after()) {
                 Ok(agent) => {
                     self.switch_agent(agent);
                     None

@@ -193,6 +193,15 @@ fn a_limit_that_resets_sooner_than_fallback_after_is_waited_out() {
 }
 
 #[test]
+fn with_no_wait_even_a_short_limit_goes_to_the_fallback() {
+    let two = Two::new(TWO_STORIES, "[run *]\nusage-limit 300\n", &format!("[run *]\n{DONE}"));
+    let (r, ev) = two.run(&["5", "--fallback-tool", "claude", "--no-wait"], &[]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert_eq!(two.fallback_runs(), ["US-001", "US-002"]);
+    assert_eq!(of(&ev, "agent_switch").len(), 1, "{r:?}");
+}
+
+#[test]
 fn after_its_reset_the_configured_agent_takes_over_again() {
     // The configured agent's limit resets 1 s (plus ralph's 2 s guard)
     // after it is met; claude's first run outlasts that.

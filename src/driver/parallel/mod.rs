@@ -448,7 +448,7 @@ impl Run<'_> {
         // When the worker's next agent is free (its fallbacks counted).
         let now = Utc::now();
         let at = crate::limits::Limits::load(&store).ok().and_then(|(l, _)| {
-            let free = self.agents.choose(&l, now, self.cfg.limits.fallback_after).err();
+            let free = self.agents.choose(&l, now, self.fallback_after()).err();
             let free = free.map(|h| h.at);
             free.or_else(|| l.usage_hold(now))
         });
