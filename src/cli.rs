@@ -140,6 +140,10 @@ pub(crate) struct SettingArgs {
     /// Agent CLI to drive
     #[arg(long, value_enum, value_name = "TOOL")]
     pub(crate) tool: Option<Tool>,
+    /// Agent to go on with when the configured one meets a usage limit that resets later
+    /// than limits.fallback_after (repeat it, or give a comma list, for more than one)
+    #[arg(long, value_delimiter = ',', value_name = "TOOL", value_parser = FALLBACK_TOOLS)]
+    pub(crate) fallback_tool: Vec<String>,
     /// Any other agent command (split like a shell splits words, never run by one);
     /// {prompt} / {prompt_file} put the prompt in argv / a file, else it goes to stdin
     #[arg(long, value_name = "COMMAND", value_parser = command)]
@@ -191,6 +195,11 @@ pub(crate) struct SettingArgs {
     #[arg(long, alias = "auto-reset-circuit")]
     pub(crate) auto_reset: bool,
 }
+
+/// The agents `--fallback-tool` may name: every tool but custom (the custom
+/// command is the configured agent's).
+const FALLBACK_TOOLS: [&str; 7] =
+    ["claude", "amp", "codex", "gemini", "opencode", "cursor-agent", "aider"];
 
 fn duration(s: &str) -> Result<String, String> {
     crate::config::parse_duration(s).map(|_| s.to_string())

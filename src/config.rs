@@ -447,6 +447,7 @@ impl Layers {
         Config {
             agent: AgentConfig {
                 tool,
+                fallback: self.list("agent.fallback").iter().filter_map(|t| tool_from(t)).collect(),
                 command: self.command("agent.command"),
                 format: format_from(&self.str("agent.format")).unwrap_or(Format::Text),
                 model: self.opt_str("agent.model"),
@@ -486,6 +487,7 @@ impl Layers {
                 wait: self.bool("limits.wait"),
                 max_wait: self.duration("limits.max_wait"),
                 usage_limit_wait: self.duration("limits.usage_limit_wait"),
+                fallback_after: self.duration("limits.fallback_after"),
             },
             budget: BudgetConfig {
                 max_duration: nonzero(self.duration("budget.max_duration")),
@@ -575,6 +577,8 @@ pub struct Config {
 #[derive(Debug, Clone)]
 pub(crate) struct AgentConfig {
     pub(crate) tool: Tool,
+    /// Agents to go on with when `tool` meets a long usage limit, in order.
+    pub(crate) fallback: Vec<Tool>,
     pub(crate) command: Vec<String>,
     pub(crate) format: Format,
     pub(crate) model: Option<String>,
@@ -624,6 +628,9 @@ pub(crate) struct LimitsConfig {
     pub(crate) wait: bool,
     pub(crate) max_wait: Duration,
     pub(crate) usage_limit_wait: Duration,
+    /// A usage limit resetting sooner than this is waited out, not handed
+    /// to a fallback agent.
+    pub(crate) fallback_after: Duration,
 }
 
 #[derive(Debug, Clone)]

@@ -134,6 +134,20 @@ pub struct StoryReport {
     /// The commit a parallel run merged it as.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit: Option<String>,
+    /// The agents that ran its iterations, in the order they first did
+    /// (more than one when a fallback agent took over).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<String>,
+}
+
+/// An agent switch, for the final report: as the `agent_switch` event said it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SwitchReport {
+    pub iteration: u32,
+    pub from: String,
+    pub to: String,
+    pub reason: crate::agent::fallback::SwitchReason,
+    pub until: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -160,6 +174,21 @@ pub enum Event {
         max_iterations: u32,
         story_id: String,
         story_title: String,
+        /// The agent that runs it (`claude`, `codex`, …, `custom`).
+        #[serde(default)]
+        agent: String,
+    },
+    /// The next iteration runs another agent than the last: the one left
+    /// met a usage limit resetting later than `limits.fallback_after`, or
+    /// the one returned to is free again.
+    AgentSwitch {
+        /// The iteration the new agent runs.
+        iteration: u32,
+        from: String,
+        to: String,
+        reason: crate::agent::fallback::SwitchReason,
+        /// When `from` may be called again (a usage limit).
+        until: Option<DateTime<Utc>>,
     },
     AgentOutput {
         iteration: u32,
@@ -168,6 +197,9 @@ pub enum Event {
     IterationEnd {
         iteration: u32,
         story_id: String,
+        /// The agent that ran it.
+        #[serde(default)]
+        agent: String,
         result: IterationResult,
         duration_ms: u64,
         exit_code: Option<i32>,
@@ -253,6 +285,9 @@ pub enum Event {
         report: Vec<StoryReport>,
         /// The iteration closest to passing and its commit, when the run ended unfinished.
         best: Option<BestIteration>,
+        /// Every change of agent in the run, and why.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        switches: Vec<SwitchReport>,
     },
 }
 
@@ -315,11 +350,20 @@ mod tests {
                 max_iterations: 10,
                 story_id: "US-001".into(),
                 story_title: "t".into(),
+                agent: "claude".into(),
+            },
+            Event::AgentSwitch {
+                iteration: 2,
+                from: "claude".into(),
+                to: "codex".into(),
+                reason: crate::agent::fallback::SwitchReason::UsageLimit,
+                until: Some(now),
             },
             Event::AgentOutput { iteration: 1, text: "x".into() },
             Event::IterationEnd {
                 iteration: 1,
                 story_id: "US-001".into(),
+                agent: "claude".into(),
                 result: IterationResult::Progress,
                 duration_ms: 1,
                 exit_code: Some(0),
@@ -367,12 +411,20 @@ mod tests {
                     iterations: 2,
                     cost_usd: 0.5,
                     commit: Some("abc1234".into()),
+                    agents: vec!["claude".into(), "codex".into()],
                 }],
                 best: Some(BestIteration {
                     iteration: 3,
                     commit: Some("abc1234".into()),
                     score: "s".into(),
                 }),
+                switches: vec![SwitchReport {
+                    iteration: 2,
+                    from: "claude".into(),
+                    to: "codex".into(),
+                    reason: crate::agent::fallback::SwitchReason::UsageLimit,
+                    until: Some(now),
+                }],
             },
         ]
     }

@@ -8,9 +8,12 @@
 //!   ralph-claude-code does) allows 200 calls in two minutes around the top
 //!   of the hour, and its wait ends at the top of the hour whether or not
 //!   that frees anything.
-//! - **Usage limit**: the time the agent's subscription quota resets, plus
-//!   [`USAGE_GUARD`]. It is persisted, so a ralph started before that time
-//!   waits too instead of burning a call to rediscover the limit.
+//! - **Usage limit**: the time an agent's subscription quota resets, plus
+//!   [`USAGE_GUARD`], kept per agent (claude's limit does not stop codex;
+//!   `agent::fallback` decides who runs next). It is persisted, so a ralph
+//!   started before that time waits too instead of burning a call to
+//!   rediscover the limit. A limit that holds every agent back (a file an
+//!   older ralph wrote, a parallel run's shared pause) is kept apart.
 //! - **Transient backoff** after 429, 529, overload or an unreachable API:
 //!   exponential in the number of such failures in a row, capped.
 //!
@@ -18,6 +21,7 @@
 //! a wait longer than that means the driver stops with
 //! [`crate::exit::RATE_LIMITED`]. State lives in `.ralph/limits.json`.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::time::Duration;
 
@@ -82,15 +86,29 @@ pub struct Limits {
     version: u32,
     /// Start times of the calls in the window, oldest first.
     calls: Vec<DateTime<Utc>>,
-    /// No call before this time: a usage limit (guard included).
+    /// No call to any agent before this time: a usage limit (guard
+    /// included) that holds them all — from a file written before ralph
+    /// kept limits per agent, or a parallel run's pause for every worker.
     usage_resume_at: Option<DateTime<Utc>>,
     /// Transient failures in a row.
     transient: u32,
+    /// No call to the agent of this name (`Tool::name`) before this time.
+    /// Absent from older files, which still load (the version is the same:
+    /// an older ralph reading this file ignores the field, which costs it at
+    /// most a call that meets the limit again).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    agents: BTreeMap<String, DateTime<Utc>>,
 }
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { version: VERSION, calls: Vec::new(), usage_resume_at: None, transient: 0 }
+        Limits {
+            version: VERSION,
+            calls: Vec::new(),
+            usage_resume_at: None,
+            transient: 0,
+            agents: BTreeMap::new(),
+        }
     }
 }
 
@@ -154,6 +172,38 @@ impl Limits {
         self.usage_resume_at
     }
 
+    /// Records a usage limit the agent `agent` met (as [`Limits::set_usage_limit`]
+    /// does for all of them); returns the time it may be called again.
+    pub fn set_agent_usage_limit(
+        &mut self,
+        agent: &str,
+        resets_at: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+        fallback_wait: Duration,
+    ) -> DateTime<Utc> {
+        let reset = resets_at.filter(|&at| at > now).unwrap_or_else(|| later(now, fallback_wait));
+        let resume = later(reset, USAGE_GUARD);
+        self.agents.insert(agent.to_string(), resume);
+        resume
+    }
+
+    /// When `agent` may be called again: the later of its own usage limit
+    /// and one that holds every agent (`None`: no limit was recorded).
+    pub fn agent_resume_at(&self, agent: &str) -> Option<DateTime<Utc>> {
+        self.usage_resume_at.max(self.agents.get(agent).copied())
+    }
+
+    /// The agents' own usage limits still holding at `now`, by name.
+    pub fn agent_holds(&self, now: DateTime<Utc>) -> BTreeMap<String, DateTime<Utc>> {
+        self.agents.iter().filter(|(_, t)| **t > now).map(|(a, t)| (a.clone(), *t)).collect()
+    }
+
+    /// The latest usage limit of any kind still holding at `now`, for
+    /// `ralph status`.
+    pub fn usage_hold(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.agents.values().copied().chain(self.usage_resume_at).filter(|&t| t > now).max()
+    }
+
     /// How long a usage limit still holds calls back at `now`.
     #[cfg(test)]
     pub fn usage_wait(&self, now: DateTime<Utc>) -> Option<Duration> {
@@ -161,9 +211,18 @@ impl Limits {
     }
 
     /// What to do before the next call: the later of the usage-limit and
-    /// calls-per-hour waits, judged against `max_wait`.
-    pub fn wait(&self, now: DateTime<Utc>, max_per_hour: u32, max_wait: Duration) -> Wait {
-        let usage = self.usage_resume_at.filter(|&at| at > now).map(|at| (at, Why::UsageLimit));
+    /// calls-per-hour waits, judged against `max_wait`. `agents_free_at` is
+    /// when the next agent may be called (`agent::fallback::choose`), if
+    /// every agent is held back; the limit that holds them all counts too.
+    pub fn wait(
+        &self,
+        now: DateTime<Utc>,
+        agents_free_at: Option<DateTime<Utc>>,
+        max_per_hour: u32,
+        max_wait: Duration,
+    ) -> Wait {
+        let usage = self.usage_resume_at.max(agents_free_at);
+        let usage = usage.filter(|&at| at > now).map(|at| (at, Why::UsageLimit));
         let calls = self.check(now, max_per_hour).err().map(|at| (at, Why::CallsPerHour));
         match usage.into_iter().chain(calls).max_by_key(|&(at, _)| at) {
             None => Wait::Ready,
@@ -191,14 +250,21 @@ impl Limits {
         }
     }
 
-    /// Records a call that got through: the backoff starts over and any
-    /// usage limit is over.
-    pub fn note_success(&mut self) {
+    /// Records a call to `agent` that got through: the backoff starts over,
+    /// and its usage limit (and one that held every agent) is over.
+    pub fn note_success(&mut self, agent: &str) {
         self.transient = 0;
         self.usage_resume_at = None;
+        self.agents.remove(agent);
+    }
+
+    /// Whether a success would change anything ([`Limits::note_success`]).
+    pub fn holds_anything(&self, agent: &str) -> bool {
+        self.transient > 0 || self.usage_resume_at.is_some() || self.agents.contains_key(agent)
     }
 
     /// Transient failures in a row.
+    #[cfg(test)]
     pub fn transient_count(&self) -> u32 {
         self.transient
     }
@@ -253,217 +319,4 @@ fn until(now: DateTime<Utc>, at: DateTime<Utc>) -> Duration {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn t0() -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339("2026-03-01T12:00:00Z").unwrap().with_timezone(&Utc)
-    }
-
-    fn min(m: i64) -> DateTime<Utc> {
-        t0() + TimeDelta::minutes(m)
-    }
-
-    fn with_calls(minutes: &[i64]) -> Limits {
-        Limits { calls: minutes.iter().map(|&m| min(m)).collect(), ..Limits::new() }
-    }
-
-    fn store() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::new(dir.path());
-        store.ensure().unwrap();
-        (dir, store)
-    }
-
-    /// Times as minutes relative to `t0`.
-    type Minutes = &'static [i64];
-
-    #[test]
-    fn calls_per_hour_window() {
-        // Calls as minutes relative to now (t0); expected next allowed time likewise.
-        #[rustfmt::skip]
-        let cases: &[(&str, Minutes, u32, Result<(), i64>)] = &[
-            ("no calls", &[], 100, Ok(())),
-            ("room left", &[-50, -40, -30], 4, Ok(())),
-            ("full: wait for the oldest", &[-50, -40, -30], 3, Err(10)),
-            ("an old call expired", &[-61, -40, -30], 3, Ok(())),
-            ("a call exactly an hour ago expired", &[-60, -40, -30], 3, Ok(())),
-            ("limit lowered below the calls made", &[-50, -40, -30], 2, Err(20)),
-            ("limit 0 means none", &[-3, -2, -1], 0, Ok(())),
-            ("a call from the future counts as now", &[120], 1, Err(60)),
-        ];
-        for (name, calls, max, expected) in cases {
-            let got = with_calls(calls).check(t0(), *max);
-            assert_eq!(got, expected.map_err(min), "{name}");
-        }
-    }
-
-    #[test]
-    fn window_fills_and_drains() {
-        let mut limits = Limits::new();
-        let secs = |s: i64| t0() + TimeDelta::seconds(s);
-        for i in 0..100 {
-            assert_eq!(limits.check(secs(i * 10), 100), Ok(()), "call {i}");
-            limits.record_call(secs(i * 10));
-        }
-        assert_eq!(limits.check(secs(1000), 100), Err(secs(3600)));
-        assert_eq!(limits.check(secs(3599), 100), Err(secs(3600)));
-        assert_eq!(limits.check(secs(3600), 100), Ok(()));
-        limits.record_call(secs(3600));
-        assert_eq!(limits.check(secs(3600), 100), Err(secs(3610)));
-        assert_eq!(limits.calls.len(), 100, "the expired call was dropped");
-    }
-
-    #[test]
-    fn recorded_calls_stay_bounded_by_the_window() {
-        let mut limits = Limits::new();
-        for m in 0..5 * 60 {
-            limits.record_call(min(m));
-        }
-        assert_eq!(limits.calls.len(), 60);
-        // Calls at minutes 271..=299 are in the hour up to minute 330; 270 has just left.
-        assert_eq!(limits.calls_in_window(min(5 * 60 + 30)), 29);
-    }
-
-    #[test]
-    fn usage_limit_resume_time() {
-        let hour = Duration::from_secs(3600);
-        #[rustfmt::skip]
-        let cases: &[(&str, Option<i64>, i64)] = &[
-            ("reset time given", Some(120), 120),
-            ("reset time unknown", None, 60),
-            ("reset time already past", Some(-5), 60),
-            ("reset time now", Some(0), 60),
-        ];
-        for (name, resets_at, expected) in cases {
-            let mut limits = Limits::new();
-            let resume = limits.set_usage_limit(resets_at.map(min), t0(), hour);
-            let expected = min(*expected) + TimeDelta::seconds(2);
-            assert_eq!(resume, expected, "{name}");
-            assert_eq!(limits.usage_resume_at(), Some(expected), "{name}");
-        }
-    }
-
-    #[test]
-    fn usage_limit_survives_a_restart() {
-        let (_dir, store) = store();
-        let mut limits = Limits::new();
-        limits.set_usage_limit(Some(min(120)), t0(), Duration::from_secs(3600));
-        limits.save(&store).unwrap();
-
-        let (limits, warning) = Limits::load(&store).unwrap();
-        assert_eq!(warning, None);
-        assert_eq!(limits.usage_wait(min(60)), Some(Duration::from_secs(3600 + 2)));
-        assert_eq!(limits.usage_wait(min(121)), None);
-    }
-
-    #[test]
-    fn wait_is_judged_against_max_wait() {
-        let usage_at = min(120) + TimeDelta::seconds(2);
-        let mut both = with_calls(&[-50]);
-        both.set_usage_limit(Some(min(120)), t0(), Duration::ZERO);
-        let mut usage_only = Limits::new();
-        usage_only.set_usage_limit(Some(min(120)), t0(), Duration::ZERO);
-        let mut expired = Limits::new();
-        expired.set_usage_limit(Some(min(-120)), min(-180), Duration::ZERO);
-        let hours = |h: u64| Duration::from_secs(h * 3600);
-        #[rustfmt::skip]
-        let cases: &[(&str, &Limits, u32, Duration, Wait)] = &[
-            ("nothing holds it back", &Limits::new(), 100, Duration::ZERO, Wait::Ready),
-            ("an expired usage limit", &expired, 100, Duration::ZERO, Wait::Ready),
-            ("usage limit within max_wait", &usage_only, 100, hours(3), Wait::Until { at: usage_at, why: Why::UsageLimit }),
-            ("usage limit past max_wait", &usage_only, 100, hours(2), Wait::TooLong { at: usage_at, why: Why::UsageLimit }),
-            ("--no-wait", &usage_only, 100, Duration::ZERO, Wait::TooLong { at: usage_at, why: Why::UsageLimit }),
-            ("window full", &with_calls(&[-50]), 1, hours(1), Wait::Until { at: min(10), why: Why::CallsPerHour }),
-            ("window full, no waiting", &with_calls(&[-50]), 1, Duration::ZERO, Wait::TooLong { at: min(10), why: Why::CallsPerHour }),
-            ("the later wait wins", &both, 1, hours(3), Wait::Until { at: usage_at, why: Why::UsageLimit }),
-        ];
-        for (name, limits, max, max_wait, expected) in cases {
-            assert_eq!(limits.wait(t0(), *max, *max_wait), *expected, "{name}");
-        }
-    }
-
-    #[test]
-    fn backoff_doubles_up_to_the_cap() {
-        let secs: Vec<u64> =
-            [0, 1, 2, 3, 4, 5, 6, 7, 100, u32::MAX].map(|n| backoff(n).as_secs()).to_vec();
-        assert_eq!(secs, [0, 30, 60, 120, 240, 480, 600, 600, 600, 600]);
-    }
-
-    #[test]
-    fn back_off_waits_then_stops_past_max_wait_or_after_too_many() {
-        let mut limits = Limits::new();
-        let hour = Duration::from_secs(3600);
-        assert_eq!(limits.back_off(hour), Backoff::Wait(BACKOFF_START));
-        assert_eq!(limits.back_off(Duration::from_secs(59)), Backoff::TooLong(BACKOFF_START * 2));
-        assert_eq!(limits.back_off(Duration::ZERO), Backoff::TooLong(BACKOFF_START * 4));
-        let mut limits = Limits::new();
-        for n in 1..=MAX_TRANSIENT_RETRIES {
-            assert!(matches!(limits.back_off(hour), Backoff::Wait(_)), "{n}");
-        }
-        assert_eq!(limits.back_off(hour), Backoff::GiveUp(MAX_TRANSIENT_RETRIES + 1));
-    }
-
-    #[test]
-    fn success_starts_the_backoff_over_and_ends_a_usage_limit() {
-        let mut limits = Limits::new();
-        limits.set_usage_limit(None, t0(), Duration::from_secs(60));
-        let waits: Vec<u64> = (0..3).map(|_| limits.note_transient().as_secs()).collect();
-        assert_eq!(waits, [30, 60, 120]);
-        limits.note_success();
-        assert_eq!(limits.transient_count(), 0);
-        assert_eq!(limits.usage_wait(t0()), None);
-        assert_eq!(limits.note_transient(), BACKOFF_START);
-    }
-
-    #[test]
-    fn save_and_load_roundtrip() {
-        let (_dir, store) = store();
-        let mut limits = with_calls(&[-30, -20]);
-        limits.set_usage_limit(Some(min(90)), t0(), Duration::ZERO);
-        limits.note_transient();
-        limits.save(&store).unwrap();
-        let (loaded, warning) = Limits::load(&store).unwrap();
-        assert_eq!(warning, None);
-        assert_eq!(loaded, limits);
-        let text = std::fs::read_to_string(store.limits()).unwrap();
-        assert!(text.contains("\"version\": 1"), "{text}");
-    }
-
-    #[test]
-    fn missing_file_is_a_fresh_start() {
-        let (_dir, store) = store();
-        assert_eq!(Limits::load(&store).unwrap(), (Limits::new(), None));
-    }
-
-    #[test]
-    fn damaged_file_is_rebuilt_empty_with_a_warning() {
-        #[rustfmt::skip]
-        let cases: &[(&str, &str, &str)] = &[
-            ("empty", "", "empty file"),
-            ("empty object", "{}", "no version field"),
-            ("garbage", "\u{0}\u{1}garbage", "expected"),
-            ("future version", r#"{"version":2,"calls":[],"usage_resume_at":null,"transient":0}"#, "version 2"),
-            ("bad timestamp", r#"{"version":1,"calls":["yesterday"],"usage_resume_at":null,"transient":0}"#, "input"),
-            ("missing field", r#"{"version":1,"calls":[]}"#, "missing field"),
-        ];
-        for (name, content, problem) in cases {
-            let (_dir, store) = store();
-            std::fs::write(store.limits(), content).unwrap();
-            let (limits, warning) = Limits::load(&store).unwrap();
-            assert_eq!(limits, Limits::new(), "{name}");
-            let warning = warning.unwrap_or_else(|| panic!("{name}: no warning"));
-            assert!(warning.contains(problem), "{name}: {warning}");
-            limits.save(&store).unwrap();
-            assert_eq!(Limits::load(&store).unwrap().1, None, "{name}");
-        }
-    }
-
-    #[test]
-    fn loaded_calls_are_put_in_order() {
-        let (_dir, store) = store();
-        with_calls(&[-10, -50, -30]).save(&store).unwrap();
-        let (limits, _) = Limits::load(&store).unwrap();
-        assert_eq!(limits.check(t0(), 3), Err(min(10)));
-    }
-}
+mod tests;

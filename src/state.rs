@@ -100,6 +100,10 @@ pub struct RunState {
     /// parallel run, the commit it was merged as.
     #[serde(default)]
     pub stories: std::collections::BTreeMap<String, StoryTally>,
+    /// Every change of agent (a fallback took over, or the configured
+    /// agent came back), for the report.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub switches: Vec<crate::event::SwitchReport>,
 }
 
 /// One story's share of a run, for the final report.
@@ -109,6 +113,9 @@ pub struct StoryTally {
     pub cost_usd: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit: Option<String>,
+    /// The agents that ran its iterations, in the order they first did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<String>,
 }
 
 /// An iteration that failed, for `ralph status`.
@@ -150,6 +157,7 @@ impl RunState {
             message: None,
             last_failure: None,
             stories: Default::default(),
+            switches: Vec::new(),
         }
     }
 

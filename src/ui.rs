@@ -63,6 +63,26 @@ pub fn decide(f: Facts, color: Color, progress: Progress) -> (Mode, bool) {
     (mode, colour)
 }
 
+/// "agent claude → codex from iteration 2: claude's usage limit lasts until 19:00:02".
+fn switch_text(
+    iteration: u32,
+    from: &str,
+    to: &str,
+    reason: crate::agent::fallback::SwitchReason,
+    until: Option<chrono::DateTime<Utc>>,
+) -> String {
+    use crate::agent::fallback::SwitchReason as R;
+    let why = match (reason, until) {
+        (R::UsageLimit, Some(t)) => format!(
+            "{from}'s usage limit lasts until {}",
+            t.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S")
+        ),
+        (R::UsageLimit, None) => format!("{from} is limited"),
+        (R::LimitReset, _) => format!("{to}'s usage limit is over"),
+    };
+    format!("agent {from} → {to} from iteration {iteration}: {why}")
+}
+
 /// One line per event with a local timestamp; no escape codes unless `color`.
 pub struct Plain<W: Write> {
     out: W,
@@ -113,7 +133,7 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
             paint(c, "33", &format!("warning: {message}"))
         }
         Event::Notice { level: Level::Info, message } => message.clone(),
-        Event::IterationStart { iteration, max_iterations, story_id, story_title } => {
+        Event::IterationStart { iteration, max_iterations, story_id, story_title, .. } => {
             if style.quiet {
                 return None;
             }
@@ -122,6 +142,9 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
                 "1",
                 &format!("iteration {iteration}/{max_iterations} · {story_id} {story_title}"),
             )
+        }
+        Event::AgentSwitch { iteration, from, to, reason, until } => {
+            paint(c, "33", &switch_text(*iteration, from, to, *reason, *until))
         }
         Event::AgentOutput { text, .. } => {
             if !style.agent_output {
@@ -244,6 +267,7 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
             message,
             report,
             best,
+            switches,
             ..
         } => {
             let mut s = format!(
@@ -278,9 +302,16 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
                         s.push_str(&format!(" · ${:.2}", story.cost_usd));
                     }
                 }
+                if story.agents.len() > 1 {
+                    s.push_str(&format!(" · by {}", story.agents.join(", ")));
+                }
                 if let Some(note) = &story.note {
                     s.push_str(&format!(": {note}"));
                 }
+            }
+            for sw in switches {
+                s.push_str("\n  ");
+                s.push_str(&switch_text(sw.iteration, &sw.from, &sw.to, sw.reason, sw.until));
             }
             if let Some(b) = best {
                 s.push_str(&format!(
@@ -390,92 +421,4 @@ pub fn countdown(seconds: u64) -> String {
 pub use crate::text::plural;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn renderer_choice_table() {
-        use Color::{Always, Auto as A, Never};
-        use Progress::{Auto, Bar, Plain};
-        // (json, tty, color, NO_COLOR, dumb, ci, progress) → (mode, colour)
-        #[rustfmt::skip]
-        let cases = [
-            ((false, true, A, false, false, false, Auto), (Mode::Tty, true)),
-            ((false, true, A, true, false, false, Auto), (Mode::Tty, false)),
-            ((false, false, A, false, false, false, Auto), (Mode::Plain, false)),
-            ((false, false, Always, false, false, false, Auto), (Mode::Plain, true)),
-            ((false, true, Never, false, false, false, Auto), (Mode::Tty, false)),
-            ((false, true, A, false, true, false, Auto), (Mode::Plain, false)),
-            ((false, true, A, false, false, true, Auto), (Mode::Plain, true)),
-            ((true, true, A, false, false, false, Auto), (Mode::Json, false)),
-            // --progress plain: lines on a terminal, still coloured there.
-            ((false, true, A, false, false, false, Plain), (Mode::Plain, true)),
-            // --progress bar: the live display on CI and a dumb terminal, never in a pipe.
-            ((false, true, A, false, false, true, Bar), (Mode::Tty, true)),
-            ((false, true, A, false, true, false, Bar), (Mode::Tty, false)),
-            ((false, false, A, false, false, false, Bar), (Mode::Plain, false)),
-            ((true, true, A, false, false, false, Bar), (Mode::Json, false)),
-            ((true, true, A, false, false, false, Plain), (Mode::Json, false)),
-        ];
-        for ((json, tty, color, no_color, dumb, ci, progress), want) in cases {
-            let facts = Facts { json, stdout_is_terminal: tty, no_color, term_dumb: dumb, ci };
-            assert_eq!(decide(facts, color, progress), want, "{facts:?} {color:?} {progress:?}");
-        }
-    }
-
-    #[test]
-    fn durations_read_naturally() {
-        assert_eq!(duration(850), "850ms");
-        assert_eq!(duration(12_300), "12.3s");
-        assert_eq!(duration(185_000), "3m 05s");
-        assert_eq!(duration(3_720_000), "1h 02m");
-        assert_eq!(countdown(6), "6s");
-        assert_eq!(countdown(185), "3m 05s");
-        assert_eq!(countdown(3720), "1h 02m");
-    }
-
-    #[test]
-    fn colour_is_closed_on_every_line() {
-        let style = Style { color: true, agent_output: true, quiet: false, verbose: false };
-        let end = Event::RunEnd {
-            outcome: crate::event::RunOutcome::Complete,
-            exit_code: 0,
-            iterations: 1,
-            passing: 1,
-            stories: 1,
-            cost_usd: 0.0,
-            tokens: 0,
-            duration_ms: 10,
-            message: "every story passes".into(),
-            report: vec![crate::event::StoryReport {
-                id: "US-001".into(),
-                title: "First".into(),
-                claimed: true,
-                iterations: 0,
-                cost_usd: 0.0,
-                commit: None,
-                verified: None,
-                passes: true,
-                note: None,
-            }],
-            best: None,
-        };
-        let text = describe(&end, style).unwrap();
-        assert_eq!(text.lines().count(), 3, "{text}");
-        for line in text.lines() {
-            assert!(line.starts_with("\x1b[32m") && line.ends_with("\x1b[0m"), "{line:?}");
-        }
-    }
-
-    #[test]
-    fn plain_output_has_no_escape_codes_without_colour() {
-        let mut buf = Vec::new();
-        let style = Style { color: false, agent_output: true, quiet: false, verbose: false };
-        let mut plain = Plain::new(&mut buf, style);
-        plain.emit(&Event::Notice { level: Level::Warn, message: "careful".into() });
-        plain.emit(&Event::AgentOutput { iteration: 1, text: "a\nb".into() });
-        let text = String::from_utf8(buf).unwrap();
-        assert!(!text.contains('\x1b'), "{text:?}");
-        assert!(text.contains("warning: careful") && text.contains("  │ a\n  │ b\n"), "{text}");
-    }
-}
+mod tests;

@@ -1,14 +1,17 @@
-//! Running one agent: which command line each CLI needs ([`backend`]), and
+//! Running one agent: which command line each CLI needs ([`backend`]),
+//! which agent runs next when one meets a usage limit ([`fallback`]), and
 //! supervising the process ([`supervise`]) while its output is captured
 //! ([`capture`]) and shown ([`display`]).
 
 pub(crate) mod backend;
 pub mod capture;
 pub(crate) mod display;
+pub(crate) mod fallback;
 pub(crate) mod supervise;
 pub(crate) mod words;
 
 pub(crate) use backend::{Backend, Invocation, Tool};
+pub(crate) use fallback::Agents;
 pub(crate) use supervise::{Finished, Spec};
 
 use std::collections::VecDeque;

@@ -59,6 +59,9 @@ struct Report {
     version: u32,
     agents: Vec<AgentInfo>,
     configured: Configured,
+    /// The fallback agents (`agent.fallback`), checked as a run checks them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    fallback: Vec<Configured>,
     gate: GateCheck,
     /// Whether `ralph` could start here: the configured agent and the gate can run.
     ready: bool,
@@ -74,9 +77,33 @@ pub(crate) fn run(g: &Global) -> Result<u8, Error> {
     let project = project_dir(g)?;
     let paths = Paths::resolve(&project, g.prd.as_deref())?;
     let config = layers(g, &paths.project, &SettingArgs::default())?.resolve();
-    let configured = configured(&config.agent, is_root);
+    let mut configured = configured(&config.agent, is_root);
+    if let Err(e) = crate::agent::Agents::configured(&config.agent)
+        && !configured.misconfigured
+    {
+        configured.problems.push(e);
+        configured.misconfigured = true;
+    }
+    let fallback: Vec<Configured> = config
+        .agent
+        .fallback
+        .iter()
+        .map(|&tool| {
+            let backend = Backend { safe: config.agent.safe, ..Backend::new(tool) };
+            let preflight = backend.preflight(is_root, &env);
+            Configured {
+                agent: backend.describe(),
+                command: vec![backend.program().to_string()],
+                path: preflight.as_ref().ok().map(|p| p.display().to_string()),
+                problems: preflight.err().into_iter().collect(),
+                misconfigured: false,
+            }
+        })
+        .collect();
     let gate = gate(&config.gate.command, &paths.prd);
-    let ready = configured.problems.is_empty() && gate.problem.is_none();
+    let ready = configured.problems.is_empty()
+        && fallback.iter().all(|f| f.problems.is_empty())
+        && gate.problem.is_none();
     let code = if configured.misconfigured {
         crate::exit::USAGE
     } else if ready {
@@ -84,7 +111,7 @@ pub(crate) fn run(g: &Global) -> Result<u8, Error> {
     } else {
         crate::exit::ENVIRONMENT
     };
-    let report = Report { version: 1, agents, configured, gate, ready };
+    let report = Report { version: 1, agents, configured, fallback, gate, ready };
     if g.json {
         print_json(&report)?;
     } else {
@@ -196,6 +223,16 @@ fn render(r: &Report, code: u8) -> String {
     o.push_str(&format!("  agent   {} · {verdict}\n", c.agent));
     for p in &c.problems {
         o.push_str(&format!("          - {p}\n"));
+    }
+    for f in &r.fallback {
+        let verdict = match &f.path {
+            Some(path) if f.problems.is_empty() => format!("ready ({path})"),
+            _ => "cannot run".into(),
+        };
+        o.push_str(&format!("  then    {} · {verdict}\n", f.agent));
+        for p in &f.problems {
+            o.push_str(&format!("          - {p}\n"));
+        }
     }
     let own = (r.gate.story_gates > 0).then(|| {
         let n = r.gate.story_gates;

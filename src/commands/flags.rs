@@ -63,6 +63,9 @@ fn value(g: &Global, s: &SettingArgs, flag: &str) -> Option<Value> {
     match flag {
         "MAX_ITERATIONS" => s.max_iterations.map(|n| Value::Integer(n.into())),
         "--tool" => s.tool.map(|t| Value::String(t.name().into())),
+        "--fallback-tool" => (!s.fallback_tool.is_empty()).then(|| {
+            Value::Array(s.fallback_tool.iter().map(|t| Value::String(t.clone())).collect())
+        }),
         "--agent-cmd" => text(&s.agent_cmd),
         "--model" => text(&s.model),
         "--safe" => given(s.safe, true),
@@ -154,7 +157,7 @@ mod tests {
                 Kind::Int | Kind::Float => Some("7"),
                 Kind::Str | Kind::List => Some("x"),
                 Kind::Command => Some("my-agent --fast"),
-                Kind::Tool | Kind::Format => Some("codex"),
+                Kind::Tool | Kind::Tools | Kind::Format => Some("codex"),
                 Kind::Color => Some("never"),
                 Kind::Progress => Some("plain"),
             };
@@ -192,6 +195,20 @@ mod tests {
         let c = layers.resolve();
         assert_eq!(c.agent.tool, crate::agent::Tool::Codex);
         assert_eq!(c.agent.command, ["my-codex"]);
+    }
+
+    #[test]
+    fn fallback_tools_repeat_or_come_as_a_comma_list() {
+        let argv = ["ralph", "--fallback-tool", "codex,gemini", "--fallback-tool", "amp"];
+        let cli = Cli::try_parse_from(argv).unwrap();
+        let mut layers = Layers::defaults();
+        apply(&mut layers, &cli.global, &cli.run.settings).unwrap();
+        use crate::agent::Tool;
+        assert_eq!(layers.resolve().agent.fallback, [Tool::Codex, Tool::Gemini, Tool::Amp]);
+        let twice = Cli::try_parse_from(["ralph", "--fallback-tool", "codex,codex"]).unwrap();
+        let e = apply(&mut Layers::defaults(), &twice.global, &twice.run.settings).unwrap_err();
+        assert!(e.to_string().contains("\"codex\" is listed twice"), "{e}");
+        assert!(Cli::try_parse_from(["ralph", "--fallback-tool", "custom"]).is_err());
     }
 
     #[test]

@@ -290,6 +290,7 @@ const HOOK_ENV: &[(&str, &str)] = &[
     ),
     ("RALPH_TOTAL_COST_USD", "what the agents reported spending in the run so far"),
     ("RALPH_LOG", "the iteration's agent log (iteration_end)"),
+    ("RALPH_AGENT", "the agent that ran the iteration: claude, codex, …, custom (iteration_end)"),
     ("RALPH_AGENT_EXIT_CODE", "the agent's exit code (iteration_end)"),
     ("RALPH_ERROR", "what went wrong in the iteration, if anything (iteration_end)"),
     ("RALPH_EXIT_CODE", "the run's exit code (complete, halt)"),

@@ -39,6 +39,10 @@ pub(crate) struct Status {
     pub(crate) calls_this_hour: usize,
     pub(crate) calls_per_hour: u32,
     pub(crate) usage_limit_until: Option<DateTime<Utc>>,
+    /// Each agent's own usage limit still holding (the configured agent's
+    /// and its fallbacks'), by name.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub(crate) usage_limits: std::collections::BTreeMap<String, DateTime<Utc>>,
     /// The pid of the ralph holding the lock, if one is running.
     pub(crate) running_pid: Option<u32>,
     pub(crate) current_run: Option<RunLine>,
@@ -181,7 +185,8 @@ pub(crate) fn gather(
         },
         calls_this_hour: limits.calls_in_window(now),
         calls_per_hour,
-        usage_limit_until: limits.usage_resume_at().filter(|t| *t > now),
+        usage_limit_until: limits.usage_hold(now),
+        usage_limits: limits.agent_holds(now),
         running_pid: store::lock_holder(&store.lock_path()),
         current_run: state.map(|s| RunLine {
             log_dir: store.run_log_dir(&s.run_id).display().to_string(),
@@ -288,11 +293,13 @@ pub(crate) fn render(s: &Status, color: bool) -> String {
         format!("of {} allowed", s.calls_per_hour)
     };
     o.push_str(&format!("agent calls in the last hour: {} ({limit})\n", s.calls_this_hour));
-    if let Some(t) = s.usage_limit_until {
-        o.push_str(&format!(
-            "usage limit: calls resume at {}\n",
-            t.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S")
-        ));
+    let at = |t: &DateTime<Utc>| t.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S").to_string();
+    for (agent, t) in &s.usage_limits {
+        o.push_str(&format!("usage limit of {agent}: it can be called again at {}\n", at(t)));
+    }
+    // A limit on every agent (an older ralph's, or a parallel run's pause).
+    if let Some(t) = s.usage_limit_until.filter(|t| !s.usage_limits.values().any(|a| a == t)) {
+        o.push_str(&format!("usage limit: calls resume at {}\n", at(&t)));
     }
     match s.running_pid {
         Some(pid) => o.push_str(&format!("running: yes (pid {pid})\n")),
@@ -443,13 +450,17 @@ pub(crate) fn run(g: &Global, args: &StatusArgs) -> Result<u8, Error> {
     crate::signals::install();
     let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
     loop {
-        let s = gather(
+        let mut s = gather(
             &paths,
             config.limits.calls_per_hour,
             config.circuit.cooldown,
             &config.gate.command,
             Utc::now(),
         );
+        // One agent: its limit is the run's, said as before.
+        if config.agent.fallback.is_empty() {
+            s.usage_limits.clear();
+        }
         let text = match (g.json, args.watch) {
             // One document; watching, one compact document per line (JSON lines).
             (true, false) => serde_json::to_string_pretty(&s).unwrap_or_default() + "\n",

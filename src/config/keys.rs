@@ -19,6 +19,8 @@ pub(crate) enum Kind {
     /// A command: an argv array, or a string split like a shell splits words.
     Command,
     Tool,
+    /// Agent names: a TOML array, or comma-separated in the environment.
+    Tools,
     Format,
     Color,
     Progress,
@@ -40,6 +42,9 @@ impl Kind {
             }
             Kind::Tool => {
                 "one of claude, amp, codex, gemini, opencode, cursor-agent, aider, custom"
+            }
+            Kind::Tools => {
+                "an array of agent names, each once, from claude, amp, codex, gemini, opencode, cursor-agent, aider"
             }
             Kind::Format => "one of text, claude, amp, codex, gemini, opencode, cursor",
             Kind::Color => "one of auto, always, never",
@@ -88,6 +93,13 @@ pub(crate) const KEYS: &[Key] = &[
         "[]",
         flag "--agent-cmd",
         "Command for tool = custom (or to replace a named tool's program), e.g. [\"my-agent\", \"--fast\"]. {prompt} and {prompt_file} place the prompt in argv or a file; otherwise it goes to stdin."
+    ),
+    key!(
+        "agent.fallback",
+        Tools,
+        "[]",
+        flag "--fallback-tool",
+        "Agents to go on with, in order, when the configured one meets a usage limit that resets later than limits.fallback_after, e.g. [\"codex\"]. Each runs its own program (found on PATH) with its CLI's defaults: agent.model, agent.args and agent.command are the configured agent's only; agent.safe applies to all. ralph returns to the configured agent once its limit resets."
     ),
     key!(
         "agent.format",
@@ -261,6 +273,12 @@ pub(crate) const KEYS: &[Key] = &[
         "Longest single wait for a limit; a longer one stops the run with exit code 4."
     ),
     key!(
+        "limits.fallback_after",
+        Duration,
+        "\"10m\"",
+        "A usage limit that resets sooner than this (and within limits.max_wait; with --no-wait, none) is waited out; a later one hands the story to the next agent of agent.fallback (if any)."
+    ),
+    key!(
         "limits.usage_limit_wait",
         Duration,
         "\"60m\"",
@@ -351,7 +369,7 @@ pub(super) fn find(key: &str) -> Option<&'static Key> {
     KEYS.iter().find(|k| k.key == key)
 }
 
-pub(super) fn tool_from(s: &str) -> Option<Tool> {
+pub(crate) fn tool_from(s: &str) -> Option<Tool> {
     <Tool as clap::ValueEnum>::from_str(s, true).ok()
 }
 
@@ -401,12 +419,38 @@ pub(super) fn check(key: &Key, value: &toml::Value) -> Result<(), String> {
         (Kind::Command, V::Array(a)) => a.iter().all(V::is_str),
         (Kind::Command, V::String(s)) => crate::agent::words::split(s).is_ok(),
         (Kind::Tool, V::String(s)) => tool_from(s).is_some(),
+        (Kind::Tools, V::Array(a)) => return check_tools(a),
         (Kind::Format, V::String(s)) => format_from(s).is_some(),
         (Kind::Color, V::String(s)) => matches!(s.as_str(), "auto" | "always" | "never"),
         (Kind::Progress, V::String(s)) => matches!(s.as_str(), "auto" | "plain" | "bar"),
         _ => false,
     };
     if ok { Ok(()) } else { Err(format!("expected {}, found {value}", key.kind.expected())) }
+}
+
+/// A list of fallback agents: known names, each once, no custom command
+/// (that is the configured agent's).
+fn check_tools(items: &[toml::Value]) -> Result<(), String> {
+    let mut seen: Vec<Tool> = Vec::new();
+    for item in items {
+        let name = item
+            .as_str()
+            .ok_or_else(|| format!("expected {}, found {item}", Kind::Tools.expected()))?;
+        let tool = tool_from(name).ok_or_else(|| {
+            format!("unknown agent {name:?}: expected {}", Kind::Tools.expected())
+        })?;
+        if tool == Tool::Custom {
+            return Err(
+                "custom cannot be a fallback: the custom command (agent.command) is the configured agent's"
+                    .into(),
+            );
+        }
+        if seen.contains(&tool) {
+            return Err(format!("{name:?} is listed twice"));
+        }
+        seen.push(tool);
+    }
+    Ok(())
 }
 
 /// Parses an environment variable's text as a key's value.
@@ -432,7 +476,7 @@ pub(super) fn parse_text(key: &Key, text: &str) -> Result<toml::Value, String> {
             text.trim().parse::<f64>().map_err(|_| format!("expected {}", key.kind.expected()))?,
         ),
         // A JSON array of strings, or else items separated by commas.
-        Kind::List => match crate::agent::words::json_argv(text) {
+        Kind::List | Kind::Tools => match crate::agent::words::json_argv(text) {
             Some(Ok(items)) => V::Array(items.into_iter().map(V::String).collect()),
             Some(Err(e)) => return Err(e),
             None => V::Array(

@@ -54,13 +54,25 @@ pub struct DryAgent {
     pub env_remove: Vec<String>,
 }
 
+/// The agent the next iteration would run: a fallback while the
+/// configured agent's usage limit lasts (as `limits.json` has it).
+fn next_agent(paths: &Paths, cfg: &crate::config::Config) -> Result<Backend, Error> {
+    let agents = crate::agent::Agents::configured(&cfg.agent).map_err(Error::Usage)?;
+    let (limits, _) = crate::limits::Limits::load(&paths.store).unwrap_or_default();
+    let now = chrono::Utc::now();
+    let max_wait = if cfg.limits.wait { cfg.limits.max_wait } else { std::time::Duration::ZERO };
+    let after = cfg.limits.fallback_after.min(max_wait);
+    let i = agents.choose(&limits, now, after).unwrap_or_else(|h| h.agent);
+    Ok(agents.all()[i].clone())
+}
+
 /// What the next iteration would do, without doing or writing anything.
 pub fn dry_run(paths: &Paths, opts: &Options) -> Result<DryRun, Error> {
     let cfg = &opts.config;
     paths.require_prd()?;
     let prd = Prd::load(&paths.prd)?;
     let repo = crate::git::Repo::discover(&paths.project)?;
-    let backend = Backend::configured(&cfg.agent).map_err(Error::Usage)?;
+    let backend = next_agent(paths, cfg)?;
     let template = super::setup::load_template(paths, opts)?;
     let (checkpoint, warning) =
         RunState::load(&paths.store).map_err(|e| Error::io("read the checkpoint", e))?;

@@ -29,6 +29,7 @@ impl Run<'_> {
         self.reporter.emit(&Event::IterationEnd {
             iteration: c.n,
             story_id: c.story.id.clone(),
+            agent: c.agent.into(),
             result: j.result,
             duration_ms: c.started.elapsed().as_millis() as u64,
             exit_code: c.exit_code,
@@ -50,6 +51,7 @@ impl Run<'_> {
             var("RALPH_STORY_PASSES", passes.to_string()),
             var("RALPH_COST_USD", format!("{:.4}", c.outcome.cost_usd.unwrap_or(0.0))),
             var("RALPH_LOG", c.log.display().to_string()),
+            var("RALPH_AGENT", c.agent),
             var("RALPH_AGENT_EXIT_CODE", c.exit_code.map(|c| c.to_string()).unwrap_or_default()),
             var("RALPH_ERROR", j.note.clone().unwrap_or_default()),
         ];

@@ -30,6 +30,8 @@ use crate::state::Phase;
 /// What the iteration gathered, beyond the facts the verdict needs.
 pub(super) struct Collected {
     pub n: u32,
+    /// The agent that ran it (its name).
+    pub agent: &'static str,
     pub story: Story,
     pub facts: Facts,
     /// prd.json as the agent left it, with what it may not change set
@@ -81,7 +83,12 @@ impl Run<'_> {
             max_iterations: self.state.max_iterations,
             story_id: story.id.clone(),
             story_title: story.title.clone(),
+            agent: self.agents.current_name().into(),
         });
+        let tally = self.state.stories.entry(story.id.clone()).or_default();
+        if !tally.agents.iter().any(|a| a == self.agents.current_name()) {
+            tally.agents.push(self.agents.current_name().into());
+        }
         self.clear_stale_git_locks()?;
         let before = match self.reusable_snapshot.take() {
             Some(s) => s,
@@ -112,7 +119,8 @@ impl Run<'_> {
         prompt_path: &std::path::Path,
         log: &std::path::Path,
     ) -> Result<AgentRun, Error> {
-        let mut invocation = self.backend.invocation(prompt, prompt_path).map_err(Error::Usage)?;
+        let mut invocation =
+            self.agents.current().invocation(prompt, prompt_path).map_err(Error::Usage)?;
         invocation.env_set.extend([
             ("RALPH_RUN_ID".to_string(), self.state.run_id.clone()),
             ("RALPH_PROJECT_DIR".to_string(), self.paths.project.display().to_string()),
@@ -287,6 +295,7 @@ impl Run<'_> {
         };
         Ok(Collected {
             n,
+            agent: self.agents.current_name(),
             story: story.clone(),
             facts,
             prd: agent_prd,

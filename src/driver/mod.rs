@@ -32,7 +32,7 @@ mod wait;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use crate::agent::Backend;
+use crate::agent::Agents;
 use crate::circuit::Breaker;
 use crate::config::Config;
 use crate::error::Error;
@@ -147,7 +147,8 @@ struct Run<'a> {
     /// Held for the whole run; released when the run (this value) ends.
     lock: crate::store::Lock,
     repo: Repo,
-    backend: Backend,
+    /// The configured agent, its fallbacks, and the one in use.
+    agents: Agents,
     gate: Option<Gate>,
     state: RunState,
     breaker: Breaker,

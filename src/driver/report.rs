@@ -33,6 +33,7 @@ impl Run<'_> {
                     iterations: tally.iterations,
                     cost_usd: tally.cost_usd,
                     commit: tally.commit,
+                    agents: tally.agents,
                 }
             })
             .collect();
@@ -81,6 +82,7 @@ impl Run<'_> {
             message: end.message,
             report,
             best,
+            switches: self.state.switches.clone(),
         });
         Ok(end.code)
     }

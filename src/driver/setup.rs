@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use chrono::{Local, Utc};
 
 use super::{Options, Paths, Run};
-use crate::agent::Backend;
+use crate::agent::Agents;
 use crate::circuit::Breaker;
 use crate::error::Error;
 use crate::event::{Event, Level, Reporter};
@@ -69,15 +69,18 @@ pub(super) fn start<'a>(
         unfinished.as_ref().is_some_and(|s| matches!(s.phase, Phase::Agent | Phase::Gate));
     let prd = load_prd(paths, crashed_mid_iteration, reporter)?;
     let repo = Repo::discover(&paths.project)?;
-    let mut backend = Backend::configured(&cfg.agent).map_err(Error::Usage)?;
-    // The agent's own scratch files (aider's chat history, its tag cache)
-    // are neither work nor anything to commit.
-    for file in backend.tool.scratch_files() {
-        repo.exclude_locally(std::path::Path::new(file));
-    }
-    // Safe mode lets the agent run what the gate runs.
-    backend.gate_commands =
+    let mut agents = Agents::configured(&cfg.agent).map_err(Error::Usage)?;
+    let gate_commands: Vec<Vec<String>> =
         crate::gate::commands(&cfg.gate.command, &prd).into_iter().map(|(c, _)| c).collect();
+    for backend in agents.all_mut() {
+        // The agent's own scratch files (aider's chat history, its tag
+        // cache) are neither work nor anything to commit.
+        for file in backend.tool.scratch_files() {
+            repo.exclude_locally(std::path::Path::new(file));
+        }
+        // Safe mode lets the agent run what the gate runs.
+        backend.gate_commands = gate_commands.clone();
+    }
     let template = load_template(paths, opts)?;
 
     let now = Utc::now();
@@ -127,7 +130,7 @@ pub(super) fn start<'a>(
         reporter,
         lock,
         repo,
-        backend,
+        agents,
         gate,
         breaker,
         limits,
@@ -174,7 +177,7 @@ pub(super) fn start<'a>(
         project: prd.project().map(str::to_string),
         branch: run.repo.current_branch(),
         prd: paths.prd.display().to_string(),
-        agent: run.backend.describe(),
+        agent: describe(&run.agents),
         max_iterations: run.state.max_iterations,
         stories: prd.stories().len(),
         passing: prd.passing(),
@@ -182,6 +185,14 @@ pub(super) fn start<'a>(
     });
     run.save_checkpoint(Phase::Idle)?;
     Ok(run)
+}
+
+/// How the run's start names its agents: "claude (opus), then codex".
+fn describe(agents: &Agents) -> String {
+    let mut names = agents.all().iter().map(|b| b.describe());
+    let first = names.next().unwrap_or_default();
+    let rest: Vec<String> = names.collect();
+    if rest.is_empty() { first } else { format!("{first}, then {}", rest.join(", ")) }
 }
 
 /// Everything that can be wrong before a run starts and that no run can
@@ -210,10 +221,19 @@ fn preflight(paths: &Paths, opts: &Options) -> Result<(), Error> {
         Err(_) => None,
     };
     Repo::discover(&paths.project)?;
-    let backend = Backend::configured(&cfg.agent).map_err(Error::Usage)?;
-    backend
-        .preflight(crate::process::euid() == 0, &|k| std::env::var(k).ok())
-        .map_err(|message| Error::Environment { message, hint: None })?;
+    let agents = Agents::configured(&cfg.agent).map_err(Error::Usage)?;
+    for (i, backend) in agents.all().iter().enumerate() {
+        backend.preflight(crate::process::euid() == 0, &|k| std::env::var(k).ok()).map_err(
+            |message| {
+                let message = if i == 0 {
+                    message
+                } else {
+                    format!("fallback agent {}: {message}", backend.tool)
+                };
+                Error::Environment { message, hint: None }
+            },
+        )?;
+    }
     if let Some(prd) = &prd {
         crate::gate::check_programs_in(&cfg.gate.command, prd, &paths.project)
             .map_err(|e| Error::Environment { message: e.message, hint: Some(e.hint) })?;

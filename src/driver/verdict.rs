@@ -97,10 +97,8 @@ impl Run<'_> {
         if let Some(h) = &c.handoff {
             self.state.handoff = serde_json::to_value(h).ok();
         }
-        if j.result != IterationResult::Transient
-            && (self.limits.transient_count() > 0 || self.limits.usage_resume_at().is_some())
-        {
-            self.limits.note_success();
+        if j.result != IterationResult::Transient && self.limits.holds_anything(c.agent) {
+            self.limits.note_success(c.agent);
             let _ = self.limits.save(&self.paths.store);
         }
         if j.verified == Some(true) {
@@ -157,16 +155,22 @@ impl Run<'_> {
                 return Ok(Some(End::new(RunOutcome::Blocked, message.clone())));
             }
             Next::UsageLimit { resets_at, message } => {
-                let resume = self.limits.set_usage_limit(
+                let resume = self.limits.set_agent_usage_limit(
+                    c.agent,
                     *resets_at,
                     Utc::now(),
                     self.cfg.limits.usage_limit_wait,
                 );
                 let _ = self.limits.save(&self.paths.store);
-                self.notice(format!(
-                    "usage limit: {message} — calls resume at {}",
-                    resume.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S")
-                ));
+                let at = resume.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S");
+                self.notice(if self.agents.all().len() > 1 {
+                    format!(
+                        "usage limit of {}: {message} — it can be called again at {at}",
+                        c.agent
+                    )
+                } else {
+                    format!("usage limit: {message} — calls resume at {at}")
+                });
                 self.save_checkpoint(Phase::Idle)?;
                 return Ok(None);
             }

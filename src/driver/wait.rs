@@ -7,27 +7,41 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Local, Utc};
 
 use super::{End, Run};
+use crate::agent::fallback::Hold;
 use crate::event::{Event, RunOutcome};
 use crate::limits::{Backoff, Wait, Why};
 
-fn why_text(why: Why) -> &'static str {
-    match why {
-        Why::UsageLimit => "the agent's usage limit",
-        Why::CallsPerHour => "the calls-per-hour limit",
-    }
-}
-
 impl Run<'_> {
     /// The longest wait for a limit: `--max-wait`, or none with `--no-wait`.
-    fn max_wait(&self) -> Duration {
+    pub(super) fn max_wait(&self) -> Duration {
         if self.cfg.limits.wait { self.cfg.limits.max_wait } else { Duration::ZERO }
     }
 
-    /// Waits out the calls-per-hour window and any usage limit, or stops.
+    /// How long a usage limit may last and still be waited out rather than
+    /// handed to a fallback: `limits.fallback_after`, but never longer than
+    /// ralph may wait at all (with `--no-wait`, any limit switches).
+    pub(super) fn fallback_after(&self) -> Duration {
+        self.cfg.limits.fallback_after.min(self.max_wait())
+    }
+
+    /// Chooses the agent for the next iteration (a fallback while the
+    /// configured one is limited, the configured one again once it is
+    /// free), then waits out the calls-per-hour window and any usage limit
+    /// that holds every agent, or stops.
     pub(super) fn wait_for_limits(&mut self) -> Option<End> {
         loop {
             let max_wait = self.max_wait();
-            match self.limits.wait(Utc::now(), self.cfg.limits.calls_per_hour, max_wait) {
+            let now = Utc::now();
+            let hold = match self.agents.choose(&self.limits, now, self.fallback_after()) {
+                Ok(agent) => {
+                    self.switch_agent(agent);
+                    None
+                }
+                Err(hold) => Some(hold),
+            };
+            let free_at = hold.map(|h| h.at);
+            let why_text = |why: Why, at| self.why_text(why, hold, at);
+            match self.limits.wait(now, free_at, self.cfg.limits.calls_per_hour, max_wait) {
                 Wait::Ready => return None,
                 Wait::TooLong { at, why } => {
                     let how = if self.cfg.limits.wait {
@@ -42,7 +56,7 @@ impl Run<'_> {
                         RunOutcome::RateLimited,
                         format!(
                             "{} until {} — {how}",
-                            why_text(why),
+                            why_text(why, at),
                             at.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S"),
                         ),
                     ));
@@ -51,16 +65,50 @@ impl Run<'_> {
                 Wait::Until { at, why: Why::UsageLimit } if self.opts.worker.is_some() => {
                     return Some(End::new(
                         RunOutcome::RateLimited,
-                        format!("{} until {}", why_text(Why::UsageLimit), at.to_rfc3339()),
+                        format!("{} until {}", why_text(Why::UsageLimit, at), at.to_rfc3339()),
                     ));
                 }
                 Wait::Until { at, why } => {
-                    if let Some(end) = self.wait_until(at, why_text(why)) {
+                    let reason = why_text(why, at);
+                    if let Some(end) = self.wait_until(at, &reason) {
                         return Some(end);
                     }
                 }
             }
         }
+    }
+
+    /// What holds the next call back until `at`, in words: with fallback
+    /// agents, whose limit it is (`hold`, from `agent::fallback`).
+    fn why_text(&self, why: Why, hold: Option<Hold>, at: DateTime<Utc>) -> String {
+        match (why, hold) {
+            (Why::CallsPerHour, _) => "the calls-per-hour limit".into(),
+            (Why::UsageLimit, Some(h)) if h.at == at && self.agents.all().len() > 1 => {
+                let name = self.agents.name(h.agent);
+                if h.every {
+                    format!("every agent's usage limit ({name}'s resets first)")
+                } else {
+                    format!("{name}'s usage limit, which resets sooner than limits.fallback_after")
+                }
+            }
+            (Why::UsageLimit, _) => "the agent's usage limit".into(),
+        }
+    }
+
+    /// Makes `agent` the one the next iteration runs, saying so when that
+    /// is a change.
+    fn switch_agent(&mut self, agent: usize) {
+        let Some(s) = self.agents.switch_to(agent, &self.limits) else { return };
+        let switch = crate::event::SwitchReport {
+            iteration: self.state.iteration + 1,
+            from: self.agents.name(s.from).into(),
+            to: self.agents.name(s.to).into(),
+            reason: s.reason,
+            until: s.until,
+        };
+        self.state.switches.push(switch.clone());
+        let crate::event::SwitchReport { iteration, from, to, reason, until } = switch;
+        self.reporter.emit(&Event::AgentSwitch { iteration, from, to, reason, until });
     }
 
     /// After a transient API error: back off and retry, or stop.

@@ -7,6 +7,7 @@ mod claude_stub;
 mod cli;
 mod core_loop;
 mod deploy;
+mod fallback;
 mod faults;
 mod fuzz_replay;
 mod harness;

@@ -635,6 +635,7 @@ fn hooks_receive_their_variables() {
         ("RALPH_STORY_PASSES", "true"),
         ("RALPH_COST_USD", "0.0100"),
         ("RALPH_TOTAL_COST_USD", "0.0100"),
+        ("RALPH_AGENT", "custom"),
     ];
     for (k, v) in want {
         assert_eq!(end.get(k).map(String::as_str), Some(v), "{k} in {end:?}");

@@ -236,7 +236,7 @@ impl Run<'_> {
             };
             let max_wait =
                 if self.cfg.limits.wait { self.cfg.limits.max_wait } else { Duration::ZERO };
-            match self.limits.wait(Utc::now(), self.cfg.limits.calls_per_hour, max_wait) {
+            match self.limits.wait(Utc::now(), None, self.cfg.limits.calls_per_hour, max_wait) {
                 Wait::Ready => pool.paused = false,
                 // With nobody at work the run waits here, with a countdown
                 // (or stops, for a wait too long).
@@ -373,9 +373,12 @@ impl Run<'_> {
                 slot.message = Some(message.clone());
                 return;
             }
-            Event::IterationEnd { result, cost_usd, tokens, .. } => {
+            Event::IterationEnd { result, cost_usd, tokens, agent, .. } => {
                 let tally = self.state.stories.entry(slot.story.clone()).or_default();
                 tally.cost_usd += cost_usd.unwrap_or(0.0);
+                if !agent.is_empty() && !tally.agents.contains(agent) {
+                    tally.agents.push(agent.clone());
+                }
                 if !matches!(result, IterationResult::Transient | IterationResult::Stopped) {
                     self.state.iteration += 1;
                     tally.iterations += 1;
@@ -384,6 +387,16 @@ impl Run<'_> {
                 self.state.tokens += tokens.unwrap_or(0);
                 self.state.elapsed_ms = self.elapsed_ms();
                 let _ = self.save_checkpoint(crate::state::Phase::Idle);
+            }
+            Event::AgentSwitch { from, to, reason, until, .. } => {
+                // A worker numbers its iterations on its own: the run's count is the one to report.
+                self.state.switches.push(crate::event::SwitchReport {
+                    iteration: self.state.iteration + 1,
+                    from: from.clone(),
+                    to: to.clone(),
+                    reason: *reason,
+                    until: *until,
+                });
             }
             _ => {}
         }
@@ -463,7 +476,13 @@ impl Run<'_> {
     /// take its reset time, and no agent starts before it.
     fn share_usage_limit(&mut self, pool: &mut Pool, slot: &Slot, no: u32) {
         let store = crate::store::Store::for_project(&slot.project, &slot.prd);
-        let at = crate::limits::Limits::load(&store).ok().and_then(|(l, _)| l.usage_resume_at());
+        // When the worker's next agent is free (its fallbacks counted).
+        let now = Utc::now();
+        let at = crate::limits::Limits::load(&store).ok().and_then(|(l, _)| {
+            let free = self.agents.choose(&l, now, self.fallback_after()).err();
+            let free = free.map(|h| h.at);
+            free.or_else(|| l.usage_hold(now))
+        });
         let resume = self.limits.set_usage_limit(at, Utc::now(), self.cfg.limits.usage_limit_wait);
         let _ = self.limits.save(&self.paths.store);
         // The other machines' workers learn it from the remote.
