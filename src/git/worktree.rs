@@ -238,6 +238,8 @@ impl Repo {
             .map_err(|e| err("compare trees", e))?;
         let workdir = self.workdir();
         let mut index = self.repo.index().map_err(|e| err("open the git index", e))?;
+        // The repository keeps the index it first read: what is on disk now counts.
+        index.read(false).map_err(|e| err("read the git index", e))?;
         let mut skipped = Vec::new();
         let hash = |p: &Path| -> Option<Oid> {
             let bytes = std::fs::read(p).ok()?;
@@ -269,7 +271,9 @@ impl Repo {
                     if let Some(dir) = file.parent() {
                         let _ = std::fs::create_dir_all(dir);
                     }
-                    std::fs::write(&file, blob.content()).map_err(|e| GitError {
+                    // Whole or not at all: a kill halfway must not leave a
+                    // file that looks like a person's edit to the next try.
+                    crate::store::write_replace(&file, blob.content()).map_err(|e| GitError {
                         message: format!("cannot write {}: {e}", file.display()),
                         hint: None,
                     })?;
