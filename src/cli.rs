@@ -320,15 +320,17 @@ branch after the gate passed on the merged tree, and go on until no story is lef
 #[derive(Debug, Args)]
 pub(crate) struct RemoteWorkerArgs {
     /// The shared repository (a URL or a path), cloned into --dir if it is not a clone yet
+    /// [config: worker.remote]
     #[arg(long, value_name = "URL")]
-    pub(crate) remote: String,
+    pub(crate) remote: Option<String>,
     /// The clone to work in [default: the current directory]
     #[arg(long, value_name = "DIR")]
     pub(crate) dir: Option<PathBuf>,
     /// How long a claim holds without being renewed: a dead worker's story is free after it
-    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration)]
-    pub(crate) lease: String,
-    /// This worker's name in claims [default: <host>-<pid>]
+    /// [config: worker.lease, default 10m]
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub(crate) lease: Option<String>,
+    /// This worker's name in claims [config: worker.id; default: <host>-<pid>]
     #[arg(long, value_name = "NAME")]
     pub(crate) id: Option<String>,
     #[command(flatten)]

@@ -489,6 +489,11 @@ impl Layers {
                 usage_limit_wait: self.duration("limits.usage_limit_wait"),
                 fallback_after: self.duration("limits.fallback_after"),
             },
+            worker: WorkerConfig {
+                remote: self.opt_str("worker.remote"),
+                lease: self.duration("worker.lease"),
+                id: self.opt_str("worker.id"),
+            },
             budget: BudgetConfig {
                 max_duration: nonzero(self.duration("budget.max_duration")),
                 max_cost: Some(self.float("budget.max_cost")).filter(|c| *c > 0.0),
@@ -568,6 +573,8 @@ pub struct Config {
     pub(crate) circuit: CircuitConfig,
     pub(crate) limits: LimitsConfig,
     pub(crate) budget: BudgetConfig,
+    /// `ralph worker --remote`'s settings.
+    pub(crate) worker: WorkerConfig,
     pub(crate) patterns: crate::analyze::PatternTexts,
     pub(crate) hooks: HooksConfig,
     pub(crate) color: Color,
@@ -638,6 +645,13 @@ pub(crate) struct BudgetConfig {
     pub(crate) max_duration: Option<Duration>,
     pub(crate) max_cost: Option<f64>,
     pub(crate) max_tokens: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct WorkerConfig {
+    pub(crate) remote: Option<String>,
+    pub(crate) lease: Duration,
+    pub(crate) id: Option<String>,
 }
 
 #[derive(Debug, Clone)]

@@ -18,18 +18,31 @@ pub(crate) fn run(g: &Global, args: &RemoteWorkerArgs) -> Result<u8, Error> {
         Some(d) => d.clone(),
         None => std::env::current_dir().map_err(|e| Error::io("find the current directory", e))?,
     };
-    prepare(&args.remote, &dir, g.prd.as_deref())?;
+    // Before the clone exists: the user's config, the environment (and an
+    // existing clone's own config) name the remote.
+    let before = layers(g, &dir, &args.settings)?.resolve().worker;
+    let Some(url) = args.remote.clone().or(before.remote) else {
+        return Err(Error::Usage(
+            "ralph worker needs the shared repository: --remote URL, or worker.remote in the \
+             config (RALPH_WORKER_REMOTE in the environment)"
+                .into(),
+        ));
+    };
+    prepare(&url, &dir, g.prd.as_deref())?;
     let paths = Paths::resolve(&dir, g.prd.as_deref())?;
     let layers = layers(g, &paths.project, &args.settings)?;
     let config = layers.resolve();
     let (mut reporter, style) = reporter(g, &config);
-    let id = args.id.clone().unwrap_or_else(|| {
+    let id = args.id.clone().or(config.worker.id.clone()).unwrap_or_else(|| {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_else(|_| "worker".into());
         format!("{host}-{}", std::process::id())
     });
-    let lease = crate::config::parse_duration(&args.lease).map_err(Error::Usage)?;
+    let lease = match &args.lease {
+        Some(l) => crate::config::parse_duration(l).map_err(Error::Usage)?,
+        None => config.worker.lease,
+    };
     if lease < std::time::Duration::from_secs(1) {
         return Err(Error::Usage("--lease must be at least 1s".into()));
     }

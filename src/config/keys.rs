@@ -337,6 +337,24 @@ pub(crate) const KEYS: &[Key] = &[
         "Tokens the agents may report using in one run (0: no limit)."
     ),
     key!(
+        "worker.remote",
+        Str,
+        "\"\"",
+        "The shared repository `ralph worker` coordinates through (a URL, a path or a remote's name; --remote overrides it)."
+    ),
+    key!(
+        "worker.lease",
+        Duration,
+        "\"10m\"",
+        "How long a `ralph worker` claim holds without being renewed: a dead worker's story is free after it (--lease overrides it)."
+    ),
+    key!(
+        "worker.id",
+        Str,
+        "\"\"",
+        "This worker's name in claims (empty: <host>-<pid>; --id overrides it)."
+    ),
+    key!(
         "hooks.on_iteration_end",
         Command,
         "[]",

@@ -73,6 +73,21 @@ fn the_github_workflow_runs_a_matrix_of_workers_one_set_at_a_time() {
 }
 
 #[test]
+fn the_gitlab_job_runs_parallel_workers_one_set_at_a_time_with_a_push_token() {
+    let ci = load("deploy/gitlab-ci/ralph-workers.yml");
+    let job = &ci["ralph-workers"];
+    assert!(job["parallel"].as_i64().is_some_and(|n| n > 1));
+    assert!(job["resource_group"].as_str().is_some());
+    // A shallow clone would leave the worker without the history it squashes onto.
+    assert_eq!(job["variables"]["GIT_DEPTH"].as_str(), Some("0"));
+    let script: Vec<&str> =
+        job["script"].as_vec().unwrap().iter().filter_map(|s| s.as_str()).collect();
+    let worker = script.iter().find(|r| r.contains("ralph worker")).expect("a ralph worker line");
+    assert!(worker.contains("RALPH_PUSH_TOKEN") && worker.contains("CI_NODE_INDEX"), "{worker}");
+    flags_exist(worker);
+}
+
+#[test]
 fn the_systemd_unit_restarts_a_failed_worker_and_stops_it_with_sigterm() {
     let unit = std::fs::read_to_string(format!(
         "{}/deploy/systemd/ralph-worker@.service",

@@ -366,3 +366,40 @@ fn a_budget_one_worker_spends_stops_the_workers_at_work_but_not_one_started_late
     assert_eq!(feats.len(), 6, "{:?}", s.delivered());
     assert_eq!(s.delivered().len(), 6, "{:?}", s.delivered());
 }
+
+#[test]
+fn the_remote_and_the_lease_can_come_from_the_environment_and_a_missing_one_is_a_usage_error() {
+    let s = Shared::new(&stories(2));
+    s.p.script("[story US-001]\ntouch-shared hanging\nsleep 120\n");
+    let dir = s.clone_dir(1);
+    let missing = s.p.ralph().args(["worker", "--dir"]).arg(&dir).arg("4").output().unwrap();
+    let r = to_run(missing);
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
+    assert!(r.stderr.contains("--remote URL, or worker.remote"), "{r:?}");
+    assert!(!dir.exists(), "nothing is cloned without a remote");
+    let mut w =
+        s.p.ralph()
+            .args(["worker", "--dir"])
+            .arg(&dir)
+            .args(["--gate", "test -d src", "4"])
+            .env("RALPH_WORKER_REMOTE", s.remote())
+            .env("RALPH_WORKER_ID", "from-env")
+            .env("RALPH_WORKER_LEASE", "7s")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+    assert!(eventually(Duration::from_secs(60), || s.p.agent_dir().join("hanging").exists()));
+    let (r, v) = remote_status(&s, &["--json"]);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(w.id() as i32, libc::SIGKILL) };
+    let _ = w.wait();
+    let claim = &v["runs"][0]["stories"][0]["claim"];
+    assert_eq!(claim["worker"], "from-env", "{r:?}");
+    let time = |k: &str| {
+        chrono::DateTime::parse_from_rfc3339(claim[k].as_str().unwrap_or_default()).unwrap()
+    };
+    // Held for the environment's 7 s, not the default 10 minutes.
+    let held = time("lease_until") - time("heartbeat");
+    assert!(held <= chrono::TimeDelta::seconds(8), "{held:?} {r:?}");
+}
