@@ -174,7 +174,11 @@ impl Run<'_> {
             if let Some(end) = self.still_ours() {
                 return end;
             }
-            self.sync_remote(pool, Duration::from_secs(1));
+            // A worker with nothing to do waits on the others' deliveries:
+            // it looks more often, to start (or end) as soon as they land.
+            let waiting_on_others = pool.slots.is_empty() && pool.queue.is_empty();
+            let every = if waiting_on_others { 250 } else { 1000 };
+            self.sync_remote(pool, Duration::from_millis(every));
             if let Some(end) = pool.stopped_by.clone() {
                 return end;
             }
