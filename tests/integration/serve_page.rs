@@ -1,0 +1,128 @@
+//! `ralph serve`'s page in headless Chromium, during a scripted run in
+//! another process: what a person would see as the run goes on.
+
+use std::process::Stdio;
+
+use crate::chromium::{self, Browser};
+use crate::harness::*;
+use crate::serve::{PATIENCE, PRD, serve};
+
+/// What the page shows of each story: `[[id, state], …]`.
+fn board(b: &mut Browser) -> Vec<(String, String)> {
+    let v = b.eval(
+        "JSON.stringify([...document.querySelectorAll('[data-story]')].map(e => [e.dataset.story, e.dataset.state]))",
+    );
+    serde_json::from_str(v.as_str().unwrap_or("[]")).unwrap_or_default()
+}
+
+fn state_of(b: &mut Browser, id: &str) -> String {
+    board(b).into_iter().find(|(s, _)| s == id).map(|(_, st)| st).unwrap_or_default()
+}
+
+fn live_lines(b: &mut Browser) -> String {
+    b.eval("document.getElementById('live-lines').textContent").as_str().unwrap_or("").to_string()
+}
+
+#[test]
+fn the_page_in_chromium_follows_a_scripted_run() {
+    let Some(chromium) = chromium::find("the_page_in_chromium_follows_a_scripted_run") else {
+        return;
+    };
+    let artifacts = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("../serve-artifacts");
+    let p = Project::with_prd(PRD);
+    // US-001 waits for the test twice, so the page is seen mid-iteration;
+    // US-002 meets a usage limit first; US-003 is blocked.
+    p.script(
+        "[story US-001]\nprint reading the parser\nwait-shared go-1 120\nprint writing the parser tests\n\
+         wait-shared go-2 120\nimplement\nclaude-result done\n\
+         [story US-002 1]\nusage-limit 2\n\
+         [story US-002]\nprint writing the output\nimplement\nclaude-result done\n\
+         [story US-003]\nprint looking at the deploy\nhandoff {\"status\":\"blocked\",\"summary\":\"stuck\",\
+         \"evidence\":[],\"nextSteps\":[],\"blocker\":\"the staging database is down\"}\nclaude-result blocked\n",
+    );
+    let s = serve(&p, &[]);
+    let mut run = p.ralph();
+    let run = run
+        .args(["8"])
+        .env("RALPH_AGENT_FORMAT", "claude")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut b = Browser::launch(&chromium);
+    b.open(&format!("http://{}/", s.addr));
+
+    assert!(
+        eventually(PATIENCE, || live_lines(&mut b).contains("reading the parser")
+            && state_of(&mut b, "US-001") == "running"),
+        "the live line and the running story: {:?}\n{}",
+        board(&mut b),
+        b.text()
+    );
+    assert_eq!(state_of(&mut b, "US-002"), "waiting");
+    assert!(b.text().contains("waits on US-001"), "{}", b.text());
+    b.screenshot(&artifacts.join("running.png"));
+    // The same page, not reloaded, takes the next line as it comes.
+    std::fs::write(p.agent_dir().join("go-1"), "").unwrap();
+    assert!(
+        eventually(PATIENCE, || live_lines(&mut b).contains("writing the parser tests")),
+        "the live line did not move on: {}",
+        live_lines(&mut b)
+    );
+    std::fs::write(p.agent_dir().join("go-2"), "").unwrap();
+    assert!(
+        eventually(PATIENCE, || state_of(&mut b, "US-001") == "verified"),
+        "US-001 verified: {:?}",
+        board(&mut b)
+    );
+    assert!(
+        eventually(PATIENCE, || b.text().contains("usage limit")),
+        "the usage-limit wait: {}",
+        b.text()
+    );
+    assert!(
+        eventually(PATIENCE, || {
+            let mut all = board(&mut b);
+            all.sort();
+            all == [
+                ("US-001".to_string(), "verified".to_string()),
+                ("US-002".into(), "verified".into()),
+                ("US-003".into(), "blocked".into()),
+            ]
+        }),
+        "the board at the end: {:?}\n{}",
+        board(&mut b),
+        b.text()
+    );
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(code(exit::BLOCKED)));
+    assert!(
+        eventually(PATIENCE, || {
+            let t = b.text();
+            t.contains("ended: blocked") && t.contains("the staging database is down")
+        }),
+        "the run's end: {}",
+        b.text()
+    );
+    assert!(b.text().contains("iter-1.log"), "links to the logs: {}", b.text());
+    b.screenshot(&artifacts.join("ended.png"));
+
+    // Off loopback, the page needs its token.
+    let open = serve(&p, &["--bind", "0.0.0.0"]);
+    let token = open.token.clone().unwrap();
+    b.open(&format!("http://{}/", open.addr));
+    assert!(
+        eventually(PATIENCE, || b.text().contains("a token is required")),
+        "without the token: {}",
+        b.text()
+    );
+    assert!(!b.text().contains("Overnight"));
+    b.open(&format!("http://{}/?token={token}", open.addr));
+    assert!(
+        eventually(PATIENCE, || state_of(&mut b, "US-003") == "blocked"
+            && b.text().contains("Overnight")),
+        "with the token: {}",
+        b.text()
+    );
+    b.screenshot(&artifacts.join("with-token.png"));
+}
