@@ -20,10 +20,7 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Chromium, if installed; else `None` after a SKIPPED line, or a panic
 /// when `RALPH_REQUIRE_CHROMIUM=1` (CI, which installs it).
 pub fn find(test: &str) -> Option<PathBuf> {
-    let found = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists());
+    let found = ["chromium", "chromium-browser"].iter().find_map(|name| which::which(name).ok());
     if found.is_none() {
         assert!(
             std::env::var_os("RALPH_REQUIRE_CHROMIUM").is_none_or(|v| v.is_empty() || v == "0"),
