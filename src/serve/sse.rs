@@ -13,7 +13,8 @@
 //! a client that went away. One thread per client: a handful of people
 //! look at one project.
 
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::collections::VecDeque;
+use std::io::{self, BufRead, BufReader, Seek, SeekFrom, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,8 +27,6 @@ const POLL: Duration = Duration::from_millis(400);
 const KEEPALIVE: Duration = Duration::from_secs(10);
 /// The agent's lines a new client is sent of the run so far.
 const REPLAY_OUTPUT: usize = 40;
-/// Read at most this much of the file at a time.
-const CHUNK: usize = 1 << 20;
 
 /// Where the stream stands in a run's event file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,41 +60,39 @@ pub fn frame(id: Option<&str>, event: Option<&str>, data: &str) -> String {
     out
 }
 
-/// The whole lines at the start of `buf`, each with the offset just past
-/// it (relative to `buf`), and how many bytes they took. A line still
-/// being written (no newline yet) waits for the next read.
-pub fn complete_lines(buf: &[u8]) -> (Vec<(&str, usize)>, usize) {
-    let mut lines = Vec::new();
-    let mut start = 0;
-    while let Some(n) = memchr::memchr(b'\n', &buf[start..]) {
-        let end = start + n + 1;
-        let line = std::str::from_utf8(&buf[start..start + n]).unwrap_or("");
-        let line = line.trim_end_matches('\r');
-        if !line.trim().is_empty() {
-            lines.push((line, end));
-        }
-        start = end;
-    }
-    (lines, start)
+/// What a new client is sent of the run so far: every event but the
+/// agent's output, and the last `limit` lines of that. Fed line by line,
+/// so memory holds the run's few other events, not its output.
+pub struct Replay {
+    limit: usize,
+    kept: Vec<(String, u64)>,
+    output: VecDeque<(String, u64)>,
 }
 
-/// Which of a run's lines a new client is sent: every event but the
-/// agent's output, and the last `output` lines of that.
-pub fn replay<'a>(lines: &[(&'a str, usize)], output: usize) -> Vec<(&'a str, usize)> {
-    let is_output = |l: &str| l.contains(r#""event":"agent_output""#);
-    let outputs = lines.iter().filter(|(l, _)| is_output(l)).count();
-    let mut skip = outputs.saturating_sub(output);
-    lines
-        .iter()
-        .filter(|(l, _)| {
-            if is_output(l) && skip > 0 {
-                skip -= 1;
-                return false;
+impl Replay {
+    pub fn new(limit: usize) -> Replay {
+        Replay { limit, kept: Vec::new(), output: VecDeque::new() }
+    }
+
+    /// A line, and the offset just past it.
+    pub fn push(&mut self, line: String, end: u64) {
+        if line.contains(r#""event":"agent_output""#) {
+            self.output.push_back((line, end));
+            if self.output.len() > self.limit {
+                self.output.pop_front();
             }
-            true
-        })
-        .copied()
-        .collect()
+        } else {
+            self.kept.push((line, end));
+        }
+    }
+
+    /// The chosen lines, in the file's order.
+    pub fn finish(self) -> Vec<(String, u64)> {
+        let mut all = self.kept;
+        all.extend(self.output);
+        all.sort_by_key(|(_, end)| *end);
+        all
+    }
 }
 
 /// Streams to `out` until the client goes away or the server stops.
@@ -135,8 +132,9 @@ pub fn stream(out: &mut dyn Write, ctx: &Arc<Context>, last: Option<Position>) -
     Ok(())
 }
 
-/// Sends the lines of `p`'s file past its offset, and moves the offset
-/// on. From the start of the file, only the [`replay`]'s selection.
+/// Sends the whole lines of `p`'s file past its offset, and moves the
+/// offset on; a line still being written waits for the next look. From
+/// the start of the file, only the [`Replay`]'s selection.
 fn send_new(out: &mut dyn Write, ctx: &Context, p: &mut Position) -> io::Result<bool> {
     let path = ctx.store.run_log_dir(&p.run).join(event_log::FILE);
     let Ok(mut file) = crate::store::open_regular(&path) else { return Ok(false) };
@@ -145,30 +143,38 @@ fn send_new(out: &mut dyn Write, ctx: &Context, p: &mut Position) -> io::Result<
         // Replaced by a shorter file: from its start.
         p.offset = 0;
     }
+    if len == p.offset || file.seek(SeekFrom::Start(p.offset)).is_err() {
+        return Ok(false);
+    }
+    let mut replay = (p.offset == 0).then(|| Replay::new(REPLAY_OUTPUT));
+    let mut reader = BufReader::new(file);
+    let mut line = Vec::new();
     let mut wrote = false;
-    let replaying = p.offset == 0;
     loop {
-        if file.seek(SeekFrom::Start(p.offset)).is_err() {
-            return Ok(wrote);
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(n) if n > 0 && line.ends_with(b"\n") => p.offset += n as u64,
+            _ => break,
         }
-        // Replaying reads the whole file, so the selection sees all of it.
-        let limit = if replaying { u64::MAX } else { CHUNK as u64 };
-        let mut buf = Vec::new();
-        if (&mut file).take(limit).read_to_end(&mut buf).is_err() {
-            return Ok(wrote);
+        let text = String::from_utf8_lossy(&line).trim_end().to_string();
+        if text.is_empty() {
+            continue;
         }
-        let (lines, used) = complete_lines(&buf);
-        let chosen = if replaying { replay(&lines, REPLAY_OUTPUT) } else { lines };
-        for (line, end) in &chosen {
-            let id = format!("{}/{}", p.run, p.offset + *end as u64);
-            out.write_all(frame(Some(&id), None, line).as_bytes())?;
-            wrote = true;
-        }
-        p.offset += used as u64;
-        if replaying || buf.len() < CHUNK || used == 0 {
-            return Ok(wrote);
+        match &mut replay {
+            Some(r) => r.push(text, p.offset),
+            None => {
+                out.write_all(
+                    frame(Some(&format!("{}/{}", p.run, p.offset)), None, &text).as_bytes(),
+                )?;
+                wrote = true;
+            }
         }
     }
+    for (text, end) in replay.map(Replay::finish).unwrap_or_default() {
+        out.write_all(frame(Some(&format!("{}/{end}", p.run)), None, &text).as_bytes())?;
+        wrote = true;
+    }
+    Ok(wrote)
 }
 
 #[cfg(test)]
@@ -185,25 +191,19 @@ mod tests {
     }
 
     #[test]
-    fn only_whole_lines_are_taken() {
-        let (lines, used) = complete_lines(b"one\ntwo\r\n\nthr");
-        assert_eq!(lines, [("one", 4), ("two", 9)]);
-        assert_eq!(used, 10);
-        assert_eq!(complete_lines(b"partial"), (vec![], 0));
-    }
-
-    #[test]
     fn a_new_client_gets_every_event_and_the_latest_output() {
-        let out = |n: usize| format!(r#"{{"v":1,"event":"agent_output","text":"{n}"}}"#);
-        let start = r#"{"v":1,"event":"iteration_start"}"#.to_string();
-        let mut owned = vec![start.clone()];
-        owned.extend((1..=5).map(out));
-        owned.push(r#"{"v":1,"event":"iteration_end"}"#.into());
-        let lines: Vec<(&str, usize)> =
-            owned.iter().enumerate().map(|(i, l)| (l.as_str(), i)).collect();
-        let kept: Vec<usize> = replay(&lines, 2).into_iter().map(|(_, i)| i).collect();
+        let out = |n: u64| format!(r#"{{"v":1,"event":"agent_output","text":"{n}"}}"#);
+        let mut r = Replay::new(2);
+        r.push(r#"{"v":1,"event":"iteration_start"}"#.into(), 0);
+        for n in 1..=5 {
+            r.push(out(n), n);
+        }
+        r.push(r#"{"v":1,"event":"iteration_end"}"#.into(), 6);
+        let kept: Vec<u64> = r.finish().into_iter().map(|(_, end)| end).collect();
         assert_eq!(kept, [0, 4, 5, 6]);
-        assert_eq!(replay(&lines, 10).len(), 7);
+        let mut all = Replay::new(10);
+        (1..=3).for_each(|n| all.push(out(n), n));
+        assert_eq!(all.finish().len(), 3);
     }
 
     #[test]
