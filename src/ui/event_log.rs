@@ -105,6 +105,7 @@ mod tests {
             stories: 1,
             passing: 0,
             resumed_from: None,
+            budget: Default::default(),
         });
         log.emit(&Event::AgentOutput { iteration: 1, text: "hello".into() });
         assert_eq!(seen.get(), 3, "every event reaches the renderer");

@@ -43,7 +43,7 @@ fn the_page_in_chromium_follows_a_scripted_run() {
     let s = serve(&p, &[]);
     let mut run = p.ralph();
     let run = run
-        .args(["8"])
+        .args(["8", "--max-cost", "5"])
         .env("RALPH_AGENT_FORMAT", "claude")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -60,6 +60,8 @@ fn the_page_in_chromium_follows_a_scripted_run() {
         b.text()
     );
     assert_eq!(state_of(&mut b, "US-002"), "waiting");
+    // The run's own budget, given on its command line.
+    assert!(eventually(PATIENCE, || b.text().contains("of $5.00")), "{}", b.text());
     assert!(b.text().contains("waits on US-001"), "{}", b.text());
     b.screenshot(&artifacts.join("running.png"));
     // The same page, not reloaded, takes the next line as it comes.

@@ -37,6 +37,8 @@ const live = {
   blocked: new Map(), // story → why, from the events
   waiting: null,      // {reason, until}
   ended: null,        // the run_end event
+  budget: null,       // the run's budgets, from its run_start
+  started: null,      // when this process of the run started
 };
 let status = null;
 let runDoc = null;
@@ -97,14 +99,17 @@ function renderStatus() {
   if (status.usage_limit_until) rows.push(["usage limit", "calls resume at " + new Date(status.usage_limit_until).toLocaleString()]);
   if (live.waiting && new Date(live.waiting.until) > new Date())
     rows.push(["waiting", live.waiting.reason + " · until " + new Date(live.waiting.until).toLocaleTimeString()]);
-  if (runDoc && runDoc.budget) {
-    const b = runDoc.budget;
-    const spent = cur ? cur.cost_usd : 0;
-    rows.push(["cost", usd(spent) + (b.max_cost_usd ? " of " + usd(b.max_cost_usd) : " (no budget)")]);
-    if (b.max_duration_s) rows.push(["duration budget", clock(b.max_duration_s * 1000)]);
-    if (b.max_tokens) rows.push(["token budget", String(b.max_tokens)]);
-    rows.push(["iterations", (cur ? cur.iteration : 0) + " of " + (cur ? cur.max_iterations : b.max_iterations)]);
-  }
+  // The run's own budgets once its run_start was seen; else the configured ones.
+  const b = live.budget || (runDoc && runDoc.budget) || {};
+  const r = runDoc && runDoc.run;
+  rows.push(["cost", usd(cur ? cur.cost_usd : 0) + (b.max_cost_usd ? " of " + usd(b.max_cost_usd) : " (no budget)")]);
+  if (r && r.tokens) rows.push(["tokens", r.tokens + (b.max_tokens ? " of " + b.max_tokens : "")]);
+  else if (b.max_tokens) rows.push(["tokens", "0 of " + b.max_tokens]);
+  if (running && live.started) {
+    const used = Date.now() - live.started + (r ? r.elapsed_ms_before || 0 : 0);
+    rows.push(["run time", clock(used) + (b.max_duration_s ? " of " + clock(b.max_duration_s * 1000) : "")]);
+  } else if (b.max_duration_s) rows.push(["duration budget", clock(b.max_duration_s * 1000)]);
+  rows.push(["iterations", (cur ? cur.iteration : 0) + " of " + (cur ? cur.max_iterations : (runDoc && runDoc.budget ? runDoc.budget.max_iterations : "?"))]);
   if (status.cannot_start) rows.push(["cannot start", status.cannot_start.split("\n")[0]]);
   for (const w of status.warnings || []) rows.push(["warning", w]);
   $("health-list").replaceChildren(...rows.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
@@ -171,7 +176,8 @@ function onEvent(e) {
   const who = e.worker != null ? "[w" + e.worker + " " + e.story + "] " : "";
   switch (e.event) {
     case "run_start":
-      Object.assign(live, { run: e.run_id, iteration: null, lines: [], cost: 0, blocked: new Map(), waiting: null, ended: null });
+      Object.assign(live, { run: e.run_id, iteration: null, lines: [], cost: 0, blocked: new Map(), waiting: null, ended: null,
+        budget: e.budget || {}, started: Date.parse(e.ts) || null });
       addEvent("run " + e.run_id + " started · agent " + e.agent + " · " + e.passing + "/" + e.stories + " pass");
       break;
     case "iteration_start":
@@ -264,7 +270,7 @@ async function start() {
   renderStatus();
   connect();
   loadHistory();
-  setInterval(renderLive, 1000);
+  setInterval(scheduleRender, 1000);
 }
 
 start();
