@@ -41,14 +41,15 @@ fn the_page_in_chromium_follows_a_scripted_run() {
          \"evidence\":[],\"nextSteps\":[],\"blocker\":\"the staging database is down\"}\nclaude-result blocked\n",
     );
     let s = serve(&p, &[]);
-    let mut run = p.ralph();
-    let run = run
-        .args(["8", "--max-cost", "5"])
-        .env("RALPH_AGENT_FORMAT", "claude")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut run = KillOnDrop(
+        p.ralph()
+            .args(["8", "--max-cost", "5"])
+            .env("RALPH_AGENT_FORMAT", "claude")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let mut b = Browser::launch(&chromium);
     b.open(&format!("http://{}/", s.addr));
 
@@ -96,8 +97,7 @@ fn the_page_in_chromium_follows_a_scripted_run() {
         board(&mut b),
         b.text()
     );
-    let out = run.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(code(exit::BLOCKED)));
+    assert_eq!(run.0.wait().unwrap().code(), Some(code(exit::BLOCKED)));
     assert!(
         eventually(PATIENCE, || {
             let t = b.text();
@@ -127,4 +127,89 @@ fn the_page_in_chromium_follows_a_scripted_run() {
         b.text()
     );
     b.screenshot(&artifacts.join("with-token.png"));
+}
+
+/// Two stories at once, one waiting on the first, one given up.
+const PARALLEL: &str = r#"{
+  "project": "Parallel",
+  "branchName": "ralph/parallel",
+  "description": "test project",
+  "userStories": [
+    {"id": "US-001", "title": "First", "description": "", "acceptanceCriteria": ["works"], "priority": 1, "passes": false, "notes": ""},
+    {"id": "US-002", "title": "Second", "description": "", "acceptanceCriteria": ["works"], "priority": 2, "passes": false, "notes": ""},
+    {"id": "US-003", "title": "Third", "description": "", "acceptanceCriteria": ["works"], "priority": 3, "passes": false, "notes": "", "dependsOn": ["US-001"]}
+  ]
+}
+"#;
+
+#[test]
+fn the_page_in_chromium_shows_a_parallel_run_and_what_it_gave_up() {
+    let Some(chromium) =
+        chromium::find("the_page_in_chromium_shows_a_parallel_run_and_what_it_gave_up")
+    else {
+        return;
+    };
+    let artifacts = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("../serve-artifacts");
+    let p = Project::with_prd(PARALLEL);
+    p.script(
+        "[story US-002]\nprint stuck on {id}\nwait-shared go 120\nhandoff {\"status\":\"blocked\",\
+         \"summary\":\"stuck\",\"evidence\":[],\"nextSteps\":[],\"blocker\":\"no credentials for the API\"}\n\
+         [run *]\nprint working on {id}\nwait-shared go 120\nimplement\n",
+    );
+    let s = serve(&p, &[]);
+    let run = p
+        .ralph()
+        .args(["8", "--jobs", "2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _run = KillOnDrop(run);
+    let mut b = Browser::launch(&chromium);
+    b.open(&format!("http://{}/", s.addr));
+    assert!(
+        eventually(PATIENCE, || state_of(&mut b, "US-001") == "running"
+            && state_of(&mut b, "US-002") == "running"),
+        "both workers at work: {:?}\n{}",
+        board(&mut b),
+        b.text()
+    );
+    assert!(
+        eventually(PATIENCE, || {
+            let lines = live_lines(&mut b);
+            lines.contains("US-001] working on US-001") && lines.contains("US-002] stuck on US-002")
+        }),
+        "each worker's lines, named: {}",
+        live_lines(&mut b)
+    );
+    assert_eq!(state_of(&mut b, "US-003"), "waiting");
+    b.screenshot(&artifacts.join("parallel-running.png"));
+    std::fs::write(p.agent_dir().join("go"), "").unwrap();
+    assert!(
+        eventually(PATIENCE, || {
+            let mut all = board(&mut b);
+            all.sort();
+            all == [
+                ("US-001".to_string(), "verified".to_string()),
+                ("US-002".into(), "blocked".into()),
+                ("US-003".into(), "verified".into()),
+            ] && b.text().contains("no credentials for the API")
+        }),
+        "the board at the end: {:?}\n{}",
+        board(&mut b),
+        b.text()
+    );
+    b.screenshot(&artifacts.join("parallel-ended.png"));
+}
+
+/// A child killed if the test fails before it ends.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+        }
+        let _ = self.0.wait();
+    }
 }

@@ -39,6 +39,7 @@ const live = {
   ended: null,        // the run_end event
   budget: null,       // the run's budgets, from its run_start
   started: null,      // when this process of the run started
+  parallel: false,    // workers were seen
 };
 let status = null;
 let runDoc = null;
@@ -177,7 +178,7 @@ function onEvent(e) {
   switch (e.event) {
     case "run_start":
       Object.assign(live, { run: e.run_id, iteration: null, lines: [], cost: 0, blocked: new Map(), waiting: null, ended: null,
-        budget: e.budget || {}, started: Date.parse(e.ts) || null });
+        budget: e.budget || {}, started: Date.parse(e.ts) || null, parallel: false });
       addEvent("run " + e.run_id + " started · agent " + e.agent + " · " + e.passing + "/" + e.stories + " pass");
       break;
     case "iteration_start":
@@ -205,11 +206,16 @@ function onEvent(e) {
       live.waiting = { reason: e.reason, until: e.until };
       addEvent("waiting: " + e.reason + " (" + clock(e.seconds * 1000) + ")", true);
       break;
+    case "worker_start":
+      live.parallel = true;
+      addEvent("worker " + e.worker + " · " + e.story_id + " " + e.story_title + (e.attempt > 1 ? " · attempt " + e.attempt : ""));
+      break;
     case "worker_end":
       if (/given up|blocked/i.test(e.outcome)) live.blocked.set(e.story_id, e.message || e.outcome);
       addEvent("worker " + e.worker + " · " + e.story_id + " · " + e.outcome);
       break;
     case "merge":
+      if (e.result === "blocked") live.blocked.set(e.story_id, e.message);
       addEvent("merge " + e.story_id + " · " + e.result.replace(/_/g, " "), e.result !== "merged");
       break;
     case "notice":
@@ -218,7 +224,8 @@ function onEvent(e) {
     case "run_end":
       live.ended = e;
       live.waiting = null;
-      if (e.outcome === "blocked" && live.iteration) live.blocked.set(live.iteration.story, e.message);
+      // One loop stops at its blocked story; a parallel run named its own in worker_end.
+      if (e.outcome === "blocked" && live.iteration && !live.parallel) live.blocked.set(live.iteration.story, e.message);
       addEvent("run ended: " + e.outcome.replace(/_/g, " ") + " · exit " + e.exit_code, e.exit_code !== 0);
       break;
   }
