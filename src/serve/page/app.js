@@ -136,7 +136,7 @@ function renderRunEnd() {
     el("td", {}, r.id + " " + r.title), el("td", {}, r.passes ? "yes" : "no"),
     el("td", {}, r.verified === null || r.verified === undefined ? "–" : r.verified ? "yes" : "no"),
     el("td", {}, String(r.iterations || 0)), el("td", {}, usd(r.cost_usd)),
-    el("td", {}, r.commit || ""), el("td", {}, r.note || ""))));
+    el("td", { title: r.commit || "" }, (r.commit || "").slice(0, 10)), el("td", {}, r.note || ""))));
 }
 
 function renderLive() {
