@@ -31,8 +31,9 @@ function clock(ms) {
 // What the events told about the run being followed.
 const live = {
   run: null,          // run id of run_start
-  iteration: null,    // {iteration, story, title, since, worker}
-  lines: [],          // the agent's latest lines
+  iteration: null,    // the latest {iteration, story, title, since, worker, result}
+  running: new Map(), // per worker ("" for a single loop): its iteration under way
+  lines: [],          // the agent's latest lines: {key, text}
   cost: 0,            // cost of the iterations that ended in this run
   blocked: new Map(), // story → why, from the events
   waiting: null,      // {reason, until}
@@ -140,19 +141,21 @@ function renderRunEnd() {
 }
 
 function renderLive() {
-  const it = live.iteration;
   const running = status && status.running_pid != null;
-  if (it && running) {
-    const cost = (status.current_run ? status.current_run.cost_usd : live.cost);
-    $("live-head").textContent = "iteration " + it.iteration + " · " + it.story + " " + (it.title || "") +
-      (it.worker != null ? " · worker " + it.worker : "") + " · " + clock(Date.now() - it.since) + " · " + usd(cost) + " so far";
+  const now = [...live.running.values()];
+  if (now.length && running) {
+    const cost = status.current_run ? status.current_run.cost_usd : live.cost;
+    $("live-head").textContent = now.map((it) => "iteration " + it.iteration + " · " + it.story + " " + (it.title || "") +
+      (it.worker != null ? " · worker " + it.worker : "") + " · " + clock(Date.now() - it.since)).join("\n") +
+      " · " + usd(cost) + " so far";
     $("live-head").className = "";
   } else {
+    const it = live.iteration;
     $("live-head").textContent = it ? "last iteration: " + it.iteration + " · " + it.story + (it.result ? " · " + it.result.replace(/_/g, " ") : "") : "no iteration running";
     $("live-head").className = "muted";
   }
   const pre = $("live-lines");
-  pre.textContent = live.lines.join("\n");
+  pre.textContent = live.lines.map((l) => l.text).join("\n");
   pre.scrollTop = pre.scrollHeight;
 }
 
@@ -175,24 +178,28 @@ function addEvent(text, warn) {
 function onEvent(e) {
   eventTs = e.ts;
   const who = e.worker != null ? "[w" + e.worker + " " + e.story + "] " : "";
+  const key = e.worker != null ? String(e.worker) : "";
   switch (e.event) {
     case "run_start":
-      Object.assign(live, { run: e.run_id, iteration: null, lines: [], cost: 0, blocked: new Map(), waiting: null, ended: null,
+      Object.assign(live, { run: e.run_id, iteration: null, running: new Map(), lines: [], cost: 0, blocked: new Map(), waiting: null, ended: null,
         budget: e.budget || {}, started: Date.parse(e.ts) || null, parallel: false });
       addEvent("run " + e.run_id + " started · agent " + e.agent + " · " + e.passing + "/" + e.stories + " pass");
       break;
     case "iteration_start":
       live.iteration = { iteration: e.iteration, story: e.story || e.story_id, title: e.story_title, since: Date.parse(e.ts) || Date.now(), worker: e.worker };
-      live.lines = [];
+      live.running.set(key, live.iteration);
+      // A new iteration's lines replace its worker's last ones; the other workers' stay.
+      live.lines = live.lines.filter((l) => l.key !== key);
       addEvent(who + "iteration " + e.iteration + " · " + e.story_id + " " + e.story_title);
       break;
     case "agent_output":
-      for (const line of String(e.text).split("\n")) live.lines.push(who + line);
+      for (const line of String(e.text).split("\n")) live.lines.push({ key, text: who + line });
       live.lines = live.lines.slice(-MAX_LINES);
       break;
     case "iteration_end":
       live.cost += e.cost_usd || 0;
-      if (live.iteration) live.iteration.result = e.result;
+      if (live.running.has(key)) live.running.get(key).result = e.result;
+      live.running.delete(key);
       addEvent(who + "iteration " + e.iteration + " · " + e.story_id + " · " + e.result.replace(/_/g, " ") +
         (e.cost_usd ? " · " + usd(e.cost_usd) : "") + (e.error ? " · " + e.error.split("\n")[0] : ""), e.result !== "progress");
       break;
