@@ -33,8 +33,8 @@ fn the_page_in_chromium_follows_a_scripted_run() {
     // US-001 waits for the test twice, so the page is seen mid-iteration;
     // US-002 meets a usage limit first; US-003 is blocked.
     p.script(
-        "[story US-001]\nprint reading the parser\nwait-shared go-1 120\nprint writing the parser tests\n\
-         wait-shared go-2 120\nimplement\nclaude-result done\n\
+        "[story US-001]\nprint reading the parser\nwait-shared go-1 600\nprint writing the parser tests\n\
+         wait-shared go-2 600\nimplement\nclaude-result done\n\
          [story US-002 1]\nusage-limit 2\n\
          [story US-002]\nprint writing the output\nimplement\nclaude-result done\n\
          [story US-003]\nprint looking at the deploy\nhandoff {\"status\":\"blocked\",\"summary\":\"stuck\",\
@@ -152,9 +152,9 @@ fn the_page_in_chromium_shows_a_parallel_run_and_what_it_gave_up() {
     let artifacts = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("../serve-artifacts");
     let p = Project::with_prd(PARALLEL);
     p.script(
-        "[story US-002]\nprint stuck on {id}\nwait-shared go 120\nhandoff {\"status\":\"blocked\",\
+        "[story US-002]\nprint stuck on {id}\nwait-shared go 600\nhandoff {\"status\":\"blocked\",\
          \"summary\":\"stuck\",\"evidence\":[],\"nextSteps\":[],\"blocker\":\"no credentials for the API\"}\n\
-         [run *]\nprint working on {id}\nwait-shared go 120\nimplement\n",
+         [run *]\nprint working on {id}\nwait-shared go 600\nimplement\n",
     );
     let s = serve(&p, &[]);
     let run = p
