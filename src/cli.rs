@@ -281,6 +281,17 @@ it following the ralph skill, and ralph checks the result before writing prd.jso
         after_help = "Example:\n  ralph monitor 20      (needs tmux; detach with Ctrl-b d and the loop keeps running)"
     )]
     Monitor(RunArgs),
+    /// Serve a read-only web page of the project: stories, the live iteration, logs
+    #[command(
+        long_about = "Serve a read-only web page of the project: the stories board, the live \
+iteration (the agent's latest lines, elapsed time, cost), the breaker, limits and budgets, and \
+links to each iteration's log. It follows a loop running in another process (and shows the last \
+one after it ended) through the files ralph keeps. `GET /api/status` is `ralph status --json`, \
+`GET /events` the run's events as server-sent events. Binds 127.0.0.1; any other address needs \
+a token on every request (one is generated and printed when --token is not given).",
+        after_help = "Examples:\n  ralph serve                       http://127.0.0.1:8765/\n  ralph serve --port 9000 --bind 0.0.0.0 --token \"$(openssl rand -hex 16)\""
+    )]
+    Serve(ServeArgs),
     /// Print shell completions
     #[command(
         after_help = "Example:\n  ralph completions bash > ~/.local/share/bash-completion/completions/ralph"
@@ -377,6 +388,20 @@ pub(crate) struct StatusArgs {
     /// With --remote: only the run on this branch (default: every run there)
     #[arg(long, value_name = "BRANCH", requires = "remote")]
     pub(crate) branch: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// The port to listen on (0: any free port)
+    #[arg(long, default_value_t = 8765, value_name = "PORT")]
+    pub(crate) port: u16,
+    /// The address to listen on; any but loopback needs a token
+    #[arg(long, default_value = "127.0.0.1", value_name = "ADDR")]
+    pub(crate) bind: std::net::IpAddr,
+    /// Required on every request, as ?token= or `Authorization: Bearer`
+    /// (default: none on loopback, a generated one on any other address)
+    #[arg(long, env = "RALPH_SERVE_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    pub(crate) token: Option<String>,
 }
 
 #[derive(Debug, Args)]

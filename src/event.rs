@@ -164,6 +164,9 @@ pub enum Event {
         passing: usize,
         /// The iteration number this run continues from, when it resumes a crashed run.
         resumed_from: Option<u32>,
+        /// The run's budgets; left out when it has none.
+        #[serde(default, skip_serializing_if = "Budget::is_empty")]
+        budget: Budget,
     },
     Notice {
         level: Level,
@@ -298,6 +301,24 @@ pub struct BestIteration {
     pub score: String,
 }
 
+/// A run's budgets (`budget.*`, `--max-cost` and the like), for a reader
+/// that follows the run from elsewhere (`ralph serve`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Budget {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_duration_s: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+}
+
+impl Budget {
+    pub fn is_empty(&self) -> bool {
+        *self == Budget::default()
+    }
+}
+
 /// Where events go.
 pub trait Reporter {
     fn emit(&mut self, event: &Event);
@@ -321,6 +342,11 @@ mod tests {
                 stories: 3,
                 passing: 1,
                 resumed_from: Some(2),
+                budget: Budget {
+                    max_cost_usd: Some(5.0),
+                    max_duration_s: Some(3600),
+                    max_tokens: Some(1000),
+                },
             },
             Event::Notice { level: Level::Warn, message: "m".into() },
             Event::WorkerStart {

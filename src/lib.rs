@@ -28,6 +28,7 @@ pub mod prd;
 mod process;
 mod prompt;
 mod redact;
+mod serve;
 mod signals;
 mod state;
 mod store;

@@ -12,6 +12,7 @@ use chrono::{Local, Utc};
 use crate::config::{Color, Progress};
 use crate::event::{Event, Level, Reporter, SCHEMA_VERSION};
 
+pub mod event_log;
 pub mod tty;
 
 /// How output should look, decided once.

@@ -18,6 +18,7 @@ mod remote_worker;
 mod reset_circuit;
 mod rules;
 mod run;
+mod serve;
 mod status;
 mod status_remote;
 mod worker;
@@ -48,6 +49,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<u8, Error> {
         Some(Command::Run(args)) => run_or_alias(g, &args),
         Some(Command::Monitor(_)) => monitor::run(g),
         Some(Command::Status(args)) => status::run(g, &args),
+        Some(Command::Serve(args)) => serve::run(g, &args),
         Some(Command::ResetCircuit) => reset_circuit::run(g),
         Some(Command::Analyze(args)) => analyze::run(g, &args),
         Some(Command::Demo(args)) => demo::run(g, &args),
@@ -86,6 +88,7 @@ fn name(command: &Command) -> &'static str {
     match command {
         Command::Run(_) => "run",
         Command::Status(_) => "status",
+        Command::Serve(_) => "serve",
         Command::ResetCircuit => "reset-circuit",
         Command::Analyze(_) => "analyze",
         Command::Demo(_) => "demo",

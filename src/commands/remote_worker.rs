@@ -10,7 +10,7 @@ use crate::error::Error;
 use crate::git::{Repo, remote};
 use crate::paths::Paths;
 
-use super::common::reporter;
+use super::common::run_reporter;
 use super::flags::layers;
 
 pub(crate) fn run(g: &Global, args: &RemoteWorkerArgs) -> Result<u8, Error> {
@@ -32,7 +32,7 @@ pub(crate) fn run(g: &Global, args: &RemoteWorkerArgs) -> Result<u8, Error> {
     let paths = Paths::resolve(&dir, g.prd.as_deref())?;
     let layers = layers(g, &paths.project, &args.settings)?;
     let config = layers.resolve();
-    let (mut reporter, style) = reporter(g, &config);
+    let (mut reporter, _) = run_reporter(g, &config, &paths.store);
     let id = args.id.clone().or(config.worker.id.clone()).unwrap_or_else(|| {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
@@ -51,7 +51,9 @@ pub(crate) fn run(g: &Global, args: &RemoteWorkerArgs) -> Result<u8, Error> {
         prompt_file: args.settings.prompt.clone(),
         fresh: false,
         explicit_max: args.settings.max_iterations.is_some(),
-        agent_output: style.agent_output || g.json,
+        // The agent's lines are events whatever the terminal shows: the
+        // run's events.jsonl has them (the renderer leaves out what it hides).
+        agent_output: true,
         layers: Some(layers),
         worker: None,
         remote: Some(crate::driver::RemoteWorker { id, lease }),

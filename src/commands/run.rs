@@ -4,7 +4,7 @@ use crate::cli::{Global, RunArgs};
 use crate::error::Error;
 use crate::paths::Paths;
 
-use super::common::{project_dir, reporter};
+use super::common::{project_dir, run_reporter};
 use super::flags::layers;
 
 pub(crate) fn run(g: &Global, args: &RunArgs) -> Result<u8, Error> {
@@ -37,7 +37,7 @@ pub(crate) fn run(g: &Global, args: &RunArgs) -> Result<u8, Error> {
         let _ = std::io::stdout().lock().write_all(text.as_bytes());
         return Ok(0);
     }
-    let (mut reporter, style) = reporter(g, &config);
+    let (mut reporter, _) = run_reporter(g, &config, &paths.store);
     if let Some(message) = super::import::notice(&paths, config.agent.tool) {
         reporter.emit(&crate::event::Event::Notice { level: crate::event::Level::Warn, message });
     }
@@ -46,7 +46,9 @@ pub(crate) fn run(g: &Global, args: &RunArgs) -> Result<u8, Error> {
         prompt_file: args.settings.prompt.clone(),
         fresh: args.fresh,
         explicit_max: args.settings.max_iterations.is_some(),
-        agent_output: style.agent_output || g.json,
+        // The agent's lines are events whatever the terminal shows: the
+        // run's events.jsonl has them (the renderer leaves out what it hides).
+        agent_output: true,
         config,
         layers: Some(layers),
         worker: None,

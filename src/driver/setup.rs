@@ -182,6 +182,11 @@ pub(super) fn start<'a>(
         stories: prd.stories().len(),
         passing: prd.passing(),
         resumed_from: resume.as_ref().map(|s| s.iteration),
+        budget: crate::event::Budget {
+            max_cost_usd: cfg.budget.max_cost,
+            max_duration_s: cfg.budget.max_duration.map(|d| d.as_secs()),
+            max_tokens: cfg.budget.max_tokens,
+        },
     });
     run.save_checkpoint(Phase::Idle)?;
     Ok(run)

@@ -142,7 +142,10 @@ impl Tty {
             }
             Event::Worker { worker, inner, .. } => {
                 if let Event::AgentOutput { text, .. } = inner.as_ref() {
-                    if let Some((bar, in_block)) = self.workers.get_mut(worker)
+                    // The agent's lines are events even under -q (for the
+                    // run's events.jsonl); -q shows none of them.
+                    if self.style.agent_output
+                        && let Some((bar, in_block)) = self.workers.get_mut(worker)
                         && let Some(line) = latest_line(text, in_block)
                     {
                         bar.set_message(line);
@@ -210,7 +213,9 @@ impl Reporter for Tty {
             }
             Event::AgentOutput { text, .. } => {
                 let latest = latest_line(text, &mut self.in_status_block);
-                if let (Some(bar), Some(line)) = (&self.current, latest) {
+                if let (true, Some(bar), Some(line)) =
+                    (self.style.agent_output, &self.current, latest)
+                {
                     bar.set_message(line);
                 }
                 if self.style.agent_output

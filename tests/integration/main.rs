@@ -2,6 +2,7 @@
 //! a fake agent (and, where installed, the real claude CLI) in temporary
 //! git repositories.
 
+mod chromium;
 mod claude_loop;
 mod claude_stub;
 mod cli;
@@ -23,6 +24,8 @@ mod real_gemini;
 mod real_opencode;
 mod remote;
 mod safe_mode;
+mod serve;
+mod serve_page;
 mod stopping;
 mod trust;
 mod ui;

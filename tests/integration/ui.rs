@@ -90,6 +90,7 @@ fn help_for_ralph_and_every_subcommand() {
     let subcommands: &[&[&str]] = &[
         &["run"],
         &["status"],
+        &["serve"],
         &["reset-circuit"],
         &["analyze"],
         &["demo"],
