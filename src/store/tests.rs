@@ -1,0 +1,95 @@
+use super::*;
+
+#[test]
+fn atomic_write_replaces_content_and_leaves_no_temp() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("state.json");
+    write_atomic(&p, b"one").unwrap();
+    write_atomic(&p, b"two").unwrap();
+    assert_eq!(fs::read(&p).unwrap(), b"two");
+    let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+}
+
+#[test]
+fn read_json_tells_missing_from_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("x.json");
+    assert!(matches!(read_json::<serde_json::Value>(&p).unwrap(), Loaded::Missing));
+    fs::write(&p, "").unwrap();
+    assert!(matches!(read_json::<serde_json::Value>(&p).unwrap(), Loaded::Damaged(_)));
+    fs::write(&p, "{garbage").unwrap();
+    assert!(matches!(read_json::<serde_json::Value>(&p).unwrap(), Loaded::Damaged(_)));
+    fs::write(&p, [0xff, 0xfe]).unwrap();
+    assert!(matches!(read_json::<serde_json::Value>(&p).unwrap(), Loaded::Damaged(_)));
+    fs::write(&p, "{\"a\":1}").unwrap();
+    assert!(matches!(read_json::<serde_json::Value>(&p).unwrap(), Loaded::Ok(_)));
+}
+
+#[test]
+fn versioned_files_are_missing_damaged_with_a_reason_or_read() {
+    #[derive(Debug, serde::Deserialize)]
+    struct S {
+        #[allow(dead_code)]
+        n: u32,
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("s.json");
+    assert!(matches!(read_versioned::<S>(&p, 1).unwrap(), Loaded::Missing));
+    #[rustfmt::skip]
+        let cases: &[(&str, Option<&str>)] = &[
+            ("", Some("empty file")),
+            ("{not json", Some("key must be a string")),
+            ("{\"n\":1}", Some("no version field")),
+            ("{\"version\":2,\"n\":1}", Some("version 2, this ralph reads version 1")),
+            ("{\"version\":1,\"n\":-1}", Some("invalid value")),
+            ("{\"version\":1}", Some("missing field `n`")),
+            ("{\"version\":1,\"n\":3}", None),
+        ];
+    for (text, damage) in cases {
+        fs::write(&p, text).unwrap();
+        match (read_versioned::<S>(&p, 1).unwrap(), damage) {
+            (Loaded::Damaged(why), Some(want)) => assert!(why.contains(want), "{text}: {why}"),
+            (Loaded::Ok(_), None) => {}
+            (got, _) => panic!("{text}: {got:?}"),
+        }
+    }
+}
+
+#[test]
+fn jsonl_skips_bad_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("e.jsonl");
+    append_jsonl(&p, &serde_json::json!({"a": 1})).unwrap();
+    fs::OpenOptions::new().append(true).open(&p).unwrap().write_all(b"{broken\n").unwrap();
+    append_jsonl(&p, &serde_json::json!({"a": 2})).unwrap();
+    let (values, bad) = read_jsonl::<serde_json::Value>(&p).unwrap();
+    assert_eq!(values.len(), 2);
+    assert_eq!(bad, 1);
+}
+
+#[test]
+fn lock_is_exclusive_within_and_reports_holder() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("lock");
+    let (held, prev) = lock(&p).unwrap();
+    assert_eq!(prev, PreviousHolder::None);
+    // A second open file description cannot take it while the first holds it.
+    match lock(&p) {
+        Err(LockError::Busy(Some(pid))) => assert_eq!(pid, std::process::id()),
+        other => panic!("expected busy, got {other:?}"),
+    }
+    assert_eq!(lock_holder(&p), Some(std::process::id()));
+    drop(held);
+    assert_eq!(lock_holder(&p), None);
+}
+
+#[test]
+fn dead_previous_holder_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("lock");
+    // Pid numbers this high are beyond Linux's pid_max, so never alive.
+    fs::write(&p, "99999999\n").unwrap();
+    let (_held, prev) = lock(&p).unwrap();
+    assert_eq!(prev, PreviousHolder::Dead(99_999_999));
+}
