@@ -162,8 +162,7 @@ impl Limits {
         now: DateTime<Utc>,
         fallback_wait: Duration,
     ) -> DateTime<Utc> {
-        let reset = resets_at.filter(|&at| at > now).unwrap_or_else(|| later(now, fallback_wait));
-        let resume = later(reset, USAGE_GUARD);
+        let resume = resume_after(resets_at, now, fallback_wait);
         self.usage_resume_at = Some(resume);
         resume
     }
@@ -181,8 +180,7 @@ impl Limits {
         now: DateTime<Utc>,
         fallback_wait: Duration,
     ) -> DateTime<Utc> {
-        let reset = resets_at.filter(|&at| at > now).unwrap_or_else(|| later(now, fallback_wait));
-        let resume = later(reset, USAGE_GUARD);
+        let resume = resume_after(resets_at, now, fallback_wait);
         self.agents.insert(agent.to_string(), resume);
         resume
     }
@@ -308,6 +306,17 @@ pub fn backoff(consecutive: u32) -> Duration {
 
 fn delta(d: Duration) -> TimeDelta {
     TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX)
+}
+
+/// When a usage limit that resets at `resets_at` lets the agent be called
+/// again: see [`Limits::set_usage_limit`].
+fn resume_after(
+    resets_at: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+    fallback_wait: Duration,
+) -> DateTime<Utc> {
+    let reset = resets_at.filter(|&at| at > now).unwrap_or_else(|| later(now, fallback_wait));
+    later(reset, USAGE_GUARD)
 }
 
 fn later(at: DateTime<Utc>, d: Duration) -> DateTime<Utc> {

@@ -97,3 +97,16 @@ pub(crate) fn eprint(text: &str) {
     let mut err = std::io::stderr().lock();
     let _ = err.write_all(text.as_bytes()).and_then(|_| err.flush());
 }
+
+/// Waits `seconds` between two looks of a `--watch`; `false` when a signal
+/// (Ctrl-C) came meanwhile and the watch is to end.
+pub(crate) fn watch_pause(seconds: u64) -> bool {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(seconds.max(1));
+    while std::time::Instant::now() < until {
+        if crate::signals::pending().is_some() {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    true
+}

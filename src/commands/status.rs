@@ -474,13 +474,8 @@ pub(crate) fn run(g: &Global, args: &StatusArgs) -> Result<u8, Error> {
         if !print_more(&text)? || !args.watch {
             return Ok(0);
         }
-        let until =
-            std::time::Instant::now() + std::time::Duration::from_secs(args.interval.max(1));
-        while std::time::Instant::now() < until {
-            if crate::signals::pending().is_some() {
-                return Ok(0);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
+        if !super::common::watch_pause(args.interval) {
+            return Ok(0);
         }
     }
 }
