@@ -19,6 +19,7 @@ mod killed;
 mod openai_stub;
 mod parallel;
 mod real_claude;
+mod real_cli;
 mod real_codex;
 mod real_gemini;
 mod real_opencode;

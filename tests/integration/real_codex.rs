@@ -9,7 +9,6 @@
 //! (`RALPH_CODEX_BIN`, set by `.ci/run`); `RALPH_REQUIRE_AGENT_CLIS=1`
 //! (set by CI) turns that into a failure.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -17,35 +16,7 @@ use serde_json::json;
 
 use crate::harness::{Project, Run, code, to_run};
 use crate::openai_stub::{Reply, Stub, codex_config, error_body, has_tool_output};
-
-const ONE_STORY: &str = r#"{
-  "project": "Codex loop",
-  "branchName": "ralph/codex-loop",
-  "description": "ralph drives the real codex CLI",
-  "userStories": [
-    {"id": "US-001", "title": "First", "description": "", "acceptanceCriteria": ["US-001.txt exists"], "priority": 1, "passes": false, "notes": ""}
-  ]
-}
-"#;
-
-const STATUS: &str = "\n\n---RALPH_STATUS---\nSTATUS: COMPLETE\nTASKS_COMPLETED_THIS_LOOP: 1\nFILES_MODIFIED: 2\nTESTS_STATUS: PASSING\nWORK_TYPE: IMPLEMENTATION\nEXIT_SIGNAL: true\nRECOMMENDATION: done\n---END_RALPH_STATUS---";
-
-/// The installed codex, or `None` (and a SKIPPED line) when there is none.
-pub fn codex_bin_or_skip(test: &str) -> Option<PathBuf> {
-    // Only the pinned install: another codex on PATH may print otherwise.
-    let bin = std::env::var_os("RALPH_CODEX_BIN").map(PathBuf::from).filter(|p| p.is_file());
-    if bin.is_none() {
-        assert!(
-            std::env::var_os("RALPH_REQUIRE_AGENT_CLIS").is_none_or(|v| v.is_empty() || v == "0"),
-            "{test}: codex not installed and RALPH_REQUIRE_AGENT_CLIS is set (run .ci/install-agent-clis.sh)"
-        );
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED: codex CLI not installed (run .ci/install-agent-clis.sh): {test}"
-        );
-    }
-    bin
-}
+use crate::real_cli::{STATUS, bin_or_skip, one_story};
 
 /// `ralph <args> --tool codex` in a one-story project, codex talking to `stub`.
 fn ralph(bin: &PathBuf, stub: &Stub, project: &Project, args: &[&str]) -> Run {
@@ -66,7 +37,10 @@ fn ralph(bin: &PathBuf, stub: &Stub, project: &Project, args: &[&str]) -> Run {
 
 #[test]
 fn codex_implements_and_commits_a_story_through_its_shell_tool() {
-    let Some(bin) = codex_bin_or_skip("codex_implements_and_commits_a_story") else { return };
+    let Some(bin) = bin_or_skip("RALPH_CODEX_BIN", "codex", "codex_implements_and_commits_a_story")
+    else {
+        return;
+    };
     let stub = Stub::start(|_, body| {
         if has_tool_output(body) {
             Reply::Text(format!("Implemented US-001 and committed it.{STATUS}"))
@@ -79,7 +53,7 @@ fn codex_implements_and_commits_a_story_through_its_shell_tool() {
             )
         }
     });
-    let project = Project::with_prd(ONE_STORY);
+    let project = Project::with_prd(&one_story("Codex"));
     let r = ralph(&bin, &stub, &project, &["3", "--gate", "grep -qx 'US-001 done' US-001.txt"]);
     assert_eq!(r.code, code(0), "{r:?}");
     assert!(project.passes("US-001"), "{r:?}");
@@ -91,13 +65,15 @@ fn codex_implements_and_commits_a_story_through_its_shell_tool() {
 
 #[test]
 fn codex_claiming_a_story_it_did_not_do_is_not_believed() {
-    let Some(bin) = codex_bin_or_skip("codex_claiming_a_story") else { return };
+    let Some(bin) = bin_or_skip("RALPH_CODEX_BIN", "codex", "codex_claiming_a_story") else {
+        return;
+    };
     let stub = Stub::start(|_, _| {
         Reply::Text(format!(
             "Implemented US-001 and committed it. <promise>COMPLETE</promise>{STATUS}"
         ))
     });
-    let project = Project::with_prd(ONE_STORY);
+    let project = Project::with_prd(&one_story("Codex"));
     let r = ralph(&bin, &stub, &project, &["1", "--gate", "test -f US-001.txt"]);
     assert_eq!(r.code, code(1), "{r:?}");
     assert!(!project.passes("US-001"), "{r:?}");
@@ -105,11 +81,11 @@ fn codex_claiming_a_story_it_did_not_do_is_not_believed() {
 
 #[test]
 fn codex_401_stops_the_run_as_an_auth_failure() {
-    let Some(bin) = codex_bin_or_skip("codex_401") else { return };
+    let Some(bin) = bin_or_skip("RALPH_CODEX_BIN", "codex", "codex_401") else { return };
     let stub = Stub::start(|_, _| {
         Reply::Error(401, error_body("invalid_api_key", "Incorrect API key provided: sk-test."))
     });
-    let project = Project::with_prd(ONE_STORY);
+    let project = Project::with_prd(&one_story("Codex"));
     let r = ralph(&bin, &stub, &project, &["3"]);
     assert_eq!(r.code, code(7), "{r:?}");
     assert!(r.stdout.contains("could not authenticate"), "{r:?}");
@@ -118,7 +94,9 @@ fn codex_401_stops_the_run_as_an_auth_failure() {
 
 #[test]
 fn codex_transient_faults_back_off_and_say_so() {
-    let Some(bin) = codex_bin_or_skip("codex_transient_faults") else { return };
+    let Some(bin) = bin_or_skip("RALPH_CODEX_BIN", "codex", "codex_transient_faults") else {
+        return;
+    };
     let cases = [
         (
             429,
@@ -130,7 +108,7 @@ fn codex_transient_faults_back_off_and_say_so() {
     ];
     for (status, body, words) in cases {
         let stub = Stub::start(move |_, _| Reply::Error(status, body.clone()));
-        let project = Project::with_prd(ONE_STORY);
+        let project = Project::with_prd(&one_story("Codex"));
         // --no-wait: a back-off ends the run with the limit code at once.
         let r = ralph(&bin, &stub, &project, &["3", "--no-wait"]);
         assert_eq!(r.code, code(4), "{status}: {r:?}");
@@ -144,7 +122,7 @@ fn codex_transient_faults_back_off_and_say_so() {
 
 #[test]
 fn codex_usage_limit_waits_for_its_reset_and_no_wait_ends_the_run() {
-    let Some(bin) = codex_bin_or_skip("codex_usage_limit") else { return };
+    let Some(bin) = bin_or_skip("RALPH_CODEX_BIN", "codex", "codex_usage_limit") else { return };
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
     let stub = Stub::start(move |_, _| {
         Reply::Error(
@@ -153,7 +131,7 @@ fn codex_usage_limit_waits_for_its_reset_and_no_wait_ends_the_run() {
                 "resets_at": now + 3 * 3600, "resets_in_seconds": 3 * 3600}}),
         )
     });
-    let project = Project::with_prd(ONE_STORY);
+    let project = Project::with_prd(&one_story("Codex"));
     let r = ralph(&bin, &stub, &project, &["3", "--no-wait"]);
     assert_eq!(r.code, code(4), "{r:?}");
     assert!(r.stdout.contains("usage limit"), "{r:?}");
@@ -164,11 +142,11 @@ fn codex_usage_limit_waits_for_its_reset_and_no_wait_ends_the_run() {
 
 #[test]
 fn codex_with_no_server_is_ended_by_the_idle_timeout_as_unreachable() {
-    let Some(bin) = codex_bin_or_skip("codex_with_no_server") else { return };
+    let Some(bin) = bin_or_skip("RALPH_CODEX_BIN", "codex", "codex_with_no_server") else { return };
     // A port nothing listens on: codex then waits for the network for ever,
     // printing the same notice, which must not count as activity.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let project = Project::with_prd(ONE_STORY);
+    let project = Project::with_prd(&one_story("Codex"));
     let codex_home = project.home().join(".codex");
     codex_config(&codex_home, &format!("http://127.0.0.1:{port}/v1"));
     let out = project

@@ -7,50 +7,11 @@
 //! Each test skips, saying so on stderr, without `RALPH_OPENCODE_BIN`;
 //! `RALPH_REQUIRE_AGENT_CLIS=1` (set by CI) turns that into a failure.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use crate::harness::{Project, Run, code, to_run};
 use crate::openai_stub::{Reply, Stub, error_body, has_tool_output, opencode_config};
-
-const ONE_STORY: &str = r#"{
-  "project": "opencode loop",
-  "branchName": "ralph/opencode-loop",
-  "description": "ralph drives the real opencode CLI",
-  "userStories": [
-    {"id": "US-001", "title": "First", "description": "", "acceptanceCriteria": ["US-001.txt exists"], "priority": 1, "passes": false, "notes": ""}
-  ]
-}
-"#;
-
-const STATUS: &str = "\n\n---RALPH_STATUS---\nSTATUS: COMPLETE\nTASKS_COMPLETED_THIS_LOOP: 1\nFILES_MODIFIED: 2\nTESTS_STATUS: PASSING\nWORK_TYPE: IMPLEMENTATION\nEXIT_SIGNAL: true\nRECOMMENDATION: done\n---END_RALPH_STATUS---";
-
-const IMPLEMENT: &str = "python3 impl.py && git add -A && git commit -qm 'feat: US-001 - First'";
-
-const IMPL_PY: &str = "import json\nopen('US-001.txt', 'w').write('US-001 done\\n')\np = json.load(open('prd.json'))\np['userStories'][0]['passes'] = True\njson.dump(p, open('prd.json', 'w'), indent=2)\n";
-
-fn opencode_bin_or_skip(test: &str) -> Option<PathBuf> {
-    let bin = std::env::var_os("RALPH_OPENCODE_BIN").map(PathBuf::from).filter(|p| p.is_file());
-    if bin.is_none() {
-        assert!(
-            std::env::var_os("RALPH_REQUIRE_AGENT_CLIS").is_none_or(|v| v.is_empty() || v == "0"),
-            "{test}: opencode not installed and RALPH_REQUIRE_AGENT_CLIS is set (run .ci/install-agent-clis.sh)"
-        );
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED: opencode CLI not installed (run .ci/install-agent-clis.sh): {test}"
-        );
-    }
-    bin
-}
-
-fn new_project() -> Project {
-    let project = Project::with_prd(ONE_STORY);
-    project.write("impl.py", IMPL_PY);
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "The story's script"]);
-    project
-}
+use crate::real_cli::{IMPLEMENT, STATUS, bin_or_skip, scripted_project};
 
 fn ralph(bin: &PathBuf, stub: &Stub, project: &Project, args: &[&str]) -> Run {
     let config = project.home().join("opencode.json");
@@ -89,9 +50,13 @@ fn model(command: &'static str) -> Stub {
 
 #[test]
 fn opencode_implements_and_commits_a_story() {
-    let Some(bin) = opencode_bin_or_skip("opencode_implements_and_commits_a_story") else { return };
+    let Some(bin) =
+        bin_or_skip("RALPH_OPENCODE_BIN", "opencode", "opencode_implements_and_commits_a_story")
+    else {
+        return;
+    };
     let stub = model(IMPLEMENT);
-    let project = new_project();
+    let project = scripted_project("opencode");
     let r = ralph(&bin, &stub, &project, &["3", "--gate", "grep -qx 'US-001 done' US-001.txt"]);
     assert_eq!(r.code, code(0), "{r:?}");
     assert!(project.passes("US-001"), "{r:?}");
@@ -100,10 +65,12 @@ fn opencode_implements_and_commits_a_story() {
 
 #[test]
 fn opencode_in_safe_mode_runs_allowed_commands_and_refuses_others() {
-    let Some(bin) = opencode_bin_or_skip("opencode_in_safe_mode") else { return };
+    let Some(bin) = bin_or_skip("RALPH_OPENCODE_BIN", "opencode", "opencode_in_safe_mode") else {
+        return;
+    };
     // Allowed (python3, git add, git commit): the story gets done.
     let stub = model(IMPLEMENT);
-    let project = new_project();
+    let project = scripted_project("opencode");
     let r = ralph(
         &bin,
         &stub,
@@ -115,7 +82,7 @@ fn opencode_in_safe_mode_runs_allowed_commands_and_refuses_others() {
     // Not allowed: `touch` never runs in safe mode, and does without it
     // (opencode's own default allows bash, `--auto` or not).
     let stub = model("touch escaped.txt");
-    let project = new_project();
+    let project = scripted_project("opencode");
     let r = ralph(&bin, &stub, &project, &["1", "--safe"]);
     assert!(!project.path("escaped.txt").exists(), "safe mode ran a denied command: {r:?}");
     let r = ralph(&bin, &stub, &project, &["1"]);
@@ -124,11 +91,11 @@ fn opencode_in_safe_mode_runs_allowed_commands_and_refuses_others() {
 
 #[test]
 fn opencode_401_stops_the_run_as_an_auth_failure() {
-    let Some(bin) = opencode_bin_or_skip("opencode_401") else { return };
+    let Some(bin) = bin_or_skip("RALPH_OPENCODE_BIN", "opencode", "opencode_401") else { return };
     let stub = Stub::start(|_, _| {
         Reply::Error(401, error_body("invalid_api_key", "Incorrect API key provided: sk-test."))
     });
-    let project = new_project();
+    let project = scripted_project("opencode");
     let r = ralph(&bin, &stub, &project, &["3"]);
     assert_eq!(r.code, code(7), "{r:?}");
     assert!(r.stdout.contains("could not authenticate"), "{r:?}");

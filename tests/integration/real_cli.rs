@@ -1,0 +1,61 @@
+//! What the tests of the real codex, gemini and opencode CLIs share: the
+//! one-story project, the status block the scripted model ends with, the
+//! one command that implements the story, and the rule for skipping when
+//! the CLI is not installed (a failure under `RALPH_REQUIRE_AGENT_CLIS=1`).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use crate::harness::Project;
+
+/// A one-story prd.json for the loop of `cli` ("Codex", "Gemini", …).
+pub fn one_story(cli: &str) -> String {
+    let lower = cli.to_lowercase();
+    format!(
+        r#"{{
+  "project": "{cli} loop",
+  "branchName": "ralph/{lower}-loop",
+  "description": "ralph drives the real {lower} CLI",
+  "userStories": [
+    {{"id": "US-001", "title": "First", "description": "", "acceptanceCriteria": ["US-001.txt exists"], "priority": 1, "passes": false, "notes": ""}}
+  ]
+}}
+"#
+    )
+}
+
+/// The status block the scripted model ends its last answer with.
+pub const STATUS: &str = "\n\n---RALPH_STATUS---\nSTATUS: COMPLETE\nTASKS_COMPLETED_THIS_LOOP: 1\nFILES_MODIFIED: 2\nTESTS_STATUS: PASSING\nWORK_TYPE: IMPLEMENTATION\nEXIT_SIGNAL: true\nRECOMMENDATION: done\n---END_RALPH_STATUS---";
+
+/// The model's one command in a [`scripted_project`]: write the story's
+/// file, mark it, commit.
+pub const IMPLEMENT: &str =
+    "python3 impl.py && git add -A && git commit -qm 'feat: US-001 - First'";
+
+const IMPL_PY: &str = "import json\nopen('US-001.txt', 'w').write('US-001 done\\n')\np = json.load(open('prd.json'))\np['userStories'][0]['passes'] = True\njson.dump(p, open('prd.json', 'w'), indent=2)\n";
+
+/// The one-story project of `cli` with the script [`IMPLEMENT`] runs, committed.
+pub fn scripted_project(cli: &str) -> Project {
+    let project = Project::with_prd(&one_story(cli));
+    project.write("impl.py", IMPL_PY);
+    project.git(&["add", "-A"]);
+    project.git(&["commit", "-q", "-m", "The story's script"]);
+    project
+}
+
+/// The pinned install named by `env` (`RALPH_CODEX_BIN`, …), or `None` and a
+/// SKIPPED line; only that install, since another on PATH may print otherwise.
+pub fn bin_or_skip(env: &str, cli: &str, test: &str) -> Option<PathBuf> {
+    let bin = std::env::var_os(env).map(PathBuf::from).filter(|p| p.is_file());
+    if bin.is_none() {
+        assert!(
+            std::env::var_os("RALPH_REQUIRE_AGENT_CLIS").is_none_or(|v| v.is_empty() || v == "0"),
+            "{test}: {cli} not installed and RALPH_REQUIRE_AGENT_CLIS is set (run .ci/install-agent-clis.sh)"
+        );
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED: {cli} CLI not installed (run .ci/install-agent-clis.sh): {test}"
+        );
+    }
+    bin
+}
