@@ -11,6 +11,7 @@ mod config;
 mod demo;
 mod flags;
 mod generate;
+mod history;
 mod init;
 mod monitor;
 mod remote_worker;
@@ -46,6 +47,8 @@ pub(crate) fn dispatch(cli: Cli) -> Result<u8, Error> {
         Some(Command::Run(args)) => run_or_alias(g, &args),
         Some(Command::Monitor(_)) => monitor::run(g),
         Some(Command::Status(args)) => status::run(g, &args),
+        Some(Command::History(args)) => history::history(g, &args),
+        Some(Command::Report(args)) => history::report(g, &args),
         Some(Command::ResetCircuit) => reset_circuit::run(g),
         Some(Command::Analyze(args)) => analyze::run(g, &args),
         Some(Command::Demo(args)) => demo::run(g, &args),
@@ -83,6 +86,8 @@ fn name(command: &Command) -> &'static str {
     match command {
         Command::Run(_) => "run",
         Command::Status(_) => "status",
+        Command::History(_) => "history",
+        Command::Report(_) => "report",
         Command::ResetCircuit => "reset-circuit",
         Command::Analyze(_) => "analyze",
         Command::Demo(_) => "demo",

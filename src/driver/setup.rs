@@ -146,6 +146,7 @@ pub(super) fn start<'a>(
         patterns: crate::analyze::Patterns::configured(&cfg.patterns)
             .map_err(|e| Error::Config(e.into()))?,
         reusable_snapshot: None,
+        budget_warned: Vec::new(),
         redactor,
         state,
     };
@@ -179,6 +180,8 @@ pub(super) fn start<'a>(
         stories: prd.stories().len(),
         passing: prd.passing(),
         resumed_from: resume.as_ref().map(|s| s.iteration),
+        tool: Some(run.backend.tool.to_string()),
+        model: run.backend.model.clone(),
     });
     run.save_checkpoint(Phase::Idle)?;
     Ok(run)
