@@ -56,10 +56,15 @@ impl<'a> Recorder<'a> {
     }
 
     fn record(&mut self, event: &Event) {
-        if matches!(event, Event::WaitTick { .. }) {
+        if let Some(line) = crate::ui::json_line(event) {
+            self.record_line(event, line);
+        }
+    }
+
+    fn record_line(&mut self, event: &Event, line: String) {
+        if line.is_empty() || matches!(event, Event::WaitTick { .. }) {
             return;
         }
-        let Some(line) = crate::ui::json_line(event) else { return };
         if let Event::RunStart { run_id, .. } = event
             && self.run.is_none()
         {
@@ -173,9 +178,12 @@ fn last_failed(store: &Store, current: &str) -> Option<String> {
 impl Reporter for Recorder<'_> {
     fn emit(&mut self, event: &Event) {
         self.inner.emit(event);
-        self.record(event);
+        let line = crate::ui::json_line(event).unwrap_or_default();
         if let Some(n) = &self.notifier {
-            n.notify(event);
+            n.notify(event, &line);
+        }
+        self.record_line(event, line);
+        if let Some(n) = &self.notifier {
             let failures = n.failures();
             self.notify_failures(failures);
         }

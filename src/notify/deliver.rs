@@ -55,12 +55,13 @@ pub(crate) fn text(event: &Event) -> String {
 }
 
 /// The request a channel gets for an event (pure).
-pub(crate) fn request(channel: &Channel, kind: Kind, event: &Event) -> Option<Request> {
+/// `line` is the event as `--json` printed it.
+pub(crate) fn request(channel: &Channel, kind: Kind, event: &Event, line: &str) -> Option<Request> {
     Some(match channel {
         Channel::Webhook(_) => Request {
             content_type: "application/json",
             headers: Vec::new(),
-            body: crate::ui::json_line(event)?,
+            body: line.to_string(),
         },
         Channel::Slack(_) => Request {
             content_type: "application/json",
@@ -148,7 +149,7 @@ impl Sender {
             Channel::Webhook(u) | Channel::Slack(u) | Channel::Ntfy(u) => u,
             Channel::Desktop(program) => return self.desktop(program, job),
         };
-        let Some(req) = request(channel, job.kind, &job.event) else { return Ok(()) };
+        let Some(req) = request(channel, job.kind, &job.event, &job.line) else { return Ok(()) };
         let mut builder = self.agent.post(url).header("Content-Type", req.content_type);
         for (k, v) in &req.headers {
             builder = builder.header(*k, v);

@@ -199,6 +199,8 @@ pub(crate) struct Job {
     pub(crate) target: usize,
     pub(crate) kind: Kind,
     pub(crate) event: Event,
+    /// The event as `--json` printed it, stamped when it happened.
+    pub(crate) line: String,
 }
 
 /// The queue's end the loop holds.
@@ -242,7 +244,8 @@ impl Notifier {
     }
 
     /// Queues the event for every channel that wants it; never waits.
-    pub fn notify(&self, event: &Event) {
+    /// `line` is the event as `--json` prints it.
+    pub fn notify(&self, event: &Event, line: &str) {
         let kinds = kinds(event, self.wait_longer_than);
         if kinds.is_empty() {
             return;
@@ -250,7 +253,7 @@ impl Notifier {
         let Some(tx) = &self.tx else { return };
         for (i, t) in self.targets.iter().enumerate() {
             let Some(kind) = kinds.iter().find(|k| t.wants.contains(k)) else { continue };
-            let job = Job { target: i, kind: *kind, event: event.clone() };
+            let job = Job { target: i, kind: *kind, event: event.clone(), line: line.to_string() };
             // Full: the thread is stuck on a slow channel; said at the end.
             if tx.try_send(job).is_err() {
                 self.dropped.set(true);
