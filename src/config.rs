@@ -821,12 +821,12 @@ mod tests {
             (
                 "[run]\ntimeout = \"5m\"\n",
                 format!("{f}:2:1: unknown key `run.timeout`"),
-                "did you mean one of `agent.timeout`, `gate.timeout`?",
+                "did you mean one of `agent.timeout`, `gate.timeout`, `notify.timeout`?",
             ),
             (
                 "\ntimeout = \"5m\"\n",
                 format!("{f}:2:1: unknown key `timeout`: settings live in sections"),
-                "did you mean one of `agent.timeout`, `gate.timeout`? (write it under its [section])",
+                "did you mean one of `agent.timeout`, `gate.timeout`, `notify.timeout`? (write it under its [section])",
             ),
             (
                 "[agent]\nxyzzy = 1\n",

@@ -1,8 +1,9 @@
 //! The reporter every run's events pass through on their way to the
 //! screen: it appends each one to `logs/<run>/events.jsonl` as `--json`
 //! prints it (the countdown ticks aside), hands it to the notifier, and at
-//! the run's end writes `report.md` beside the logs, says where, and prunes
-//! old runs' logs.
+//! the run's end writes `report.md` beside the logs, says where, prunes
+//! old runs' logs and waits (bounded) for the notifications, all before the
+//! `run_end` it passes on, which stays the run's last event.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -108,10 +109,12 @@ impl<'a> Recorder<'a> {
         }
     }
 
-    /// The run ended: its report, old logs pruned, what is queued delivered.
-    fn end(&mut self) {
+    /// The run is ending (`end` is its `run_end`, not yet shown or
+    /// recorded, so that it stays the run's last event): its report, old
+    /// logs pruned, what is queued delivered.
+    fn end(&mut self, end: &Event) {
         if let Some((run_id, dir)) = self.run.clone() {
-            self.write_report(&run_id, &dir);
+            self.write_report(&run_id, &dir, end);
             self.prune(&run_id);
         }
         if let Some(n) = self.notifier.take() {
@@ -120,12 +123,13 @@ impl<'a> Recorder<'a> {
         }
     }
 
-    fn write_report(&mut self, run_id: &str, dir: &std::path::Path) {
+    fn write_report(&mut self, run_id: &str, dir: &std::path::Path, end: &Event) {
         let events = super::RunDir { run_id: run_id.to_string(), dir: dir.to_path_buf() }.read();
-        let (events, _) = match events {
+        let (mut events, _) = match events {
             Ok(e) => e,
             Err(e) => return self.warn(format!("cannot read back the run's events: {e}")),
         };
+        events.push(super::Recorded { ts: chrono::Utc::now(), event: end.clone() });
         let text = super::markdown(&super::report(run_id, &events));
         let path = dir.join(REPORT_FILE);
         match crate::store::write_replace(&path, text.as_bytes()) {
@@ -177,18 +181,21 @@ fn last_failed(store: &Store, current: &str) -> Option<String> {
 
 impl Reporter for Recorder<'_> {
     fn emit(&mut self, event: &Event) {
-        self.inner.emit(event);
         let line = crate::ui::json_line(event).unwrap_or_default();
         if let Some(n) = &self.notifier {
             n.notify(event, &line);
         }
+        if matches!(event, Event::RunEnd { .. }) {
+            self.end(event);
+            self.inner.emit(event);
+            self.record(event);
+            return;
+        }
+        self.inner.emit(event);
         self.record_line(event, line);
         if let Some(n) = &self.notifier {
             let failures = n.failures();
             self.notify_failures(failures);
-        }
-        if matches!(event, Event::RunEnd { .. }) {
-            self.end();
         }
     }
 }

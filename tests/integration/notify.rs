@@ -202,3 +202,56 @@ fn a_webhook_url_in_the_project_config_is_refused_before_anything_runs() {
     assert!(!r.stderr.contains("s3cret"), "{r:?}");
     assert!(p.agent_runs().is_empty());
 }
+
+#[test]
+fn a_budget_80_percent_spent_is_notified_once_before_the_budget_ends_the_run() {
+    let server = Server::start(Answer::Ok);
+    let p = Project::with_prd(THREE_STORIES);
+    // No story is ever done (and the breaker waits): only the budget ends it.
+    p.script("[run *]\nclaude-result nothing done\n");
+    // $0.01 per iteration: 80% of $0.024 is passed after two, the budget after three.
+    let out = p
+        .ralph()
+        .args(["10", "--max-cost", "0.024"])
+        .env("RALPH_AGENT_FORMAT", "claude")
+        .env("RALPH_NOTIFY_WEBHOOK", &server.url)
+        .env("RALPH_NOTIFY_EVENTS", "budget")
+        .env("RALPH_CIRCUIT_NO_PROGRESS", "10")
+        .output()
+        .unwrap();
+    let r = to_run(out);
+    assert_eq!(r.code, code(exit::BUDGET), "{r:?}");
+    let bodies = server.bodies();
+    assert_eq!(bodies.len(), 1, "{bodies:?}");
+    assert_eq!(
+        (bodies[0]["event"].as_str(), bodies[0]["budget"].as_str()),
+        (Some("budget_warning"), Some("cost"))
+    );
+    assert_eq!(bodies[0]["limit"].as_f64(), Some(0.024));
+    assert!(r.stdout.contains("warning: the cost budget is 80% spent ($0.02 of $0.02)"), "{r:?}");
+}
+
+#[test]
+fn notify_send_gets_the_run_end_where_it_exists() {
+    let p = Project::with_prd(THREE_STORIES);
+    let bin = p.tmp.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let said = p.tmp.path().join("notify-send.txt");
+    let script = format!("#!/bin/sh\nprintf '%s\\n' \"$@\" >> {}\n", said.display());
+    std::fs::write(bin.join("notify-send"), script).unwrap();
+    std::fs::set_permissions(
+        bin.join("notify-send"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    p.script("[run *]\nimplement\n");
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let out =
+        p.ralph().arg("5").env("PATH", path).env("RALPH_NOTIFY_DESKTOP", "true").output().unwrap();
+    let r = to_run(out);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    let args = std::fs::read_to_string(&said).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+    let lines: Vec<&str> = args.lines().collect();
+    assert_eq!(&lines[..2], ["--app-name=ralph", "ralph: the run ended"], "{args}");
+    assert!(args.contains("every story passes"), "{args}");
+}
