@@ -255,3 +255,31 @@ fn notify_send_gets_the_run_end_where_it_exists() {
     assert_eq!(&lines[..2], ["--app-name=ralph", "ralph: the run ended"], "{args}");
     assert!(args.contains("every story passes"), "{args}");
 }
+
+#[test]
+fn a_parallel_run_notifies_once_for_all_its_workers_and_keeps_the_url_out_of_their_file() {
+    let server = Server::start(Answer::Ok);
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run *]\nimplement\n");
+    let out = p
+        .ralph()
+        .args(["10", "--jobs", "2"])
+        .env("RALPH_NOTIFY_WEBHOOK", &server.url)
+        .output()
+        .unwrap();
+    let r = to_run(out);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    let events: Vec<String> =
+        server.bodies().iter().map(|b| b["event"].as_str().unwrap().to_string()).collect();
+    assert_eq!(events, ["run_end"], "{r:?}");
+    let run = crate::history::run_dirs(&p).pop().unwrap();
+    let settings = p.read(&format!(".git/ralph/logs/{run}/worker-settings.toml"));
+    assert!(!settings.contains(&server.url), "{settings}");
+    // The run's report has its merged stories, each with its merge commit.
+    let report: Value = serde_json::from_str(&p.run(&["report", "--json"]).stdout).unwrap();
+    assert_eq!(report["totals"]["delivered"], 3, "{report}");
+    assert!(
+        report["stories"].as_array().unwrap().iter().all(|s| s["commit"].is_string()),
+        "{report}"
+    );
+}
