@@ -228,6 +228,20 @@ pub(crate) enum Command {
         after_help = "Examples:\n  ralph status\n  ralph status --json | jq .stories\n  ralph status --watch"
     )]
     Status(StatusArgs),
+    /// The runs in this project: when, how long, how each ended and what it cost
+    #[command(
+        after_help = "Examples:\n  ralph history\n  ralph history --since 7d --json | jq '.[] | .cost_usd'"
+    )]
+    History(HistoryArgs),
+    /// One run story by story: attempts, time, tokens, cost, gates, commits, lessons
+    #[command(
+        long_about = "One run story by story: attempts, first pass or not, wall and agent time, \
+tokens, cost, gate results, the commit that delivered it and the lessons it produced; then the \
+totals: cost per delivered story, first-pass rate, time lost to limits and back-offs. Costs \
+marked ~ are estimates from cost.prices. Every run writes this report as report.md beside its logs.",
+        after_help = "Examples:\n  ralph report                  the latest run, as Markdown\n  ralph report 20261203 --json"
+    )]
+    Report(ReportArgs),
     /// Reset the circuit breaker to CLOSED
     #[command(after_help = "Example:\n  ralph reset-circuit && ralph")]
     ResetCircuit,
@@ -402,6 +416,22 @@ pub(crate) struct ServeArgs {
     /// (default: none on loopback, a generated one on any other address)
     #[arg(long, env = "RALPH_SERVE_TOKEN", hide_env_values = true, value_name = "TOKEN")]
     pub(crate) token: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct HistoryArgs {
+    /// Only runs started this long ago or later ("7d", "12h", "30m")
+    #[arg(long, value_name = "AGE", value_parser = humantime::parse_duration)]
+    pub(crate) since: Option<std::time::Duration>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReportArgs {
+    /// The run: its id or the start of it (default: the latest run)
+    pub(crate) run: Option<String>,
+    /// Markdown, as written to report.md (the default; --json for the data)
+    #[arg(long)]
+    pub(crate) markdown: bool,
 }
 
 #[derive(Debug, Args)]

@@ -319,6 +319,19 @@ impl Layers {
                     ConfigError::new(format!("{}: `{full}`: {e}", at(path, text, value_at)))
                         .hint(format!("its default reads `{name} = {}`", key.default))
                 })?;
+                if crate::notify::SECRET_KEYS.contains(&key.key)
+                    && let Some(url) = value.as_str().filter(|v| crate::notify::is_url(v))
+                {
+                    return Err(ConfigError::new(format!(
+                        "{}: `{full}` is a URL ({}…); a notification URL carries its token and stays out of files",
+                        at(path, text, value_at),
+                        &url[..url.find("://").map_or(0, |i| i + 3)]
+                    ))
+                    .hint(format!(
+                        "set it in the environment ({}), or write `{name} = \"env:VARIABLE\"` to name the variable that holds it",
+                        env_name(key.key)
+                    )));
+                }
                 self.values.insert(key.key, (value, source.clone()));
             }
         }
@@ -512,6 +525,24 @@ impl Layers {
                 on_complete: self.command("hooks.on_complete"),
                 on_halt: self.command("hooks.on_halt"),
             },
+            cost: CostConfig { prices: self.list("cost.prices") },
+            logs: LogsConfig {
+                keep_runs: self.int("logs.keep_runs"),
+                keep_bytes: self.int("logs.keep_bytes"),
+            },
+            notify: crate::notify::NotifyConfig {
+                webhook: self.opt_str("notify.webhook"),
+                slack: self.opt_str("notify.slack"),
+                ntfy: self.opt_str("notify.ntfy"),
+                desktop: self.bool("notify.desktop"),
+                events: self.list("notify.events"),
+                webhook_events: self.list("notify.webhook_events"),
+                slack_events: self.list("notify.slack_events"),
+                ntfy_events: self.list("notify.ntfy_events"),
+                desktop_events: self.list("notify.desktop_events"),
+                wait_longer_than: self.duration("notify.wait_longer_than"),
+                timeout: self.duration("notify.timeout"),
+            },
             color: match self.str("ui.color").as_str() {
                 "always" => Color::Always,
                 "never" => Color::Never,
@@ -577,6 +608,9 @@ pub struct Config {
     pub(crate) worker: WorkerConfig,
     pub(crate) patterns: crate::analyze::PatternTexts,
     pub(crate) hooks: HooksConfig,
+    pub(crate) cost: CostConfig,
+    pub(crate) logs: LogsConfig,
+    pub(crate) notify: crate::notify::NotifyConfig,
     pub(crate) color: Color,
     pub(crate) progress: Progress,
 }
@@ -659,6 +693,20 @@ pub(crate) struct HooksConfig {
     pub(crate) on_iteration_end: Vec<String>,
     pub(crate) on_complete: Vec<String>,
     pub(crate) on_halt: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct CostConfig {
+    /// `MODEL=IN/OUT` entries (see `history::cost`).
+    pub(crate) prices: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct LogsConfig {
+    /// 0: no limit.
+    pub(crate) keep_runs: u64,
+    /// 0: no limit.
+    pub(crate) keep_bytes: u64,
 }
 
 impl Default for Config {
@@ -806,12 +854,12 @@ mod tests {
             (
                 "[run]\ntimeout = \"5m\"\n",
                 format!("{f}:2:1: unknown key `run.timeout`"),
-                "did you mean one of `agent.timeout`, `gate.timeout`?",
+                "did you mean one of `agent.timeout`, `gate.timeout`, `notify.timeout`?",
             ),
             (
                 "\ntimeout = \"5m\"\n",
                 format!("{f}:2:1: unknown key `timeout`: settings live in sections"),
-                "did you mean one of `agent.timeout`, `gate.timeout`? (write it under its [section])",
+                "did you mean one of `agent.timeout`, `gate.timeout`, `notify.timeout`? (write it under its [section])",
             ),
             (
                 "[agent]\nxyzzy = 1\n",

@@ -112,6 +112,18 @@ pub enum MergeResult {
     Blocked,
 }
 
+/// Which budget a [`Event::BudgetWarning`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BudgetKind {
+    /// `budget.max_cost`, USD.
+    Cost,
+    /// `budget.max_tokens`.
+    Tokens,
+    /// `budget.max_duration`, seconds.
+    Duration,
+}
+
 /// One story in the final report.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StoryReport {
@@ -167,6 +179,12 @@ pub enum Event {
         /// The run's budgets; left out when it has none.
         #[serde(default, skip_serializing_if = "Budget::is_empty")]
         budget: Budget,
+        /// The agent CLI (`claude`, `codex`, …, `custom`).
+        #[serde(default)]
+        tool: Option<String>,
+        /// The model configured for it (`agent.model`), when one is.
+        #[serde(default)]
+        model: Option<String>,
     },
     Notice {
         level: Level,
@@ -214,6 +232,29 @@ pub enum Event {
         tokens: Option<u64>,
         error: Option<String>,
         log: String,
+        /// Input tokens (cache reads and writes included), if reported.
+        #[serde(default)]
+        tokens_in: Option<u64>,
+        /// Output tokens, if reported.
+        #[serde(default)]
+        tokens_out: Option<u64>,
+        /// `cost_usd` is ralph's estimate from the token counts and
+        /// `cost.prices`, not the agent's own figure.
+        #[serde(default)]
+        cost_estimated: bool,
+        /// HEAD after the iteration, when the story newly passes: the commit
+        /// that delivered it.
+        #[serde(default)]
+        commit: Option<String>,
+        /// The lessons the iteration produced for its story.
+        #[serde(default)]
+        lessons: Vec<String>,
+    },
+    /// A budget is 80% spent (once per budget and run).
+    BudgetWarning {
+        budget: BudgetKind,
+        used: f64,
+        limit: f64,
     },
     Gate {
         iteration: u32,
@@ -347,6 +388,8 @@ mod tests {
                     max_duration_s: Some(3600),
                     max_tokens: Some(1000),
                 },
+                tool: Some("claude".into()),
+                model: Some("opus".into()),
             },
             Event::Notice { level: Level::Warn, message: "m".into() },
             Event::WorkerStart {
@@ -401,7 +444,13 @@ mod tests {
                 tokens: Some(10),
                 error: Some("e".into()),
                 log: "l".into(),
+                tokens_in: Some(7),
+                tokens_out: Some(3),
+                cost_estimated: true,
+                commit: Some("abc1234".into()),
+                lessons: vec!["l".into()],
             },
+            Event::BudgetWarning { budget: BudgetKind::Cost, used: 8.0, limit: 10.0 },
             Event::Gate {
                 iteration: 1,
                 story_id: "US-001".into(),

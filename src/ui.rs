@@ -12,7 +12,6 @@ use chrono::{Local, Utc};
 use crate::config::{Color, Progress};
 use crate::event::{Event, Level, Reporter, SCHEMA_VERSION};
 
-pub mod event_log;
 pub mod tty;
 
 /// How output should look, decided once.
@@ -215,6 +214,15 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
             until.with_timezone(&Local).format("%H:%M:%S")
         ),
         Event::WaitTick { .. } => return None,
+        Event::BudgetWarning { budget, used, limit } => {
+            use crate::event::BudgetKind as B;
+            let (what, used, limit) = match budget {
+                B::Cost => ("cost", format!("${used:.2}"), format!("${limit:.2}")),
+                B::Tokens => ("token", format!("{used:.0}"), format!("{limit:.0}")),
+                B::Duration => ("time", countdown(*used as u64), countdown(*limit as u64)),
+            };
+            paint(c, "33", &format!("warning: the {what} budget is 80% spent ({used} of {limit})"))
+        }
         Event::WorkerStart { worker, story_id, story_title, branch, attempt, .. } => {
             if style.quiet {
                 return None;
@@ -381,23 +389,29 @@ impl<W: Write> Reporter for Json<W> {
             }
             self.last_tick = Some(now);
         }
-        let envelope = Envelope { v: SCHEMA_VERSION, ts: Utc::now(), event };
-        let line = match event {
-            // A worker's event is written as itself, with its worker and story.
-            Event::Worker { worker, story_id, inner } => {
-                let inner = Envelope { v: SCHEMA_VERSION, ts: Utc::now(), event: inner };
-                serde_json::to_value(&inner).map(|mut v| {
-                    v["worker"] = (*worker).into();
-                    v["story"] = story_id.as_str().into();
-                    v.to_string()
-                })
-            }
-            _ => serde_json::to_string(&envelope),
-        };
-        if let Ok(line) = line {
+        if let Some(line) = json_line(event) {
             let _ = writeln!(self.out, "{line}").and_then(|_| self.out.flush());
         }
     }
+}
+
+/// An event as `--json` prints it: one line, without its newline. The
+/// run's `events.jsonl` and the notification webhook carry the same text.
+pub fn json_line(event: &Event) -> Option<String> {
+    let envelope = Envelope { v: SCHEMA_VERSION, ts: Utc::now(), event };
+    let line = match event {
+        // A worker's event is written as itself, with its worker and story.
+        Event::Worker { worker, story_id, inner } => {
+            let inner = Envelope { v: SCHEMA_VERSION, ts: Utc::now(), event: inner };
+            serde_json::to_value(&inner).map(|mut v| {
+                v["worker"] = (*worker).into();
+                v["story"] = story_id.as_str().into();
+                v.to_string()
+            })
+        }
+        _ => serde_json::to_string(&envelope),
+    };
+    line.ok()
 }
 
 /// "1h 02m", "3m 05s", "12.3s", "850ms".

@@ -443,6 +443,7 @@ impl Analyzer {
             claimed_complete: facts.claimed_complete,
             session_id: facts.session_id,
             cost_usd: facts.cost_usd,
+            cost_estimated: false,
             tokens: facts.tokens.or(facts.streamed_tokens),
             turns: facts.turns,
             is_error: facts.is_error,

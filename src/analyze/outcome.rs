@@ -124,6 +124,8 @@ pub struct Outcome {
     pub(crate) claimed_complete: bool,
     pub(crate) session_id: Option<String>,
     pub(crate) cost_usd: Option<f64>,
+    /// `cost_usd` is ralph's estimate from `tokens` and `cost.prices`.
+    pub(crate) cost_estimated: bool,
     pub(crate) tokens: Option<Tokens>,
     pub(crate) turns: Option<u32>,
     /// The CLI flagged an error in its own structured output (Claude

@@ -54,17 +54,6 @@ pub(crate) fn reporter(g: &Global, config: &Config) -> (Box<dyn Reporter>, Style
     (reporter, style)
 }
 
-/// The renderer of a loop that runs here: [`reporter`], with every event
-/// also written to the run's `events.jsonl` (what `ralph serve` follows).
-pub(crate) fn run_reporter(
-    g: &Global,
-    config: &Config,
-    store: &crate::store::Store,
-) -> (Box<dyn Reporter>, Style) {
-    let (inner, style) = reporter(g, config);
-    (Box::new(ui::event_log::EventLog::new(inner, store.clone())), style)
-}
-
 /// Writes `text` to stdout. A reader that closed the pipe (`| head`, `| true`)
 /// has all it wanted: that is not an error and ends the command's output
 /// quietly, with the command's own exit code, as other command-line tools do

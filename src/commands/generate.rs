@@ -253,7 +253,7 @@ const FILES: &[(&str, &str)] = &[
     (".git/ralph/runs.jsonl", "One line per finished run."),
     (
         ".git/ralph/logs/RUN-ID/",
-        "Each iteration's agent output (iter-N.log), prompt (iter-N.prompt.md) and gate output (gate-N.log); logs/current.log is the running one.",
+        "Each iteration's agent output (iter-N.log), prompt (iter-N.prompt.md) and gate output (gate-N.log); the run's events as --json prints them (events.jsonl, read by ralph history and ralph report) and its Markdown report (report.md); logs/current.log is the running one. The last logs.keep_runs runs are kept.",
     ),
 ];
 

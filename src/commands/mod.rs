@@ -11,6 +11,7 @@ mod config;
 mod demo;
 mod flags;
 mod generate;
+mod history;
 mod import;
 mod init;
 mod monitor;
@@ -50,6 +51,8 @@ pub(crate) fn dispatch(cli: Cli) -> Result<u8, Error> {
         Some(Command::Monitor(_)) => monitor::run(g),
         Some(Command::Status(args)) => status::run(g, &args),
         Some(Command::Serve(args)) => serve::run(g, &args),
+        Some(Command::History(args)) => history::history(g, &args),
+        Some(Command::Report(args)) => history::report(g, &args),
         Some(Command::ResetCircuit) => reset_circuit::run(g),
         Some(Command::Analyze(args)) => analyze::run(g, &args),
         Some(Command::Demo(args)) => demo::run(g, &args),
@@ -89,6 +92,8 @@ fn name(command: &Command) -> &'static str {
         Command::Run(_) => "run",
         Command::Status(_) => "status",
         Command::Serve(_) => "serve",
+        Command::History(_) => "history",
+        Command::Report(_) => "report",
         Command::ResetCircuit => "reset-circuit",
         Command::Analyze(_) => "analyze",
         Command::Demo(_) => "demo",

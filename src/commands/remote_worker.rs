@@ -10,7 +10,7 @@ use crate::error::Error;
 use crate::git::{Repo, remote};
 use crate::paths::Paths;
 
-use super::common::run_reporter;
+use super::common::reporter;
 use super::flags::layers;
 
 pub(crate) fn run(g: &Global, args: &RemoteWorkerArgs) -> Result<u8, Error> {
@@ -32,7 +32,7 @@ pub(crate) fn run(g: &Global, args: &RemoteWorkerArgs) -> Result<u8, Error> {
     let paths = Paths::resolve(&dir, g.prd.as_deref())?;
     let layers = layers(g, &paths.project, &args.settings)?;
     let config = layers.resolve();
-    let (mut reporter, _) = run_reporter(g, &config, &paths.store);
+    let (mut reporter, _) = reporter(g, &config);
     let id = args.id.clone().or(config.worker.id.clone()).unwrap_or_else(|| {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())

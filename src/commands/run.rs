@@ -4,7 +4,7 @@ use crate::cli::{Global, RunArgs};
 use crate::error::Error;
 use crate::paths::Paths;
 
-use super::common::{project_dir, run_reporter};
+use super::common::{project_dir, reporter};
 use super::flags::layers;
 
 pub(crate) fn run(g: &Global, args: &RunArgs) -> Result<u8, Error> {
@@ -37,7 +37,7 @@ pub(crate) fn run(g: &Global, args: &RunArgs) -> Result<u8, Error> {
         let _ = std::io::stdout().lock().write_all(text.as_bytes());
         return Ok(0);
     }
-    let (mut reporter, _) = run_reporter(g, &config, &paths.store);
+    let (mut reporter, _) = reporter(g, &config);
     if let Some(message) = super::import::notice(&paths, config.agent.tool) {
         reporter.emit(&crate::event::Event::Notice { level: crate::event::Level::Warn, message });
     }

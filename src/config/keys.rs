@@ -363,6 +363,70 @@ pub(crate) const KEYS: &[Key] = &[
     key!("hooks.on_complete", Command, "[]", "Command run when every story passes."),
     key!("hooks.on_halt", Command, "[]", "Command run when a run stops for any other reason."),
     key!(
+        "cost.prices",
+        List,
+        "[]",
+        "Prices for agents that report tokens but no cost: \"MODEL=IN/OUT\" in USD per million input and output tokens (\"*\" for any model), e.g. [\"gpt-5=1.25/10\"]. Costs computed from them are marked as estimates."
+    ),
+    key!(
+        "logs.keep_runs",
+        Int,
+        "50",
+        "Runs whose logs are kept in .git/ralph/logs/ (0: all); the current run's and the last failed run's are always kept."
+    ),
+    key!(
+        "logs.keep_bytes",
+        Int,
+        "1073741824",
+        "Bytes of run logs kept (0: no limit); the oldest runs' logs go first, never the current or last failed run's."
+    ),
+    key!(
+        "notify.webhook",
+        Str,
+        "\"\"",
+        "A URL that gets each notified event as JSON (the line --json prints). A URL is a secret: set it in the environment (RALPH_NOTIFY_WEBHOOK), or write \"env:VAR\" to name the variable that holds it."
+    ),
+    key!(
+        "notify.slack",
+        Str,
+        "\"\"",
+        "A Slack-compatible incoming webhook URL (from the environment, or \"env:VAR\")."
+    ),
+    key!(
+        "notify.ntfy",
+        Str,
+        "\"\"",
+        "An ntfy topic URL such as https://ntfy.sh/TOPIC (from the environment, or \"env:VAR\")."
+    ),
+    key!(
+        "notify.desktop",
+        Bool,
+        "false",
+        "Desktop notifications through notify-send, where it exists."
+    ),
+    key!(
+        "notify.events",
+        List,
+        "[\"run_end\", \"blocked\", \"circuit_open\", \"usage_limit_wait\", \"budget\", \"worker_lost\"]",
+        "What is notified: run_end, blocked, circuit_open, usage_limit_wait (longer than notify.wait_longer_than), budget (80% spent), worker_lost."
+    ),
+    key!("notify.webhook_events", List, "[]", "What the webhook gets (empty: notify.events)."),
+    key!("notify.slack_events", List, "[]", "What Slack gets (empty: notify.events)."),
+    key!("notify.ntfy_events", List, "[]", "What ntfy gets (empty: notify.events)."),
+    key!("notify.desktop_events", List, "[]", "What the desktop gets (empty: notify.events)."),
+    key!(
+        "notify.wait_longer_than",
+        Duration,
+        "\"30m\"",
+        "A usage-limit or back-off wait is notified when it is longer than this."
+    ),
+    key!(
+        "notify.timeout",
+        Duration,
+        "\"10s\"",
+        "Time for one delivery; failures are retried with back-off, and the end of a run waits at most this long for what is still queued."
+    ),
+    key!(
         "ui.color",
         Color,
         "\"auto\"",

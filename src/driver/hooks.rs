@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use super::iteration::Collected;
-use super::judge::Judgement;
+use super::judge::{Judgement, Lesson};
 use super::{End, Run};
 use crate::agent;
 use crate::event::{Event, RunOutcome};
@@ -26,6 +26,15 @@ impl Run<'_> {
     /// The iteration's end: its event, then the `on_iteration_end` hook.
     pub(super) fn end_iteration(&mut self, c: &Collected, j: &Judgement) {
         let passes = j.passes;
+        let tokens = c.outcome.tokens;
+        let lessons = j
+            .learn
+            .iter()
+            .filter_map(|l| match &l.lesson {
+                Some(Lesson::Agent(t) | Lesson::Loop(t)) => Some(t.clone()),
+                None => None,
+            })
+            .collect();
         self.reporter.emit(&Event::IterationEnd {
             iteration: c.n,
             story_id: c.story.id.clone(),
@@ -41,6 +50,11 @@ impl Run<'_> {
             tokens: c.outcome.tokens.map(|t| t.total()),
             error: j.note.clone(),
             log: c.log.display().to_string(),
+            tokens_in: tokens.map(|t| t.input + t.cache_read + t.cache_write),
+            tokens_out: tokens.map(|t| t.output),
+            cost_estimated: c.outcome.cost_estimated,
+            commit: passes.then(|| self.repo.head().map(|o| format!("{o:.7}"))).flatten(),
+            lessons,
         });
         let env = vec![
             var("RALPH_EVENT", "iteration_end"),

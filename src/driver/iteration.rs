@@ -181,6 +181,18 @@ impl Run<'_> {
             let n = crate::text::count(run.finished.leftovers, "process", "processes");
             self.notice(format!("ended {n} the agent left running"));
         }
+        let mut run = run;
+        if run.outcome.cost_usd.is_none()
+            && let Some(t) = run.outcome.tokens
+        {
+            let tokens_in = t.input + t.cache_read + t.cache_write;
+            let model = self.agents.current().model.as_deref();
+            let price = crate::history::cost::price(&self.cfg.cost.prices, model);
+            if let Some(p) = price {
+                run.outcome.cost_usd = Some(p.cost(tokens_in, t.output));
+                run.outcome.cost_estimated = true;
+            }
+        }
         self.state.cost_usd += run.outcome.cost_usd.unwrap_or(0.0);
         self.state.tokens += run.outcome.tokens.map_or(0, |t| t.total());
         Ok(run)

@@ -175,10 +175,29 @@ struct Run<'a> {
     reusable_snapshot: Option<crate::git::Snapshot>,
     /// The error texts the analyser classifies by (built in + config).
     patterns: crate::analyze::Patterns,
+    /// Budgets this process already warned are 80% spent.
+    budget_warned: Vec<crate::event::BudgetKind>,
 }
 
 /// Runs the loop. Returns the exit code; `Err` for fatal setup errors.
 pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result<u8, Error> {
+    // A worker's events go to its run, which records them.
+    if opts.worker.is_some() {
+        return run_loop(paths, opts, reporter);
+    }
+    let cfg = &opts.config;
+    crate::history::cost::check(&cfg.cost.prices).map_err(Error::Usage)?;
+    let env = |k: &str| std::env::var(k).ok();
+    let notifier = crate::notify::Notifier::start(&cfg.notify, &env).map_err(Error::Usage)?;
+    let keep = crate::history::Retention {
+        keep_runs: cfg.logs.keep_runs,
+        keep_bytes: cfg.logs.keep_bytes,
+    };
+    let mut recorder = crate::history::Recorder::new(reporter, &paths.store, keep, notifier);
+    run_loop(paths, opts, &mut recorder)
+}
+
+fn run_loop(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result<u8, Error> {
     let mut run = setup::start(paths, opts, reporter)?;
     let parallel = opts.config.run.jobs > 1 || opts.remote.is_some();
     let end = if parallel && opts.worker.is_none() { run.parallel_loop() } else { run.main_loop() };

@@ -149,6 +149,7 @@ pub(super) fn start<'a>(
         patterns: crate::analyze::Patterns::configured(&cfg.patterns)
             .map_err(|e| Error::Config(e.into()))?,
         reusable_snapshot: None,
+        budget_warned: Vec::new(),
         redactor,
         state,
     };
@@ -187,6 +188,8 @@ pub(super) fn start<'a>(
             max_duration_s: cfg.budget.max_duration.map(|d| d.as_secs()),
             max_tokens: cfg.budget.max_tokens,
         },
+        tool: Some(run.agents.current().tool.to_string()),
+        model: run.agents.current().model.clone(),
     });
     run.save_checkpoint(Phase::Idle)?;
     Ok(run)

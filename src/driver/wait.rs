@@ -152,9 +152,32 @@ impl Run<'_> {
         } else if let Some(max) = b.max_tokens.filter(|m| self.state.tokens >= *m) {
             format!("the token budget ({max}) is spent: {} used", self.state.tokens)
         } else {
+            self.warn_budgets();
             return None;
         };
         Some(End::new(RunOutcome::Budget, message))
+    }
+
+    /// A budget 80% spent is worth a word (once per budget).
+    fn warn_budgets(&mut self) {
+        use crate::event::BudgetKind;
+        let b = &self.cfg.budget;
+        let spent = [
+            (BudgetKind::Cost, b.max_cost, self.state.cost_usd),
+            (BudgetKind::Tokens, b.max_tokens.map(|t| t as f64), self.state.tokens as f64),
+            (
+                BudgetKind::Duration,
+                b.max_duration.map(|d| d.as_secs_f64()),
+                self.elapsed_ms() as f64 / 1000.0,
+            ),
+        ];
+        for (budget, limit, used) in spent {
+            let Some(limit) = limit.filter(|l| *l > 0.0) else { continue };
+            if used >= 0.8 * limit && !self.budget_warned.contains(&budget) {
+                self.budget_warned.push(budget);
+                self.reporter.emit(&Event::BudgetWarning { budget, used, limit });
+            }
+        }
     }
 
     fn wait_until(&mut self, at: DateTime<Utc>, reason: &str) -> Option<End> {

@@ -16,9 +16,14 @@ pub enum Route {
     /// `GET /api/run`: the checkpoint's run (elapsed, tokens), the budgets
     /// and the run's log files.
     Run,
-    /// `GET /api/history`, `GET /api/report`: reserved for `ralph history`
-    /// and `ralph report`, answered 404 until they exist.
-    Reserved,
+    /// `GET /api/history`: the recorded runs, as `ralph history --json`
+    /// prints them.
+    History,
+    /// `GET /api/report[?run=ID]`: one run's report, as `ralph report
+    /// [ID] --json` prints it; the latest run's without `run`.
+    Report {
+        run: Option<String>,
+    },
     /// `GET /events`: the server-sent event stream.
     Events,
     /// `GET /logs/<run>/<file>` or `/logs/<run>/<story>/<file>`: a log file,
@@ -85,7 +90,13 @@ pub fn route(req: &Request, access: &Access) -> Route {
         "/" | "/index.html" => Route::Page,
         "/api/status" => Route::Status,
         "/api/run" => Route::Run,
-        "/api/history" | "/api/report" => Route::Reserved,
+        "/api/history" => Route::History,
+        "/api/report" => match query_value(query, "run").filter(|r| !r.is_empty()) {
+            None => Route::Report { run: None },
+            // A run id or the start of one (`ralph report 20261203`).
+            Some(run) if run_id_prefix(&run) => Route::Report { run: Some(run) },
+            Some(_) => Route::NotFound,
+        },
         "/events" => Route::Events,
         _ => {
             if let Some(name) = path.strip_prefix("/page/") {
@@ -125,6 +136,12 @@ pub fn safe_log_path(rel: &str) -> bool {
                 && !p.starts_with('.')
                 && p.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
         })
+}
+
+/// Whether `run` can be a run id or the start of one: letters, digits
+/// and `-`, as ralph names its runs.
+fn run_id_prefix(run: &str) -> bool {
+    run.len() <= 64 && run.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
 }
 
 /// Whether a Host header names this machine's loopback: `localhost`,
@@ -213,8 +230,13 @@ mod tests {
             ("GET", "/page/../Cargo.toml", Route::NotFound),
             ("GET", "/api/status", Route::Status),
             ("GET", "/api/run", Route::Run),
-            ("GET", "/api/history", Route::Reserved),
-            ("GET", "/api/report", Route::Reserved),
+            ("GET", "/api/history", Route::History),
+            ("GET", "/api/report", Route::Report { run: None }),
+            ("GET", "/api/report?run=", Route::Report { run: None }),
+            ("GET", "/api/report?run=20261203", Route::Report { run: Some("20261203".into()) }),
+            ("GET", &format!("/api/report?run={run}"), Route::Report { run: Some(run.into()) }),
+            ("GET", "/api/report?run=../x", Route::NotFound),
+            ("GET", "/api/report?run=a%2Fb", Route::NotFound),
             ("GET", "/events", Route::Events),
             ("GET", &format!("/logs/{run}/iter-3.log"), log(run, "iter-3.log")),
             ("GET", &format!("/logs/{run}/US-001/iter-1.log"), log(run, "US-001/iter-1.log")),

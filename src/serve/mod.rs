@@ -1,5 +1,6 @@
 //! `ralph serve`: a read-only web page for one project, and the API it
-//! reads — the status document, the run's event stream, its log files.
+//! reads — the status document, the run's event stream, its log files,
+//! the history of runs and a run's report.
 //!
 //! A small synchronous server (`tiny_http`), one thread per request: the
 //! page is looked at by a handful of people, and the only long request is
@@ -229,12 +230,16 @@ fn answer(req: tiny_http::Request, ctx: &Arc<Context>) {
             bytes(200, "application/json", doc)
         }
         Route::Run => json_response(200, &ctx.run_doc()),
-        // HISTORY: `ralph history` and `ralph report` answer here once they
-        // land (the page shows their sections as soon as these answer 200).
-        Route::Reserved => json_response(
-            404,
-            &json!({"error": "no history or report in this version of ralph yet"}),
-        ),
+        Route::History => match crate::history::history(&ctx.store, None) {
+            Ok(rows) => json_response(200, &serde_json::to_value(rows).unwrap_or_default()),
+            Err(e) => {
+                json_response(500, &json!({"error": format!("cannot read the run logs: {e}")}))
+            }
+        },
+        Route::Report { run } => match crate::history::find_report(&ctx.store, run.as_deref()) {
+            Ok(report) => json_response(200, &serde_json::to_value(report).unwrap_or_default()),
+            Err(e) => json_response(404, &json!({"error": e})),
+        },
         Route::Events if method == "HEAD" => bytes(200, "text/event-stream", ""),
         Route::Events => {
             let last = header_value(&req, "Last-Event-ID").and_then(|id| sse::parse_id(&id));

@@ -2,7 +2,7 @@
 //!
 //! - the run's events, one `message` each, its data the JSON line `--json`
 //!   prints, read by tailing the run's `logs/<run>/events.jsonl` (written by
-//!   the loop, in whatever process it runs: `ui::event_log`). The id is
+//!   the loop, in whatever process it runs: `history::Recorder`). The id is
 //!   `<run>/<offset>`, so a browser that reconnects (`Last-Event-ID`) goes
 //!   on where it stopped. A new client is first sent the run so far: every
 //!   event but the agent's output, of which only the latest lines.
@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Context;
-use crate::ui::event_log;
 
 /// How often the file and the status are looked at.
 const POLL: Duration = Duration::from_millis(400);
@@ -136,7 +135,7 @@ pub fn stream(out: &mut dyn Write, ctx: &Arc<Context>, last: Option<Position>) -
 /// offset on; a line still being written waits for the next look. From
 /// the start of the file, only the [`Replay`]'s selection.
 fn send_new(out: &mut dyn Write, ctx: &Context, p: &mut Position) -> io::Result<bool> {
-    let path = ctx.store.run_log_dir(&p.run).join(event_log::FILE);
+    let path = ctx.store.run_log_dir(&p.run).join(crate::history::EVENTS_FILE);
     let Ok(mut file) = crate::store::open_regular(&path) else { return Ok(false) };
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     if len < p.offset {

@@ -308,8 +308,6 @@ fn unknown_paths_are_404_and_every_endpoint_is_read_only() {
     for target in ["/nothing", "/api", "/api/statuses", "/page/secret.js", "/logs/"] {
         assert_eq!(get(&s.addr, target).code, 404, "{target}");
     }
-    // Reserved for `ralph history` / `ralph report`.
-    assert_eq!(get(&s.addr, "/api/history").code, 404);
     for method in ["POST", "PUT", "DELETE", "PATCH"] {
         for target in ["/", "/api/status", "/api/run", "/events", "/nothing"] {
             let r = request(&s.addr, method, target, &[]);
@@ -318,4 +316,51 @@ fn unknown_paths_are_404_and_every_endpoint_is_read_only() {
         }
     }
     assert_eq!(status_json(&p), before);
+}
+
+/// What a command prints with `--json`, parsed.
+pub fn command_json(p: &Project, args: &[&str]) -> Value {
+    let r = p.run(args);
+    assert_eq!(r.code, 0, "{args:?}: {r:?}");
+    serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {r:?}"))
+}
+
+#[test]
+fn history_and_report_answer_what_the_commands_print() {
+    let p = Project::with_prd(PRD);
+    let s = serve(&p, &[]);
+    let r = get(&s.addr, "/api/report");
+    assert_eq!(r.code, 404, "no run yet: {r:?}");
+    assert!(r.body.contains("no recorded run yet"), "{r:?}");
+    let r = get(&s.addr, "/api/history");
+    assert_eq!((r.code, r.body.trim()), (200, "[]"), "{r:?}");
+
+    finished_run(&p);
+    finished_run(&p);
+    let history = command_json(&p, &["history", "--json"]);
+    assert_eq!(history.as_array().map(Vec::len), Some(2), "{history}");
+    let r = get(&s.addr, "/api/history");
+    assert_eq!(r.code, 200, "{r:?}");
+    assert!(r.head.contains("Content-Type: application/json"), "{r:?}");
+    assert_eq!(serde_json::from_str::<Value>(&r.body).unwrap(), history);
+
+    // The latest run's without `run`; the first's by the start of its id.
+    let delivered = |report: &Value| -> Vec<String> {
+        let stories = report["stories"].as_array().unwrap();
+        stories.iter().filter(|s| s["delivered"] == true).map(|s| s["id"].to_string()).collect()
+    };
+    let latest = command_json(&p, &["report", "--json"]);
+    assert_eq!(delivered(&latest), ["\"US-002\""], "{latest}");
+    assert_eq!(serde_json::from_str::<Value>(&get(&s.addr, "/api/report").body).unwrap(), latest);
+    let first = history[0]["run_id"].as_str().unwrap();
+    let prefix = &first[..first.len() - 2];
+    let report = command_json(&p, &["report", prefix, "--json"]);
+    assert_eq!(delivered(&report), ["\"US-001\""], "{report}");
+    let r = get(&s.addr, &format!("/api/report?run={prefix}"));
+    assert_eq!(r.code, 200, "{r:?}");
+    assert_eq!(serde_json::from_str::<Value>(&r.body).unwrap(), report);
+
+    let r = get(&s.addr, "/api/report?run=19990101");
+    assert_eq!(r.code, 404, "{r:?}");
+    assert!(r.body.contains("no recorded run `19990101`"), "{r:?}");
 }

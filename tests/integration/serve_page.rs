@@ -5,7 +5,7 @@ use std::process::Stdio;
 
 use crate::chromium::{self, Browser};
 use crate::harness::*;
-use crate::serve::{PATIENCE, PRD, serve};
+use crate::serve::{PATIENCE, PRD, command_json, serve};
 
 /// What the page shows of each story: `[[id, state], …]`.
 fn board(b: &mut Browser) -> Vec<(String, String)> {
@@ -19,10 +19,30 @@ fn state_of(b: &mut Browser, id: &str) -> String {
     board(b).into_iter().find(|(s, _)| s == id).map(|(_, st)| st).unwrap_or_default()
 }
 
+/// The page's per-story report: `[[id, cell, …], …]`.
+fn report_rows(b: &mut Browser) -> Vec<Vec<String>> {
+    let v = b.eval(
+        "JSON.stringify([...document.querySelectorAll('[data-report]')].map(r => \
+         [r.dataset.report, ...[...r.cells].map(c => c.textContent)]))",
+    );
+    serde_json::from_str(v.as_str().unwrap_or("[]")).unwrap_or_default()
+}
+
+fn text_of(b: &mut Browser, id: &str) -> String {
+    b.eval(&format!("(document.getElementById('{id}') || {{}}).textContent || ''"))
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
 fn live_lines(b: &mut Browser) -> String {
     b.eval("document.getElementById('live-lines').textContent").as_str().unwrap_or("").to_string()
 }
 
+/// The overnight run of the issue, end to end: several stories, one
+/// blocked, one usage-limit wait; the page follows it live, the report's
+/// numbers match the events, the webhook hears of the wait and of the
+/// blocked end, and the page shows the report and the history.
 #[test]
 fn the_page_in_chromium_follows_a_scripted_run() {
     let Some(chromium) = chromium::find("the_page_in_chromium_follows_a_scripted_run") else {
@@ -41,10 +61,14 @@ fn the_page_in_chromium_follows_a_scripted_run() {
          \"evidence\":[],\"nextSteps\":[],\"blocker\":\"the staging database is down\"}\nclaude-result blocked\n",
     );
     let s = serve(&p, &[]);
+    let hook = crate::notify::Server::start(crate::notify::Answer::Ok);
     let mut run = KillOnDrop(
         p.ralph()
             .args(["8", "--max-cost", "5"])
             .env("RALPH_AGENT_FORMAT", "claude")
+            .env("RALPH_NOTIFY_WEBHOOK", &hook.url)
+            .env("RALPH_NOTIFY_EVENTS", "run_end,blocked,usage_limit_wait")
+            .env("RALPH_NOTIFY_WAIT_LONGER_THAN", "0")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -107,6 +131,75 @@ fn the_page_in_chromium_follows_a_scripted_run() {
         b.text()
     );
     assert!(b.text().contains("iter-1.log"), "links to the logs: {}", b.text());
+
+    // The report's numbers are the events': an attempt or a retry (the
+    // limited call) per iteration_end, the cost the agent reported, the
+    // wait out of the limit.
+    let report = command_json(&p, &["report", "--json"]);
+    let run_id = report["summary"]["run_id"].as_str().unwrap().to_string();
+    let events =
+        std::fs::read_to_string(p.path(&format!(".git/ralph/logs/{run_id}/events.jsonl"))).unwrap();
+    let events: Vec<serde_json::Value> =
+        events.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let ends: Vec<&serde_json::Value> =
+        events.iter().filter(|e| e["event"] == "iteration_end").collect();
+    let cost: f64 = ends.iter().map(|e| e["cost_usd"].as_f64().unwrap_or(0.0)).sum();
+    let t = &report["totals"];
+    let retried: u64 =
+        report["stories"].as_array().unwrap().iter().map(|s| s["retried"].as_u64().unwrap()).sum();
+    assert_eq!(retried, 1, "the usage-limited call: {report}");
+    assert_eq!(t["attempts"].as_u64().unwrap() + retried, ends.len() as u64, "{report}");
+    assert!((t["cost_usd"].as_f64().unwrap() - cost).abs() < 1e-9, "{report}");
+    assert!(cost > 0.0, "the agent reported its cost: {report}");
+    assert!(t["waited_ms"].as_u64().unwrap() >= 1000, "the usage-limit wait: {report}");
+    let stories = report["stories"].as_array().unwrap();
+    for s in stories {
+        let id = s["id"].as_str().unwrap();
+        let iterations = ends.iter().filter(|e| e["story_id"] == id).count() as u64;
+        let (attempts, retried) = (s["attempts"].as_u64().unwrap(), s["retried"].as_u64().unwrap());
+        assert_eq!(attempts + retried, iterations, "{id}: {report}");
+    }
+    assert_eq!(report["summary"]["outcome"], "blocked", "{report}");
+
+    // The webhook heard of the wait and of the blocked end, once each.
+    let heard: Vec<(String, String)> = hook
+        .bodies()
+        .iter()
+        .map(|b| {
+            (b["event"].as_str().unwrap_or("").into(), b["outcome"].as_str().unwrap_or("").into())
+        })
+        .collect();
+    assert!(heard.contains(&("waiting".into(), "".into())), "{heard:?}");
+    assert_eq!(
+        heard.iter().filter(|(e, _)| e == "run_end").collect::<Vec<_>>(),
+        [&("run_end".to_string(), "blocked".to_string())],
+        "{heard:?}"
+    );
+
+    // The page shows the same report, story by story, and its totals.
+    let rows_match = |rows: &[Vec<String>]| {
+        rows.len() == stories.len()
+            && stories.iter().all(|s| {
+                rows.iter().any(|r| {
+                    r[0] == s["id"].as_str().unwrap()
+                        && r[2].parse::<u64>().ok() == s["attempts"].as_u64()
+                        && r[8] == format!("${:.2}", s["cost_usd"].as_f64().unwrap())
+                })
+            })
+    };
+    assert!(
+        eventually(PATIENCE, || rows_match(&report_rows(&mut b))),
+        "the page's report: {:?}\nwant {report}",
+        report_rows(&mut b)
+    );
+    let totals = text_of(&mut b, "report-totals");
+    assert!(
+        totals.contains(&format!("total ${cost:.2}")) && totals.contains("waited out limits"),
+        "{totals}"
+    );
+    // And the run, at the top of its history.
+    let history = text_of(&mut b, "history-rows");
+    assert!(history.starts_with(&run_id) && history.contains("blocked"), "{history}");
     b.screenshot(&artifacts.join("ended.png"));
 
     // Off loopback, the page needs its token.

@@ -357,7 +357,7 @@ impl Run<'_> {
             };
             let msg = msg?;
             match msg {
-                Msg::Event(no, event) => self.worker_event(pool, no, event),
+                Msg::Event(no, event) => self.worker_event(pool, no, *event),
                 Msg::Exited(no, code) => {
                     if let Some(end) = self.worker_exited(pool, no, code) {
                         return Some(end);
@@ -531,7 +531,7 @@ impl Run<'_> {
                 pool.slots.iter().for_each(|s| workers::signal(s, signal));
             }
             match pool.rx.recv_timeout(Duration::from_millis(100)) {
-                Ok(Msg::Event(no, e)) => self.worker_event(pool, no, e),
+                Ok(Msg::Event(no, e)) => self.worker_event(pool, no, *e),
                 Ok(Msg::Exited(no, code)) => {
                     let _ = self.worker_exited(pool, no, code);
                 }

@@ -117,7 +117,7 @@ impl Run<'_> {
 
     /// The run's configuration for its workers, as one file: as given, but
     /// for what the run itself keeps for all of them (calls per hour,
-    /// budgets, the baseline gate, the end hooks).
+    /// budgets, the baseline gate, the end hooks, notifications).
     fn worker_settings(&self) -> Result<PathBuf, Error> {
         let mut layers = self.opts.layers.clone().ok_or_else(|| Error::Environment {
             message: "a parallel run needs its configuration layers".into(),
@@ -131,6 +131,12 @@ impl Run<'_> {
         layers.set("budget.max_tokens", Value::Integer(0));
         layers.set("hooks.on_complete", Value::Array(Vec::new()));
         layers.set("hooks.on_halt", Value::Array(Vec::new()));
+        // The run notifies for its workers; their URLs are secrets, kept
+        // out of the file (which would refuse them).
+        for &key in crate::notify::SECRET_KEYS {
+            layers.set(key, Value::String(String::new()));
+        }
+        layers.set("notify.desktop", Value::Boolean(false));
         let file = self.log_dir.join("worker-settings.toml");
         std::fs::write(&file, layers.document())
             .map_err(|e| Error::io(format!("write {}", file.display()), e))?;

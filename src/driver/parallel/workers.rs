@@ -29,7 +29,7 @@ pub(super) struct Slot {
 }
 
 pub(super) enum Msg {
-    Event(u32, Event),
+    Event(u32, Box<Event>),
     /// The worker's exit code; `None` when a signal killed it.
     Exited(u32, Option<i32>),
 }
@@ -85,7 +85,7 @@ pub(super) fn spawn(
             for line in BufReader::new(out).lines().map_while(Result::ok) {
                 // A line that is not an event (it should not happen) is dropped.
                 if let Ok(e) = serde_json::from_str::<Event>(&line)
-                    && tx.send(Msg::Event(no, e)).is_err()
+                    && tx.send(Msg::Event(no, Box::new(e))).is_err()
                 {
                     break;
                 }

@@ -1,6 +1,8 @@
 // The page of `ralph serve`. It reads /api/status (the document `ralph
-// status --json` prints) and /api/run, and follows /events: the run's
-// events as `--json` prints them, and `status` whenever the status changed.
+// status --json` prints), /api/run, /api/history and /api/report (what
+// `ralph history --json` and `ralph report --json` print), and follows
+// /events: the run's events as `--json` prints them, and `status` whenever
+// the status changed.
 // Everything shown is text: nothing from the project or the agent is ever
 // parsed as HTML.
 "use strict";
@@ -22,11 +24,21 @@ function el(tag, attrs, ...children) {
 }
 
 const usd = (n) => "$" + (Number(n) || 0).toFixed(2);
+// An estimated cost (from `cost.prices`, the CLI reported none) reads "~$1.23".
+const cost = (n, estimated) => (estimated ? "~" : "") + usd(n);
+function tokens(n) {
+  n = Number(n) || 0;
+  return n < 10000 ? String(n) : n < 1e7 ? Math.floor(n / 1000) + "k" : (n / 1e6).toFixed(1) + "M";
+}
+const percent = (r) => (r === null || r === undefined ? "–" : Math.round(r * 100) + "%");
 function clock(ms) {
   const s = Math.max(0, Math.floor(ms / 1000));
   const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = s % 60;
   return (h ? h + "h " : "") + (h || m ? String(m).padStart(h ? 2 : 1, "0") + "m " : "") + String(r).padStart(2, "0") + "s";
 }
+
+// A length of time as `ralph report` writes it: "850ms", "12.3s", "3m 05s".
+const dur = (ms) => (ms < 1000 ? Math.round(ms) + "ms" : ms < 60000 ? (ms / 1000).toFixed(1) + "s" : clock(ms));
 
 // What the events told about the run being followed.
 const live = {
@@ -131,13 +143,47 @@ function renderRunEnd() {
   else if (last) text = "last run " + last.run_id + ": " + String(last.outcome || "").replace(/_/g, " ") +
     " · " + last.passing + "/" + last.stories + " pass · exit " + last.exit_code;
   $("run-end").textContent = text;
-  const report = end ? end.report : null;
-  $("report").hidden = !(report && report.length);
-  if (report) $("report-rows").replaceChildren(...report.map((r) => el("tr", { "data-report": r.id },
-    el("td", {}, r.id + " " + r.title), el("td", {}, r.passes ? "yes" : "no"),
-    el("td", {}, r.verified === null || r.verified === undefined ? "–" : r.verified ? "yes" : "no"),
-    el("td", {}, String(r.iterations || 0)), el("td", {}, usd(r.cost_usd)),
-    el("td", { title: r.commit || "" }, (r.commit || "").slice(0, 10)), el("td", {}, r.note || ""))));
+}
+
+// The run's report (/api/report): per story, and its totals.
+let report = null;
+function renderReport() {
+  const stories = report ? report.stories : [];
+  $("report").hidden = !stories.length;
+  $("report-rows").replaceChildren(...stories.map((s) => {
+    const failed = s.gates.filter((g) => !g.passed).length;
+    const gates = s.gates.length ? s.gates.length - failed + " passed" + (failed ? ", " + failed + " failed" : "") : "–";
+    const notes = [...s.lessons.map((l) => "lesson: " + l), s.note].filter(Boolean).join(" · ");
+    return el("tr", { "data-report": s.id },
+      el("td", {}, s.id + " " + s.title), el("td", {}, String(s.attempts)),
+      el("td", {}, s.first_pass ? "yes" : "no"),
+      el("td", {}, s.verified === null || s.verified === undefined ? "–" : s.verified ? "yes" : "no"),
+      el("td", {}, dur(s.wall_ms)), el("td", {}, dur(s.agent_ms)),
+      el("td", {}, tokens(s.tokens_in) + " / " + tokens(s.tokens_out)),
+      el("td", { class: s.cost_estimated ? "est" : "" }, cost(s.cost_usd, s.cost_estimated)),
+      el("td", {}, gates), el("td", { title: s.commit || "" }, (s.commit || "").slice(0, 10)),
+      el("td", {}, notes));
+  }));
+  const t = report && report.totals;
+  $("report-totals").textContent = !t ? "" :
+    "total " + cost(t.cost_usd, t.cost_estimated) + " · " + tokens(t.tokens_in) + " in / " + tokens(t.tokens_out) + " out · " +
+    (t.cost_per_delivered_story === null || t.cost_per_delivered_story === undefined ? "no story delivered" :
+      cost(t.cost_per_delivered_story, t.cost_estimated) + " per delivered story") +
+    " · first pass " + percent(t.first_pass_rate) + " · waited out limits " + dur(t.waited_ms) +
+    " · retries and back-offs " + dur(t.retried_ms) + (t.cost_estimated ? " · ~ estimated from cost.prices" : "");
+}
+
+// The recorded runs (/api/history), newest first.
+function renderHistory(rows) {
+  $("history").hidden = !rows.length;
+  $("history-rows").replaceChildren(...rows.slice().reverse().map((r) => el("tr", { "data-run": r.run_id },
+    el("td", {}, r.run_id), el("td", {}, r.started_at ? new Date(r.started_at).toLocaleString() : "?"),
+    el("td", {}, dur(r.duration_ms)),
+    el("td", {}, r.outcome ? r.outcome.replace(/_/g, " ") + (r.why ? " — " + r.why.split("\n")[0] : "") : "running"),
+    el("td", {}, String(r.iterations)), el("td", {}, r.verified + "/" + r.stories),
+    el("td", { class: r.cost_estimated ? "est" : "" }, cost(r.cost_usd, r.cost_estimated)),
+    el("td", {}, tokens(r.tokens_in) + " / " + tokens(r.tokens_out)),
+    el("td", {}, [r.tool || r.agent || "?", r.model].filter(Boolean).join(" · ")))));
 }
 
 function renderLive() {
@@ -252,16 +298,33 @@ async function refreshRun() {
   } catch (_) { /* the stream reconnects; the next status refreshes */ }
 }
 
-// HISTORY: shown once /api/history answers (it is reserved until
-// `ralph history` lands).
 async function loadHistory() {
   try {
     const r = await fetch(q("/api/history"));
-    if (!r.ok) return;
-    const doc = await r.json();
-    $("history").hidden = false;
-    $("history-body").replaceChildren(el("pre", {}, JSON.stringify(doc, null, 2)));
-  } catch (_) { /* not there: the section stays hidden */ }
+    if (r.ok) renderHistory(await r.json());
+  } catch (_) { /* the next run's end asks again */ }
+}
+
+async function loadReport() {
+  try {
+    const r = await fetch(q("/api/report" + (live.run ? "?run=" + encodeURIComponent(live.run) : "")));
+    report = r.ok ? await r.json() : null;
+    renderReport();
+  } catch (_) { /* the next event asks again */ }
+}
+
+// The report and history are read again after what changes them, at most
+// once a second however many events come.
+let reload = null;
+function scheduleReload(history) {
+  if (reload) { reload.history = reload.history || history; return; }
+  reload = { history };
+  setTimeout(() => {
+    const both = reload.history;
+    reload = null;
+    loadReport();
+    if (both) loadHistory();
+  }, 1000);
 }
 
 function connect() {
@@ -270,7 +333,10 @@ function connect() {
   es.onerror = () => { $("conn").textContent = "reconnecting…"; $("conn").className = "conn off"; };
   es.addEventListener("status", (m) => { status = JSON.parse(m.data); scheduleRender(); refreshRun(); });
   es.onmessage = (m) => {
-    try { onEvent(JSON.parse(m.data)); } catch (_) { return; }
+    let e;
+    try { e = JSON.parse(m.data); onEvent(e); } catch (_) { return; }
+    if (e.event === "run_start" || e.event === "run_end") scheduleReload(true);
+    else if (e.event === "iteration_end" || e.event === "merge" || e.event === "worker_end") scheduleReload(false);
     scheduleRender();
   };
 }
@@ -284,6 +350,7 @@ async function start() {
   renderStatus();
   connect();
   loadHistory();
+  loadReport();
   setInterval(scheduleRender, 1000);
 }
 

@@ -1,0 +1,191 @@
+//! Reports as people read them: a run's report in Markdown (`ralph report`,
+//! `report.md` beside the logs) and `ralph history` as text. An estimated
+//! cost is shown as `~$1.23`.
+
+use std::fmt::Write;
+
+use super::{RunReport, RunSummary};
+use crate::ui::duration;
+
+fn money(usd: f64, estimated: bool) -> String {
+    format!("{}${usd:.2}", if estimated { "~" } else { "" })
+}
+
+fn tokens(n: u64) -> String {
+    match n {
+        0..=9_999 => n.to_string(),
+        10_000..=9_999_999 => format!("{}k", n / 1000),
+        _ => format!("{:.1}M", n as f64 / 1e6),
+    }
+}
+
+fn percent(rate: Option<f64>) -> String {
+    rate.map(|r| format!("{:.0}%", r * 100.0)).unwrap_or_else(|| "–".into())
+}
+
+fn outcome(s: &RunSummary) -> String {
+    match (&s.outcome, &s.why) {
+        (Some(o), Some(why)) if !why.is_empty() => format!("{o} ({why})"),
+        (Some(o), _) => o.to_string(),
+        (None, _) => "running, or ended without a report".into(),
+    }
+}
+
+fn agent(s: &RunSummary) -> String {
+    s.agent.clone().unwrap_or_else(|| "?".into())
+}
+
+/// Table cells keep to one line and leave the table's pipes alone.
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|").replace('\n', " ")
+}
+
+/// The run's report in Markdown.
+pub fn markdown(r: &RunReport) -> String {
+    let s = &r.summary;
+    let t = &r.totals;
+    let mut out = String::new();
+    let _ = writeln!(out, "# ralph run {}\n", s.run_id);
+    let started = s.started_at.map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string());
+    let _ = writeln!(out, "- started: {}", started.unwrap_or_else(|| "?".into()));
+    let _ = writeln!(out, "- duration: {}", duration(s.duration_ms));
+    let _ = writeln!(out, "- outcome: {}", outcome(s));
+    let _ = writeln!(out, "- agent: {}", agent(s));
+    let _ = writeln!(
+        out,
+        "- {} iterations · {} of {} stories delivered in this run · {} verified at the end",
+        s.iterations, t.delivered, s.stories, s.verified
+    );
+    let _ = writeln!(
+        out,
+        "- cost {} · tokens in {} / out {}",
+        money(t.cost_usd, t.cost_estimated),
+        tokens(t.tokens_in),
+        tokens(t.tokens_out)
+    );
+    let per_story = t.cost_per_delivered_story.map(|c| money(c, t.cost_estimated));
+    let _ = writeln!(
+        out,
+        "- cost per delivered story {} · first-pass rate {} ({} of {})",
+        per_story.unwrap_or_else(|| "–".into()),
+        percent(t.first_pass_rate),
+        t.first_pass,
+        t.delivered
+    );
+    let _ = writeln!(
+        out,
+        "- time lost to limits and back-offs: {} (waiting {}, retried iterations {})",
+        duration(t.lost_ms),
+        duration(t.waited_ms),
+        duration(t.retried_ms)
+    );
+    let _ = writeln!(out, "\n## Stories\n");
+    let _ = writeln!(
+        out,
+        "| story | result | attempts | first pass | wall | agent | tokens in/out | cost | gate | commit |"
+    );
+    let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for st in &r.stories {
+        let result = match (st.passes, st.verified, st.delivered) {
+            (true, _, true) => "delivered",
+            (true, Some(false), _) => "passes, not verified",
+            (true, _, false) => "passed before",
+            (false, ..) if st.attempts > 0 => "not done",
+            (false, ..) => "not started",
+        };
+        let gates = st.gates.iter().map(|g| if g.passed { "✓" } else { "✗" }).collect::<String>();
+        let _ = writeln!(
+            out,
+            "| {} {} | {result} | {}{} | {} | {} | {} | {} / {} | {} | {} | {} |",
+            cell(&st.id),
+            cell(&st.title),
+            st.attempts,
+            if st.retried > 0 { format!(" (+{} retried)", st.retried) } else { String::new() },
+            if st.first_pass { "yes" } else { "no" },
+            duration(st.wall_ms),
+            duration(st.agent_ms),
+            tokens(st.tokens_in),
+            tokens(st.tokens_out),
+            money(st.cost_usd, st.cost_estimated),
+            if gates.is_empty() { "–".into() } else { gates },
+            st.commit.as_deref().map(|c| &c[..c.len().min(7)]).unwrap_or("–"),
+        );
+    }
+    let failed_gates: Vec<_> = r
+        .stories
+        .iter()
+        .flat_map(|st| st.gates.iter().filter(|g| !g.passed).map(move |g| (st, g)))
+        .collect();
+    if !failed_gates.is_empty() {
+        let _ = writeln!(out, "\n## Gate failures\n");
+        for (st, g) in failed_gates {
+            let code = g.exit_code.map(|c| format!("exit {c}")).unwrap_or("killed".into());
+            let _ = writeln!(
+                out,
+                "- {} iteration {}: {code}{}",
+                st.id,
+                g.iteration,
+                if g.summary.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", cell(&g.summary))
+                }
+            );
+        }
+    }
+    let notes: Vec<_> = r.stories.iter().filter_map(|s| s.note.as_ref().map(|n| (s, n))).collect();
+    if !notes.is_empty() {
+        let _ = writeln!(out, "\n## Notes\n");
+        for (st, n) in notes {
+            let _ = writeln!(out, "- {}: {}", st.id, cell(n));
+        }
+    }
+    if r.stories.iter().any(|s| !s.lessons.is_empty()) {
+        let _ = writeln!(out, "\n## Lessons\n");
+        for st in r.stories.iter().filter(|s| !s.lessons.is_empty()) {
+            for l in &st.lessons {
+                let _ = writeln!(out, "- {}: {}", st.id, cell(l));
+            }
+        }
+    }
+    if t.cost_estimated {
+        let _ = writeln!(
+            out,
+            "\n~ an estimate: the agent reported tokens but no cost, priced by `cost.prices`."
+        );
+    }
+    out
+}
+
+/// `ralph history` as text: one line per run, newest last.
+pub fn history_text(rows: &[RunSummary]) -> String {
+    if rows.is_empty() {
+        return "no recorded runs\n".into();
+    }
+    let mut out = String::new();
+    for s in rows {
+        let started = s
+            .started_at
+            .map(|t| t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M").to_string())
+            .unwrap_or_else(|| "?".into());
+        let _ = writeln!(
+            out,
+            "{}  {started}  {}  {}\n    {} iterations · {}/{} verified ({} delivered) · {} · tokens in {} / out {} · {}",
+            s.run_id,
+            duration(s.duration_ms),
+            outcome(s),
+            s.iterations,
+            s.verified,
+            s.stories,
+            s.delivered,
+            money(s.cost_usd, s.cost_estimated),
+            tokens(s.tokens_in),
+            tokens(s.tokens_out),
+            agent(s),
+        );
+    }
+    if rows.iter().any(|s| s.cost_estimated) {
+        out.push_str("~ an estimate from `cost.prices`: the agent reported tokens but no cost\n");
+    }
+    out
+}

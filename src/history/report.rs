@@ -1,0 +1,238 @@
+//! A run story by story: `ralph report`, and the Markdown written at the
+//! end of every run.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Recorded, RunSummary, inner, summarize};
+use crate::event::{Event, IterationResult, MergeResult};
+
+/// One gate run on a story's work.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateResult {
+    pub iteration: u32,
+    pub passed: bool,
+    pub exit_code: Option<i32>,
+    pub duration_ms: u64,
+    pub summary: String,
+}
+
+/// One story's share of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoryLine {
+    pub id: String,
+    pub title: String,
+    /// Counted iterations on it (not the retried `transient` ones, not stopped ones).
+    pub attempts: u32,
+    /// Iterations that hit an API limit and were retried.
+    pub retried: u32,
+    /// It passes at the end of the run.
+    pub passes: bool,
+    /// The gate verified it (`None`: no gate).
+    pub verified: Option<bool>,
+    /// This run got it to pass.
+    pub delivered: bool,
+    /// Delivered by its first attempt, never sent back by the merge queue.
+    pub first_pass: bool,
+    /// Its iterations end to end (agent, gate, ralph's checks).
+    pub wall_ms: u64,
+    /// Of which the agent ran (the iterations less their gates).
+    pub agent_ms: u64,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    pub cost_usd: f64,
+    /// Some of `cost_usd` is ralph's estimate from a price table.
+    pub cost_estimated: bool,
+    pub gates: Vec<GateResult>,
+    /// The commit that delivered it.
+    pub commit: Option<String>,
+    /// Lessons its iterations produced.
+    pub lessons: Vec<String>,
+    /// Why it does not count although it looks done, when ralph knows.
+    pub note: Option<String>,
+}
+
+/// The run as a whole.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Totals {
+    pub attempts: u32,
+    pub delivered: usize,
+    pub first_pass: usize,
+    /// `first_pass / delivered`; `None` when nothing was delivered.
+    pub first_pass_rate: Option<f64>,
+    pub cost_usd: f64,
+    pub cost_estimated: bool,
+    /// `cost_usd / delivered`; `None` when nothing was delivered.
+    pub cost_per_delivered_story: Option<f64>,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    /// Waiting for usage limits, the calls-per-hour window and back-offs.
+    pub waited_ms: u64,
+    /// Iterations cut short by an API limit (retried, not counted).
+    pub retried_ms: u64,
+    /// `waited_ms + retried_ms`: time lost to limits and back-offs.
+    pub lost_ms: u64,
+}
+
+/// A run's report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    pub summary: RunSummary,
+    pub stories: Vec<StoryLine>,
+    pub totals: Totals,
+}
+
+fn line(id: &str, title: &str) -> StoryLine {
+    StoryLine {
+        id: id.to_string(),
+        title: title.to_string(),
+        attempts: 0,
+        retried: 0,
+        passes: false,
+        verified: None,
+        delivered: false,
+        first_pass: false,
+        wall_ms: 0,
+        agent_ms: 0,
+        tokens_in: 0,
+        tokens_out: 0,
+        cost_usd: 0.0,
+        cost_estimated: false,
+        gates: Vec::new(),
+        commit: None,
+        lessons: Vec::new(),
+        note: None,
+    }
+}
+
+/// A run's report from its events (in the order recorded).
+pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
+    let mut stories: Vec<StoryLine> = Vec::new();
+    let mut sent_back = std::collections::BTreeSet::new();
+    let mut waited_ms = 0u64;
+    let mut retried_ms = 0u64;
+    let mut gate_ms = std::collections::BTreeMap::<String, u64>::new();
+    fn get<'s>(stories: &'s mut Vec<StoryLine>, id: &str, title: &str) -> &'s mut StoryLine {
+        match stories.iter().position(|s| s.id == id) {
+            Some(i) => &mut stories[i],
+            None => {
+                stories.push(line(id, title));
+                stories.last_mut().expect("just pushed")
+            }
+        }
+    }
+    for r in events {
+        let from_worker = matches!(r.event, Event::Worker { .. });
+        match inner(&r.event) {
+            Event::IterationStart { story_id, story_title, .. } => {
+                let s = get(&mut stories, story_id, story_title);
+                if s.title.is_empty() {
+                    s.title.clone_from(story_title);
+                }
+            }
+            Event::Gate { iteration, story_id, passed, exit_code, duration_ms, summary } => {
+                let s = get(&mut stories, story_id, "");
+                *gate_ms.entry(story_id.clone()).or_default() += duration_ms;
+                s.gates.push(GateResult {
+                    iteration: *iteration,
+                    passed: *passed,
+                    exit_code: *exit_code,
+                    duration_ms: *duration_ms,
+                    summary: summary.clone(),
+                });
+            }
+            Event::IterationEnd {
+                story_id,
+                result,
+                duration_ms,
+                story_passes,
+                cost_usd,
+                cost_estimated,
+                tokens,
+                tokens_in,
+                tokens_out,
+                commit,
+                lessons,
+                ..
+            } => {
+                let s = get(&mut stories, story_id, "");
+                match result {
+                    IterationResult::Transient => {
+                        s.retried += 1;
+                        retried_ms += duration_ms;
+                    }
+                    IterationResult::Stopped => {}
+                    _ => s.attempts += 1,
+                }
+                s.wall_ms += duration_ms;
+                // The iteration's gates ran inside it.
+                s.agent_ms += duration_ms.saturating_sub(gate_ms.remove(story_id).unwrap_or(0));
+                s.cost_usd += cost_usd.unwrap_or(0.0);
+                s.cost_estimated |= *cost_estimated && cost_usd.is_some();
+                s.tokens_in += tokens_in.or(*tokens).unwrap_or(0);
+                s.tokens_out += tokens_out.unwrap_or(0);
+                s.lessons.extend(lessons.iter().cloned());
+                if *story_passes && !from_worker && !s.delivered {
+                    s.delivered = true;
+                    s.first_pass = s.attempts == 1;
+                    s.commit.clone_from(commit);
+                }
+            }
+            Event::Merge { story_id, result, commit, .. } => {
+                let s = get(&mut stories, story_id, "");
+                match result {
+                    MergeResult::Merged => {
+                        s.delivered = true;
+                        s.first_pass = s.attempts == 1 && !sent_back.contains(story_id);
+                        s.commit.clone_from(commit);
+                    }
+                    MergeResult::Conflict | MergeResult::GateFailed | MergeResult::Blocked => {
+                        sent_back.insert(story_id.clone());
+                    }
+                }
+            }
+            Event::Waiting { seconds, .. } => waited_ms += seconds * 1000,
+            _ => {}
+        }
+    }
+    // The end's report has every story, in the PRD's order, and the verdicts.
+    if let Some(end) = events.iter().rev().find_map(|r| match &r.event {
+        Event::RunEnd { report, .. } => Some(report),
+        _ => None,
+    }) {
+        let mut ordered = Vec::new();
+        for st in end {
+            let mut s = match stories.iter().position(|s| s.id == st.id) {
+                Some(i) => stories.remove(i),
+                None => line(&st.id, &st.title),
+            };
+            s.title.clone_from(&st.title);
+            s.passes = st.passes;
+            s.verified = st.verified;
+            s.note.clone_from(&st.note);
+            if s.commit.is_none() {
+                s.commit.clone_from(&st.commit);
+            }
+            ordered.push(s);
+        }
+        ordered.append(&mut stories);
+        stories = ordered;
+    }
+    let delivered = stories.iter().filter(|s| s.delivered).count();
+    let first_pass = stories.iter().filter(|s| s.first_pass).count();
+    let cost_usd: f64 = stories.iter().map(|s| s.cost_usd).sum();
+    let totals = Totals {
+        attempts: stories.iter().map(|s| s.attempts).sum(),
+        delivered,
+        first_pass,
+        first_pass_rate: (delivered > 0).then(|| first_pass as f64 / delivered as f64),
+        cost_usd,
+        cost_estimated: stories.iter().any(|s| s.cost_estimated),
+        cost_per_delivered_story: (delivered > 0).then(|| cost_usd / delivered as f64),
+        tokens_in: stories.iter().map(|s| s.tokens_in).sum(),
+        tokens_out: stories.iter().map(|s| s.tokens_out).sum(),
+        waited_ms,
+        retried_ms,
+        lost_ms: waited_ms + retried_ms,
+    };
+    RunReport { summary: summarize(run_id, events), stories, totals }
+}

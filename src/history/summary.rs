@@ -1,0 +1,131 @@
+//! One run in a line: `ralph history`'s rows.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::{Recorded, inner};
+use crate::event::{Event, IterationResult, RunOutcome};
+
+/// A run as `ralph history` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub run_id: String,
+    /// Its first recorded event.
+    pub started_at: Option<DateTime<Utc>>,
+    /// Its `run_end`; `None` while it runs, or when it died without one.
+    pub ended_at: Option<DateTime<Utc>>,
+    /// From its first event to its last.
+    pub duration_ms: u64,
+    pub outcome: Option<RunOutcome>,
+    pub exit_code: Option<u8>,
+    /// Why it ended: the first line of the end message.
+    pub why: Option<String>,
+    /// Counted iterations (not the retried `transient` ones).
+    pub iterations: u32,
+    pub stories: usize,
+    /// Stories passing at the end that the gate verified (with no gate:
+    /// that pass).
+    pub verified: usize,
+    /// Stories this run got to pass.
+    pub delivered: usize,
+    pub cost_usd: f64,
+    /// Some of `cost_usd` is ralph's estimate from a price table.
+    pub cost_estimated: bool,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    /// The agent as the run described it (`codex (gpt-5)`).
+    pub agent: Option<String>,
+    pub tool: Option<String>,
+    pub model: Option<String>,
+}
+
+/// A run's summary from its events (in the order recorded).
+pub fn summarize(run_id: &str, events: &[Recorded]) -> RunSummary {
+    let mut s = RunSummary {
+        run_id: run_id.to_string(),
+        started_at: events.first().map(|r| r.ts),
+        ended_at: None,
+        duration_ms: match (events.first(), events.last()) {
+            (Some(a), Some(b)) => (b.ts - a.ts).num_milliseconds().max(0) as u64,
+            _ => 0,
+        },
+        outcome: None,
+        exit_code: None,
+        why: None,
+        iterations: 0,
+        stories: 0,
+        verified: 0,
+        delivered: 0,
+        cost_usd: 0.0,
+        cost_estimated: false,
+        tokens_in: 0,
+        tokens_out: 0,
+        agent: None,
+        tool: None,
+        model: None,
+    };
+    let mut delivered = std::collections::BTreeSet::new();
+    for r in events {
+        match inner(&r.event) {
+            Event::RunStart { agent, tool, model, stories, .. } => {
+                s.agent.get_or_insert_with(|| agent.clone());
+                if s.tool.is_none() {
+                    s.tool.clone_from(tool);
+                }
+                if s.model.is_none() {
+                    s.model.clone_from(model);
+                }
+                s.stories = *stories;
+            }
+            Event::IterationEnd {
+                story_id,
+                result,
+                story_passes,
+                cost_usd,
+                cost_estimated,
+                tokens,
+                tokens_in,
+                tokens_out,
+                ..
+            } => {
+                if !matches!(result, IterationResult::Transient | IterationResult::Stopped) {
+                    s.iterations += 1;
+                }
+                s.cost_usd += cost_usd.unwrap_or(0.0);
+                s.cost_estimated |= *cost_estimated && cost_usd.is_some();
+                // An older line has only the total: count it as input.
+                s.tokens_in += tokens_in.or(*tokens).unwrap_or(0);
+                s.tokens_out += tokens_out.unwrap_or(0);
+                // A worker's story passes in its worktree; it is delivered
+                // when merged.
+                if *story_passes && !matches!(r.event, Event::Worker { .. }) {
+                    delivered.insert(story_id.clone());
+                }
+            }
+            Event::Merge { story_id, result: crate::event::MergeResult::Merged, .. } => {
+                delivered.insert(story_id.clone());
+            }
+            Event::RunEnd { outcome, exit_code, message, stories, report, .. } => {
+                s.ended_at = Some(r.ts);
+                s.outcome = Some(*outcome);
+                s.exit_code = Some(*exit_code);
+                s.why = message.lines().next().map(str::to_string);
+                s.stories = *stories;
+                s.verified =
+                    report.iter().filter(|st| st.passes && st.verified != Some(false)).count();
+            }
+            _ => {}
+        }
+    }
+    // A resumed run's earlier end was not its end.
+    if let Some(last_start) = events.iter().rposition(|r| matches!(r.event, Event::RunStart { .. }))
+        && !events[last_start..].iter().any(|r| matches!(r.event, Event::RunEnd { .. }))
+    {
+        s.ended_at = None;
+        s.outcome = None;
+        s.exit_code = None;
+        s.why = None;
+    }
+    s.delivered = delivered.len();
+    s
+}

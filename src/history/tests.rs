@@ -1,0 +1,288 @@
+use chrono::{DateTime, TimeZone, Utc};
+
+use super::*;
+use crate::event::{IterationResult as R, MergeResult, RunOutcome, StoryReport};
+
+fn at(s: i64) -> DateTime<Utc> {
+    Utc.timestamp_opt(1_800_000_000 + s, 0).unwrap()
+}
+
+fn start(resumed: Option<u32>) -> Event {
+    Event::RunStart {
+        run_id: "r1".into(),
+        project: None,
+        branch: None,
+        prd: "prd.json".into(),
+        agent: "codex (gpt-5)".into(),
+        max_iterations: 10,
+        stories: 2,
+        passing: 0,
+        resumed_from: resumed,
+        budget: Default::default(),
+        tool: Some("codex".into()),
+        model: Some("gpt-5".into()),
+    }
+}
+
+fn iter_end(n: u32, story: &str, result: R, passes: bool, cost: Option<f64>, est: bool) -> Event {
+    Event::IterationEnd {
+        iteration: n,
+        story_id: story.into(),
+        result,
+        duration_ms: 10_000,
+        exit_code: Some(0),
+        commits: 1,
+        files_changed: 1,
+        story_passes: passes,
+        claimed_complete: false,
+        cost_usd: cost,
+        tokens: Some(150),
+        error: None,
+        log: "l".into(),
+        tokens_in: Some(100),
+        tokens_out: Some(50),
+        cost_estimated: est,
+        commit: passes.then(|| format!("c{n}")),
+        lessons: if passes { vec![] } else { vec![format!("lesson {n}")] },
+        agent: "codex".into(),
+    }
+}
+
+fn gate(n: u32, story: &str, passed: bool) -> Event {
+    Event::Gate {
+        iteration: n,
+        story_id: story.into(),
+        passed,
+        exit_code: Some(if passed { 0 } else { 1 }),
+        duration_ms: 2_000,
+        summary: if passed { String::new() } else { "1 failed".into() },
+    }
+}
+
+fn story(id: &str, passes: bool) -> StoryReport {
+    StoryReport {
+        id: id.into(),
+        title: format!("title {id}"),
+        claimed: passes,
+        verified: Some(passes),
+        passes,
+        note: None,
+        iterations: 0,
+        cost_usd: 0.0,
+        commit: None,
+        agents: vec![],
+    }
+}
+
+fn end(outcome: RunOutcome) -> Event {
+    Event::RunEnd {
+        outcome,
+        exit_code: 5,
+        iterations: 4,
+        passing: 1,
+        stories: 2,
+        cost_usd: 0.0,
+        tokens: 0,
+        duration_ms: 1,
+        message: "the agent is blocked on US-002: key\nhint: more".into(),
+        report: vec![story("US-001", true), story("US-002", false)],
+        best: None,
+        switches: vec![],
+    }
+}
+
+/// US-001: fails the gate, then passes (not first pass). US-002: a usage
+/// limit (retried, 60 s wait), then passes first time but… blocked after.
+fn overnight() -> Vec<Recorded> {
+    let evs = vec![
+        start(None),
+        Event::IterationStart {
+            iteration: 1,
+            max_iterations: 10,
+            story_id: "US-001".into(),
+            story_title: "First".into(),
+            agent: "codex".into(),
+        },
+        gate(1, "US-001", false),
+        iter_end(1, "US-001", R::GateFailed, false, Some(0.5), false),
+        gate(2, "US-001", true),
+        iter_end(2, "US-001", R::Progress, true, Some(0.25), false),
+        iter_end(3, "US-002", R::Transient, false, None, false),
+        Event::Waiting { reason: "usage limit".into(), until: at(100), seconds: 60 },
+        iter_end(3, "US-002", R::NoProgress, false, Some(1.0), true),
+        end(RunOutcome::Blocked),
+    ];
+    evs.into_iter()
+        .enumerate()
+        .map(|(i, event)| Recorded { ts: at(i as i64 * 10), event })
+        .collect()
+}
+
+#[test]
+fn a_report_adds_up_its_events() {
+    let r = report("r1", &overnight());
+    let [one, two] = &r.stories[..] else { panic!("{:?}", r.stories) };
+    // (field, got, want)
+    let rows: &[(&str, String, String)] = &[
+        ("1 attempts", one.attempts.to_string(), "2".into()),
+        ("1 first pass", one.first_pass.to_string(), "false".into()),
+        ("1 delivered", one.delivered.to_string(), "true".into()),
+        ("1 commit", format!("{:?}", one.commit), "Some(\"c2\")".into()),
+        ("1 wall", one.wall_ms.to_string(), "20000".into()),
+        ("1 agent", one.agent_ms.to_string(), "16000".into()),
+        ("1 gates", one.gates.len().to_string(), "2".into()),
+        ("1 cost", format!("{:.2}", one.cost_usd), "0.75".into()),
+        ("1 estimated", one.cost_estimated.to_string(), "false".into()),
+        ("1 lessons", format!("{:?}", one.lessons), "[\"lesson 1\"]".into()),
+        ("1 title", one.title.clone(), "title US-001".into()),
+        ("2 attempts", two.attempts.to_string(), "1".into()),
+        ("2 retried", two.retried.to_string(), "1".into()),
+        ("2 delivered", two.delivered.to_string(), "false".into()),
+        ("2 estimated", two.cost_estimated.to_string(), "true".into()),
+        ("2 tokens in", two.tokens_in.to_string(), "200".into()),
+        ("2 tokens out", two.tokens_out.to_string(), "100".into()),
+    ];
+    for (what, got, want) in rows {
+        assert_eq!(got, want, "{what}");
+    }
+    let t = &r.totals;
+    assert_eq!((t.attempts, t.delivered, t.first_pass), (3, 1, 0));
+    assert_eq!(t.first_pass_rate, Some(0.0));
+    assert!((t.cost_usd - 1.75).abs() < 1e-9 && t.cost_estimated);
+    assert_eq!(t.cost_per_delivered_story.map(|c| (c * 100.0).round()), Some(175.0));
+    assert_eq!((t.waited_ms, t.retried_ms, t.lost_ms), (60_000, 10_000, 70_000));
+}
+
+#[test]
+fn a_summary_is_one_run_in_numbers() {
+    let s = summarize("r1", &overnight());
+    assert_eq!(s.started_at, Some(at(0)));
+    assert_eq!(s.ended_at, Some(at(90)));
+    assert_eq!(s.duration_ms, 90_000);
+    assert_eq!(s.outcome, Some(RunOutcome::Blocked));
+    assert_eq!(s.why.as_deref(), Some("the agent is blocked on US-002: key"));
+    assert_eq!((s.iterations, s.stories, s.verified, s.delivered), (3, 2, 1, 1));
+    assert_eq!((s.tokens_in, s.tokens_out), (400, 200));
+    assert!(s.cost_estimated);
+    assert_eq!((s.tool.as_deref(), s.model.as_deref()), (Some("codex"), Some("gpt-5")));
+}
+
+#[test]
+fn a_resumed_run_without_its_end_is_not_over() {
+    let mut evs = overnight();
+    evs.push(Recorded { ts: at(200), event: start(Some(3)) });
+    let s = summarize("r1", &evs);
+    assert_eq!((s.outcome, s.ended_at), (None, None));
+    assert_eq!(s.duration_ms, 200_000);
+}
+
+#[test]
+fn a_parallel_story_is_delivered_when_merged() {
+    let worker =
+        |e: Event| Event::Worker { worker: 1, story_id: "US-001".into(), inner: Box::new(e) };
+    let merge = |result| Event::Merge {
+        story_id: "US-001".into(),
+        result,
+        commit: Some("m1".into()),
+        files: vec![],
+        duration_ms: 1,
+        message: String::new(),
+    };
+    let cases: &[(&[MergeResult], bool, bool)] = &[
+        (&[], false, false),
+        (&[MergeResult::Merged], true, true),
+        (&[MergeResult::Conflict, MergeResult::Merged], true, false),
+    ];
+    for (merges, delivered, first_pass) in cases {
+        let mut evs =
+            vec![start(None), worker(iter_end(1, "US-001", R::Progress, true, None, false))];
+        evs.extend(merges.iter().map(|m| merge(*m)));
+        let evs: Vec<Recorded> =
+            evs.into_iter().map(|event| Recorded { ts: at(0), event }).collect();
+        let r = report("r1", &evs);
+        assert_eq!(
+            (r.stories[0].delivered, r.stories[0].first_pass),
+            (*delivered, *first_pass),
+            "{merges:?}"
+        );
+        assert_eq!(r.summary.delivered, usize::from(*delivered), "{merges:?}");
+        if *delivered {
+            assert_eq!(r.stories[0].commit.as_deref(), Some("m1"));
+        }
+    }
+}
+
+#[test]
+fn lines_read_back_as_the_events_they_were() {
+    let worker = Event::Worker {
+        worker: 2,
+        story_id: "US-002".into(),
+        inner: Box::new(iter_end(1, "US-002", R::Progress, true, Some(0.1), false)),
+    };
+    let start_worker = Event::WorkerStart {
+        worker: 1,
+        story_id: "US-001".into(),
+        story_title: "t".into(),
+        branch: "b".into(),
+        worktree: "w".into(),
+        attempt: 1,
+    };
+    for event in [start(None), worker, start_worker, end(RunOutcome::Complete)] {
+        let line = crate::ui::json_line(&event).unwrap();
+        let back = parse_line(&line).unwrap_or_else(|| panic!("{line}"));
+        assert_eq!(
+            crate::ui::json_line(&back.event)
+                .map(|l| l[l.find("\"event\"").unwrap()..].to_string()),
+            Some(line[line.find("\"event\"").unwrap()..].to_string())
+        );
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = RunDir { run_id: "r1".into(), dir: tmp.path().into() };
+    let good = crate::ui::json_line(&start(None)).unwrap();
+    let output = crate::ui::json_line(&Event::AgentOutput { iteration: 1, text: "x".into() });
+    let text = format!("not json\n{{\"v\":1,\"ts\":\"x\"}}\n\n{good}\n{}\n", output.unwrap());
+    std::fs::write(dir.events(), text).unwrap();
+    let (events, skipped) = dir.read().unwrap();
+    assert_eq!((events.len(), skipped), (1, 2), "the agent's output is left out, not skipped");
+}
+
+#[test]
+fn the_markdown_says_what_is_estimated() {
+    let md = markdown(&report("r1", &overnight()));
+    for want in [
+        "# ralph run r1",
+        "outcome: blocked (the agent is blocked on US-002: key)",
+        "| US-001 title US-001 | delivered | 2 | no |",
+        "~$1.75",
+        "first-pass rate 0% (0 of 1)",
+        "time lost to limits and back-offs: 1m 10s",
+        "US-001 iteration 1: exit 1: 1 failed",
+        "- US-002: lesson 3",
+        "~ an estimate",
+    ] {
+        assert!(md.contains(want), "{want:?} not in\n{md}");
+    }
+    let text = history_text(&[summarize("r1", &overnight())]);
+    assert!(text.contains("3 iterations · 1/2 verified (1 delivered) · ~$1.75"), "{text}");
+    assert!(text.contains("codex (gpt-5)"), "{text}");
+}
+
+#[test]
+fn agent_output_lines_are_told_without_parsing_and_nothing_else_is() {
+    let output = crate::ui::json_line(&Event::AgentOutput { iteration: 1, text: "hi".into() });
+    let worker = crate::ui::json_line(&Event::Worker {
+        worker: 2,
+        story_id: "US-001".into(),
+        inner: Box::new(Event::AgentOutput { iteration: 1, text: "hi".into() }),
+    });
+    // Another event whose text quotes an agent_output line.
+    let quoting = crate::ui::json_line(&Event::Notice {
+        level: crate::event::Level::Info,
+        message: r#"{"event":"agent_output"}"#.into(),
+    });
+    let table = [(output, true), (worker, true), (quoting, false)];
+    for (line, want) in table {
+        let line = line.unwrap();
+        assert_eq!(super::is_agent_output(&line), want, "{line}");
+    }
+}

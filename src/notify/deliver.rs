@@ -1,0 +1,184 @@
+//! The background thread's side: turning a job into a request (or a
+//! notify-send), bounded in time, retried with back-off, a channel's
+//! failure reported once.
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use super::{Channel, Job, Kind, Target};
+use crate::event::Event;
+
+pub(super) struct Sender {
+    targets: Vec<Target>,
+    timeout: Duration,
+    agent: ureq::Agent,
+    failures: mpsc::Sender<String>,
+    failed: Vec<bool>,
+}
+
+/// What one request carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Request {
+    pub(crate) content_type: &'static str,
+    pub(crate) headers: Vec<(&'static str, String)>,
+    pub(crate) body: String,
+}
+
+/// A title for people: "ralph: the run ended".
+fn title(kind: Kind) -> &'static str {
+    match kind {
+        Kind::RunEnd => "ralph: the run ended",
+        Kind::Blocked => "ralph: a story is blocked",
+        Kind::CircuitOpen => "ralph: the circuit breaker opened",
+        Kind::UsageLimitWait => "ralph: waiting for a usage limit",
+        Kind::Budget => "ralph: a budget is 80% spent",
+        Kind::WorkerLost => "ralph: a worker was lost",
+    }
+}
+
+/// The event in words, without colour; the run's end without its story list.
+pub(crate) fn text(event: &Event) -> String {
+    let style =
+        crate::ui::Style { color: false, agent_output: false, quiet: false, verbose: false };
+    let event = match event {
+        Event::RunEnd { .. } => {
+            let mut e = event.clone();
+            if let Event::RunEnd { report, best, .. } = &mut e {
+                report.clear();
+                *best = None;
+            }
+            e
+        }
+        e => e.clone(),
+    };
+    crate::ui::describe(&event, style).unwrap_or_default()
+}
+
+/// The request a channel gets for an event (pure).
+/// `line` is the event as `--json` printed it.
+pub(crate) fn request(channel: &Channel, kind: Kind, event: &Event, line: &str) -> Option<Request> {
+    Some(match channel {
+        Channel::Webhook(_) => Request {
+            content_type: "application/json",
+            headers: Vec::new(),
+            body: line.to_string(),
+        },
+        Channel::Slack(_) => Request {
+            content_type: "application/json",
+            headers: Vec::new(),
+            body: serde_json::json!({ "text": format!("*{}*\n{}", title(kind), text(event)) })
+                .to_string(),
+        },
+        Channel::Ntfy(_) => Request {
+            content_type: "text/plain; charset=utf-8",
+            headers: vec![
+                ("Title", title(kind).to_string()),
+                ("Tags", kind.as_str().to_string()),
+                (
+                    "Priority",
+                    match kind {
+                        Kind::RunEnd | Kind::Budget | Kind::UsageLimitWait => "default",
+                        Kind::Blocked | Kind::CircuitOpen | Kind::WorkerLost => "high",
+                    }
+                    .to_string(),
+                ),
+            ],
+            body: text(event),
+        },
+        Channel::Desktop(_) => return None,
+    })
+}
+
+/// An error in words that never repeat the URL (it carries the secret).
+fn describe(e: &ureq::Error, url: &str, timeout: Duration) -> String {
+    match e {
+        ureq::Error::StatusCode(c) => format!("HTTP {c}"),
+        ureq::Error::Timeout(_) => {
+            format!("no answer within {}", humantime::format_duration(timeout))
+        }
+        ureq::Error::BadUri(_) => "the URL is not valid".into(),
+        e => e.to_string().replace(url, "<the URL>"),
+    }
+}
+
+impl Sender {
+    pub(super) fn new(
+        targets: Vec<Target>,
+        timeout: Duration,
+        failures: mpsc::Sender<String>,
+    ) -> Sender {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(timeout))
+            .http_status_as_error(true)
+            .user_agent(concat!("ralph/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into();
+        let failed = vec![false; targets.len()];
+        Sender { targets, timeout, agent, failures, failed }
+    }
+
+    pub(super) fn run(mut self, jobs: mpsc::Receiver<Job>, tries: u32) {
+        for job in jobs {
+            let mut last = String::new();
+            for attempt in 0..tries {
+                if attempt > 0 {
+                    // 0.5 s, 1 s, 2 s …
+                    std::thread::sleep(Duration::from_millis(500 << (attempt - 1).min(4)));
+                }
+                match self.deliver(&job) {
+                    Ok(()) => {
+                        last.clear();
+                        break;
+                    }
+                    Err(e) => last = e,
+                }
+            }
+            if !last.is_empty() && !self.failed[job.target] {
+                self.failed[job.target] = true;
+                let name = self.targets[job.target].channel.name();
+                let _ = self.failures.send(format!(
+                    "notify: {name} failed ({last}, {tries} tries); further failures of it in this run are not reported"
+                ));
+            }
+        }
+    }
+
+    fn deliver(&self, job: &Job) -> Result<(), String> {
+        let channel = &self.targets[job.target].channel;
+        let url = match channel {
+            Channel::Webhook(u) | Channel::Slack(u) | Channel::Ntfy(u) => u,
+            Channel::Desktop(program) => return self.desktop(program, job),
+        };
+        let Some(req) = request(channel, job.kind, &job.event, &job.line) else { return Ok(()) };
+        let mut builder = self.agent.post(url).header("Content-Type", req.content_type);
+        for (k, v) in &req.headers {
+            builder = builder.header(*k, v);
+        }
+        builder.send(req.body.as_str()).map(|_| ()).map_err(|e| describe(&e, url, self.timeout))
+    }
+
+    fn desktop(&self, program: &std::path::Path, job: &Job) -> Result<(), String> {
+        let mut child = std::process::Command::new(program)
+            .args(["--app-name=ralph", title(job.kind), &text(&job.event)])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
+        let until = Instant::now() + self.timeout;
+        loop {
+            match child.try_wait() {
+                Ok(Some(s)) if s.success() => return Ok(()),
+                Ok(Some(s)) => return Err(format!("notify-send ended with {s}")),
+                // Reaped by ralph's sweep of its children: nothing to tell.
+                Err(_) => return Ok(()),
+                Ok(None) if Instant::now() >= until => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err("notify-send did not finish in time".into());
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+}
