@@ -8,15 +8,30 @@
 use super::analyzer::Facts;
 use super::status_block;
 
-/// One trimmed line of stdout.
+/// One trimmed line of stdout. aider wraps its output at 80 columns when
+/// stdout is not a terminal, so the lines after an exception line, up to
+/// its advice (`The API provider …`) or `Retrying in …`, are the rest of it.
 pub(crate) fn line(facts: &mut Facts, line: &[u8]) {
     if line.starts_with(b"litellm.") && memchr::memmem::find(line, b"Error:").is_some() {
         let text = String::from_utf8_lossy(line);
         facts.pending_api_error = Some(status_block::truncate(&text, 1024).to_string());
         facts.api_status = litellm_status(line);
+        facts.api_error_open = true;
     } else if line.starts_with(b"Tokens: ") {
         // A request that got an answer: an earlier error was retried away.
         facts.pending_api_error = None;
+        facts.api_error_open = false;
+    } else if facts.api_error_open {
+        let ends = line.is_empty()
+            || line.starts_with(b"The API provider")
+            || line.starts_with(b"Retrying in ");
+        match &mut facts.pending_api_error {
+            Some(error) if !ends => {
+                let joined = format!("{error} {}", String::from_utf8_lossy(line));
+                *error = status_block::truncate(&joined, 1024).to_string();
+            }
+            _ => facts.api_error_open = false,
+        }
     }
 }
 

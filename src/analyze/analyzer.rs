@@ -155,6 +155,8 @@ pub(crate) struct Facts {
     /// Text format: an API error line (litellm's) that no later request
     /// made up for; aider prints it and exits 0.
     pub(crate) pending_api_error: Option<String>,
+    /// The next text line may be the rest of `pending_api_error`, wrapped.
+    pub(crate) api_error_open: bool,
     /// The CLI's error messages, oldest first.
     pub(crate) error_texts: Vec<String>,
     /// Claude's synthetic assistant `error` kind (`rate_limit`, …).
@@ -187,6 +189,7 @@ impl Facts {
             api_status: None,
             retryable: None,
             pending_api_error: None,
+            api_error_open: false,
             error_texts: Vec::new(),
             assistant_error: None,
             limit: None,

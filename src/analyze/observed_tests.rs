@@ -427,6 +427,27 @@ fn aider_errors_are_read_from_a_clean_exit() {
             exit(0),
             usage(None, usage_line),
         ),
+        (
+            // As aider really prints it with stdout not a terminal: wrapped at 80 columns.
+            "usage limit wrapped, exit 0",
+            Text,
+            aider_gave_up(
+                "litellm.RateLimitError: RateLimitError: OpenAIException - The usage limit has \nbeen reached",
+                limited,
+            ),
+            exit(0),
+            usage(None, usage_line),
+        ),
+        (
+            "429 naming a retry time, wrapped twice",
+            Text,
+            aider_gave_up(
+                "litellm.RateLimitError: RateLimitError: OpenAIException - Rate limit reached for \nfake-model on requests per min (RPM): Limit 3. Please try again in \n20s.",
+                limited,
+            ),
+            exit(0),
+            usage(at("2026-12-02T09:00:20Z"), rate_line),
+        ),
         ("500, exit 0", Text, aider_gave_up(e500, down), exit(0), overloaded(down)),
         ("503, exit 0", Text, aider_gave_up(e503, down), exit(0), overloaded(e503)),
         (

@@ -20,6 +20,7 @@ mod killed;
 mod notify;
 mod openai_stub;
 mod parallel;
+mod real_aider;
 mod real_claude;
 mod real_cli;
 mod real_codex;

@@ -17,6 +17,10 @@
 //!   true`, answered with `chat.completion.chunk`s (content or a `bash` tool
 //!   call), a usage chunk and `[DONE]`. opencode's title request gets a text.
 //!
+//! - The same Chat Completions without streaming, for aider (0.86.2,
+//!   `--no-stream`, litellm's `openai/` provider): a [`Reply::Text`] is one
+//!   `chat.completion`.
+//!
 //! A [`Reply::Error`] is an HTTP error with the API's JSON error body. Every
 //! request (path and body) is kept; the script sees which API asked.
 //!
@@ -226,6 +230,7 @@ fn serve(
     let reply = script(n, &request);
     let gemini = request.is_gemini();
     let chat = request.is_chat();
+    let whole = chat && request.body["stream"] != json!(true);
     let mut out = stream;
     match reply {
         Reply::Error(status, body) => {
@@ -243,6 +248,7 @@ fn serve(
             json!({"functionCall": {"name": "run_shell_command",
                 "args": {"command": command, "description": "Implement the story"}}}),
         )?,
+        Reply::Text(text) if whole => chat_completion(&mut out, &text)?,
         Reply::Text(text) if chat => {
             chat_chunks(&mut out, json!({"role": "assistant", "content": text}), "stop")?
         }
@@ -303,6 +309,22 @@ fn gemini_chunk(out: &mut TcpStream, part: Value) -> std::io::Result<()> {
     write!(
         out,
         "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// One Chat Completions answer to a request without `stream: true`
+/// (aider's `--no-stream`).
+fn chat_completion(out: &mut TcpStream, text: &str) -> std::io::Result<()> {
+    let body = json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 0,
+        "model": "fake-model",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+            "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}})
+    .to_string();
+    write!(
+        out,
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     )
 }

@@ -1,0 +1,155 @@
+//! ralph driving the real aider CLI (aider-chat 0.86.2 from PyPI,
+//! `.ci/install-agent-clis.sh`) against the scripted Chat Completions API of
+//! [`crate::openai_stub`] (litellm's `openai/` provider, `--no-stream`).
+//!
+//! aider has no tools and runs no shell commands: the model edits files by
+//! writing them whole, and with `--no-auto-commits` nobody but ralph commits
+//! them, once the story passes. aider exits 0 on every API error, so each
+//! fault here is read from its output: a 401 stops the run, a 429 naming a
+//! usage limit is waited for, and a 500 aider gave up on is backed off as an
+//! overload (with `--no-wait`, both end the run with exit 4 and say which). The 429 and the 500 each take aider
+//! about 80 s of its own retries (no option shortens them), so they run side
+//! by side in one test.
+//!
+//! Each test skips, saying so on stderr, without `RALPH_AIDER_BIN`;
+//! `RALPH_REQUIRE_AGENT_CLIS=1` (set by CI) turns that into a failure.
+
+use std::path::{Path, PathBuf};
+
+use crate::harness::{Project, Run, code, to_run};
+use crate::openai_stub::{Reply, Stub, error_body};
+use crate::real_cli::{STATUS, bin_or_skip, one_story};
+
+/// `ralph <args> --tool aider --model openai/fake-model`, aider talking to `stub`.
+fn ralph(bin: &Path, stub: &Stub, project: &Project, args: &[&str]) -> Run {
+    let out = project
+        .ralph()
+        .args(args)
+        .args(["--model", "openai/fake-model"])
+        .env("RALPH_AGENT_TOOL", "aider")
+        .env("RALPH_AGENT_COMMAND", bin)
+        .env("OPENAI_API_BASE", stub.base_url())
+        .env("OPENAI_API_KEY", "sk-test")
+        // litellm would fetch its price list from the internet at start.
+        .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        .env("RALPH_AGENT_IDLE_TIMEOUT", "120s")
+        .output()
+        .expect("run ralph");
+    to_run(out)
+}
+
+fn bin(test: &str) -> Option<PathBuf> {
+    bin_or_skip("RALPH_AIDER_BIN", "aider", test)
+}
+
+/// The answer of a model that does the story in aider's whole-file edit
+/// format, from the project as it is when asked: the story's file, prd.json
+/// with the story marked, and progress.txt with a line added.
+fn implementing_answer(project: &Path) -> String {
+    let read = |f: &str| std::fs::read_to_string(project.join(f)).unwrap_or_default();
+    let marked = read("prd.json").replacen("\"passes\": false", "\"passes\": true", 1);
+    let progress = read("progress.txt") + "US-001: wrote US-001.txt\n";
+    format!(
+        "I'll implement US-001.\n\nUS-001.txt\n```\nUS-001 done\n```\n\nprd.json\n```\n{}\n```\n\n\
+         progress.txt\n```\n{}\n```\n{STATUS}\n",
+        marked.trim_end(),
+        progress.trim_end()
+    )
+}
+
+#[test]
+fn aider_implements_a_story_and_ralph_commits_it() {
+    let Some(bin) = bin("aider_implements_a_story_and_ralph_commits_it") else { return };
+    let project = Project::with_prd(&one_story("aider"));
+    let dir = project.path("");
+    let stub = Stub::start(move |_, _| Reply::Text(implementing_answer(&dir)));
+    let r = ralph(&bin, &stub, &project, &["3", "--gate", "grep -qx 'US-001 done' US-001.txt"]);
+    assert_eq!(r.code, code(0), "{r:?}");
+    assert!(project.passes("US-001"), "{r:?}");
+    // aider made the edits; ralph committed them, and nothing else is left.
+    let log = project.log();
+    assert!(log.iter().any(|l| l.contains("feat: US-001")), "{log:?}");
+    let tracked = project.git(&["ls-files"]);
+    assert!(tracked.lines().any(|f| f == "US-001.txt"), "{tracked}");
+    assert!(!tracked.contains(".aider"), "aider's scratch files were committed: {tracked}");
+    let ignore = std::fs::read_to_string(project.path(".gitignore")).unwrap_or_default();
+    assert!(!ignore.contains(".aider"), "aider edited .gitignore: {ignore}");
+    // Only ralph's own .ralph/.gitignore is left for the user to commit.
+    let status = project.git(&["status", "--porcelain", "-uall"]);
+    assert_eq!(status.trim(), "?? .ralph/.gitignore", "left dirty: {r:?}");
+    assert!(project.read("progress.txt").contains("US-001: wrote"), "{r:?}");
+    // aider really talked to the stub, without streaming.
+    let requests = stub.requests();
+    assert!(!requests.is_empty() && requests.iter().all(|q| q.body["stream"] != true));
+}
+
+#[test]
+fn aider_claiming_a_story_it_did_not_do_is_not_believed() {
+    let Some(bin) = bin("aider_claiming_a_story_it_did_not_do_is_not_believed") else { return };
+    let stub = Stub::start(|_, _| {
+        Reply::Text(format!("Implemented US-001. <promise>COMPLETE</promise>{STATUS}"))
+    });
+    let project = Project::with_prd(&one_story("aider"));
+    let before = project.log();
+    let r = ralph(&bin, &stub, &project, &["1", "--gate", "test -f US-001.txt"]);
+    assert_eq!(r.code, code(1), "{r:?}");
+    assert!(!project.passes("US-001"), "{r:?}");
+    assert_eq!(project.log(), before, "a commit for nothing");
+}
+
+#[test]
+fn aider_401_stops_the_run_though_aider_exits_0() {
+    let Some(bin) = bin("aider_401_stops_the_run_though_aider_exits_0") else { return };
+    let stub = Stub::start(|_, _| {
+        Reply::Error(401, error_body("invalid_api_key", "Incorrect API key provided: sk-test."))
+    });
+    let project = Project::with_prd(&one_story("aider"));
+    let r = ralph(&bin, &stub, &project, &["3"]);
+    assert_eq!(r.code, code(7), "{r:?}");
+    assert!(r.stdout.contains("could not authenticate"), "{r:?}");
+    assert_eq!(stub.requests().len(), 1, "a 401 retried");
+}
+
+/// aider's slow give-ups, side by side: a usage limit (429 whose message
+/// names it) and a 500.
+#[test]
+fn aider_usage_limit_and_500_after_its_own_retries() {
+    let Some(bin) = bin("aider_usage_limit_and_500_after_its_own_retries") else { return };
+    std::thread::scope(|s| {
+        let limit = s.spawn(|| {
+            let stub = Stub::start(|_, _| {
+                Reply::Error(
+                    429,
+                    error_body("usage_limit_reached", "The usage limit has been reached"),
+                )
+            });
+            let project = Project::with_prd(&one_story("aider"));
+            (ralph(&bin, &stub, &project, &["3", "--no-wait"]), project)
+        });
+        let down = s.spawn(|| {
+            let stub = Stub::start(|_, _| {
+                Reply::Error(
+                    500,
+                    error_body(
+                        "server_error",
+                        "The server had an error while processing your request. Sorry about that!",
+                    ),
+                )
+            });
+            let project = Project::with_prd(&one_story("aider"));
+            (ralph(&bin, &stub, &project, &["1", "--no-wait"]), project)
+        });
+        // aider wraps the exception line at 80 columns; read whole, it names
+        // a usage limit, not the plain rate limit of the advice after it.
+        let (r, _limited) = limit.join().expect("the usage-limit run");
+        assert_eq!(r.code, code(4), "{r:?}");
+        assert!(r.stdout.contains("the agent's usage limit until"), "{r:?}");
+        assert!(!r.stdout.contains("a transient API error"), "{r:?}");
+        let (r, project) = down.join().expect("the 500 run");
+        assert_eq!(r.code, code(4), "{r:?}");
+        let backs_off =
+            "a transient API error (The API provider's servers are down or overloaded.)";
+        assert!(r.stdout.contains(backs_off), "{r:?}");
+        assert!(!project.passes("US-001"), "{r:?}");
+    });
+}
