@@ -4,7 +4,10 @@
 //! mode and in safe mode (whose allow-list must leave gemini its shell for
 //! the build and git), a model that only claims the work, and the faults
 //! whose HTTP status gemini reports only in its exit code (401 → 145, the
-//! daily quota → 173).
+//! daily quota → 173, 500 → 244, 503 → 247), and a server that is not
+//! there. (A per-minute 429 keeps gemini retrying for over two minutes even
+//! with `maxAttempts: 1`; its `Please retry in 20s` is read in
+//! `analyze/observed_tests.rs`.)
 //!
 //! Each test skips, saying so on stderr, without `RALPH_GEMINI_BIN`;
 //! `RALPH_REQUIRE_AGENT_CLIS=1` (set by CI) turns that into a failure.
@@ -20,6 +23,11 @@ use crate::real_cli::{IMPLEMENT, STATUS, bin_or_skip, scripted_project};
 /// `ralph <args> --tool gemini --model gemini-2.5-flash` (a named model:
 /// no router request), gemini talking to `stub`.
 fn ralph(bin: &PathBuf, stub: &Stub, project: &Project, args: &[&str]) -> Run {
+    ralph_at(bin, &stub.root_url(), project, args)
+}
+
+/// [`ralph`] with gemini's API at `root_url`.
+fn ralph_at(bin: &PathBuf, root_url: &str, project: &Project, args: &[&str]) -> Run {
     let gemini_home = project.home().join("gemini");
     gemini_settings(&gemini_home);
     let out = project
@@ -29,7 +37,7 @@ fn ralph(bin: &PathBuf, stub: &Stub, project: &Project, args: &[&str]) -> Run {
         .env("RALPH_AGENT_TOOL", "gemini")
         .env("RALPH_AGENT_COMMAND", bin)
         .env("GEMINI_CLI_HOME", &gemini_home)
-        .env("GOOGLE_GEMINI_BASE_URL", stub.root_url())
+        .env("GOOGLE_GEMINI_BASE_URL", root_url)
         .env("GEMINI_API_KEY", "test-key")
         .env("TMPDIR", project.home())
         .env("RALPH_AGENT_IDLE_TIMEOUT", "60s")
@@ -138,4 +146,58 @@ fn gemini_daily_quota_waits_until_midnight_pacific() {
     assert_eq!(r.code, code(4), "{r:?}");
     assert!(r.stdout.contains("exhausted your daily quota"), "{r:?}");
     assert!(r.stdout.contains("calls resume at"), "{r:?}");
+}
+
+/// 500 and 503: gemini retries each for about a minute (`maxAttempts: 1`
+/// still leaves it 6 requests), so they run side by side. Both back off
+/// (`--no-wait`: the run ends saying so, exit 4), read from the exit code.
+#[test]
+fn gemini_server_errors_back_off_from_their_exit_code() {
+    let Some(bin) = bin_or_skip("RALPH_GEMINI_BIN", "gemini", "gemini_server_errors") else {
+        return;
+    };
+    let cases = [
+        (500, google_error(500, "INTERNAL", "Internal error encountered.", json!([]))),
+        (
+            503,
+            google_error(
+                503,
+                "UNAVAILABLE",
+                "The model is overloaded. Please try again later.",
+                json!([]),
+            ),
+        ),
+    ];
+    std::thread::scope(|s| {
+        let runs: Vec<_> = cases
+            .into_iter()
+            .map(|(status, body)| {
+                let bin = &bin;
+                s.spawn(move || {
+                    let stub = Stub::start(move |_, _| Reply::Error(status, body.clone()));
+                    let project = scripted_project("Gemini");
+                    let r = ralph(bin, &stub, &project, &["3", "--no-wait"]);
+                    assert_eq!(r.code, code(4), "{status}: {r:?}");
+                    assert!(r.stdout.contains("a transient API error"), "{status}: {r:?}");
+                    assert!(!project.passes("US-001"), "{r:?}");
+                })
+            })
+            .collect();
+        for run in runs {
+            run.join().expect("a server error's run");
+        }
+    });
+}
+
+#[test]
+fn gemini_with_no_server_is_ended_by_the_idle_timeout_as_unreachable() {
+    let Some(bin) = bin_or_skip("RALPH_GEMINI_BIN", "gemini", "gemini_with_no_server") else {
+        return;
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let project = scripted_project("Gemini");
+    let url = format!("http://127.0.0.1:{port}");
+    let r = ralph_at(&bin, &url, &project, &["3", "--no-wait", "--idle-timeout", "10s"]);
+    assert_eq!(r.code, code(4), "{r:?}");
+    assert!(r.stdout.contains("cannot reach the API"), "{r:?}");
 }

@@ -1,21 +1,31 @@
 //! ralph driving the real opencode CLI (1.18.33, `.ci/install-agent-clis.sh`)
 //! against the scripted Chat Completions API of [`crate::openai_stub`]: a
 //! story implemented and committed through opencode's `bash` tool, safe mode
-//! denying a command outside the allow-list, and a 401 (opencode's one
-//! fault it does not retry for over a minute).
+//! denying a command outside the allow-list, a model that only claims the
+//! work, a 401 (opencode's one fault it does not retry), the faults it
+//! retries for over a minute before giving up (side by side in one test),
+//! and a server that is not there.
 //!
 //! Each test skips, saying so on stderr, without `RALPH_OPENCODE_BIN`;
 //! `RALPH_REQUIRE_AGENT_CLIS=1` (set by CI) turns that into a failure.
 
 use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
 
 use crate::harness::{Project, Run, code, to_run};
 use crate::openai_stub::{Reply, Stub, error_body, has_tool_output, opencode_config};
 use crate::real_cli::{IMPLEMENT, STATUS, bin_or_skip, scripted_project};
 
 fn ralph(bin: &PathBuf, stub: &Stub, project: &Project, args: &[&str]) -> Run {
+    ralph_at(bin, &stub.base_url(), project, args)
+}
+
+/// [`ralph`] with opencode's provider at `base_url`.
+fn ralph_at(bin: &PathBuf, base_url: &str, project: &Project, args: &[&str]) -> Run {
     let config = project.home().join("opencode.json");
-    opencode_config(&config, &stub.base_url());
+    opencode_config(&config, base_url);
     let out = project
         .ralph()
         .args(args)
@@ -99,4 +109,83 @@ fn opencode_401_stops_the_run_as_an_auth_failure() {
     let r = ralph(&bin, &stub, &project, &["3"]);
     assert_eq!(r.code, code(7), "{r:?}");
     assert!(r.stdout.contains("could not authenticate"), "{r:?}");
+}
+
+#[test]
+fn opencode_claiming_a_story_it_did_not_do_is_not_believed() {
+    let Some(bin) = bin_or_skip("RALPH_OPENCODE_BIN", "opencode", "opencode_liar") else { return };
+    let stub = Stub::start(|_, request| {
+        if request.is_title() {
+            Reply::Text("Implement the story".into())
+        } else {
+            Reply::Text(format!("Implemented US-001. <promise>COMPLETE</promise>{STATUS}"))
+        }
+    });
+    let project = scripted_project("opencode");
+    let before = project.log();
+    let r = ralph(&bin, &stub, &project, &["1", "--gate", "test -f US-001.txt"]);
+    assert_eq!(r.code, code(1), "{r:?}");
+    assert!(!project.passes("US-001"), "{r:?}");
+    assert_eq!(project.log(), before, "a commit for nothing");
+}
+
+/// The faults opencode retries for about 75 s (no option shortens that)
+/// before its one `error` event, side by side; each ends the run its own
+/// way (`--no-wait`: a wait is not waited out but named, exit 4).
+#[test]
+fn opencode_retried_faults_end_the_run_each_its_own_way() {
+    let Some(bin) = bin_or_skip("RALPH_OPENCODE_BIN", "opencode", "opencode_retried_faults") else {
+        return;
+    };
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let quota = "You exceeded your current quota, please check your plan and billing details.";
+    let mut usage = error_body("usage_limit_reached", "The usage limit has been reached");
+    usage["error"]["plan_type"] = json!("plus");
+    usage["error"]["resets_at"] = json!(now + 3 * 3600);
+    let server = "The server had an error while processing your request. Sorry about that!";
+    let cases: [(u16, Value, u8, &str); 3] = [
+        (
+            500,
+            error_body("server_error", server),
+            4,
+            "a transient API error (APIError: The server had an error",
+        ),
+        (429, usage, 4, "the agent's usage limit until"),
+        (429, error_body("insufficient_quota", quota), 7, "out of credits"),
+    ];
+    std::thread::scope(|s| {
+        let runs: Vec<_> = cases
+            .into_iter()
+            .map(|(status, body, exit, words)| {
+                let bin = &bin;
+                s.spawn(move || {
+                    let stub = Stub::start(move |_, _| Reply::Error(status, body.clone()));
+                    let project = scripted_project("opencode");
+                    // opencode is silent while it retries: past the 60 s idle timeout.
+                    let args = ["3", "--no-wait", "--idle-timeout", "150s"];
+                    let r = ralph(bin, &stub, &project, &args);
+                    assert_eq!(r.code, code(exit), "{status} {words}: {r:?}");
+                    assert!(r.stdout.contains(words), "{status} {words}: {r:?}");
+                    assert!(!project.passes("US-001"), "{r:?}");
+                })
+            })
+            .collect();
+        for run in runs {
+            run.join().expect("a fault's run");
+        }
+    });
+}
+
+#[test]
+fn opencode_with_no_server_is_ended_by_the_idle_timeout_as_unreachable() {
+    let Some(bin) = bin_or_skip("RALPH_OPENCODE_BIN", "opencode", "opencode_with_no_server") else {
+        return;
+    };
+    // A port nothing listens on: opencode then prints nothing, for ever.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let project = scripted_project("opencode");
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let r = ralph_at(&bin, &url, &project, &["3", "--no-wait", "--idle-timeout", "10s"]);
+    assert_eq!(r.code, code(4), "{r:?}");
+    assert!(r.stdout.contains("cannot reach the API"), "{r:?}");
 }
