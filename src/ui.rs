@@ -64,7 +64,7 @@ pub fn decide(f: Facts, color: Color, progress: Progress) -> (Mode, bool) {
 }
 
 /// "agent claude → codex from iteration 2: claude's usage limit lasts until 19:00:02".
-fn switch_text(
+pub(crate) fn switch_text(
     iteration: u32,
     from: &str,
     to: &str,

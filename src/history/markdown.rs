@@ -2,6 +2,7 @@
 //! `report.md` beside the logs) and `ralph history` as text. An estimated
 //! cost is shown as `~$1.23`.
 
+use std::collections::BTreeSet;
 use std::fmt::Write;
 
 use super::{RunReport, RunSummary};
@@ -79,12 +80,19 @@ pub fn markdown(r: &RunReport) -> String {
         duration(t.waited_ms),
         duration(t.retried_ms)
     );
+    // Which agent did a story is worth a column once more than one did.
+    let by = r.stories.iter().flat_map(|s| &s.agents).collect::<BTreeSet<_>>().len() > 1;
     let _ = writeln!(out, "\n## Stories\n");
     let _ = writeln!(
         out,
-        "| story | result | attempts | first pass | wall | agent | tokens in/out | cost | gate | commit |"
+        "| story | result | attempts | first pass | wall | agent time |{} tokens in/out | cost | gate | commit |",
+        if by { " agents |" } else { "" }
     );
-    let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let _ = writeln!(
+        out,
+        "| --- | --- | --- | --- | --- | --- |{} --- | --- | --- | --- |",
+        if by { " --- |" } else { "" }
+    );
     for st in &r.stories {
         let result = match (st.passes, st.verified, st.delivered) {
             (true, _, true) => "delivered",
@@ -96,7 +104,7 @@ pub fn markdown(r: &RunReport) -> String {
         let gates = st.gates.iter().map(|g| if g.passed { "✓" } else { "✗" }).collect::<String>();
         let _ = writeln!(
             out,
-            "| {} {} | {result} | {}{} | {} | {} | {} | {} / {} | {} | {} | {} |",
+            "| {} {} | {result} | {}{} | {} | {} | {} |{} {} / {} | {} | {} | {} |",
             cell(&st.id),
             cell(&st.title),
             st.attempts,
@@ -104,12 +112,20 @@ pub fn markdown(r: &RunReport) -> String {
             if st.first_pass { "yes" } else { "no" },
             duration(st.wall_ms),
             duration(st.agent_ms),
+            if by { format!(" {} |", cell(&st.agents.join(", "))) } else { String::new() },
             tokens(st.tokens_in),
             tokens(st.tokens_out),
             money(st.cost_usd, st.cost_estimated),
             if gates.is_empty() { "–".into() } else { gates },
             st.commit.as_deref().map(|c| &c[..c.len().min(7)]).unwrap_or("–"),
         );
+    }
+    if !r.switches.is_empty() {
+        let _ = writeln!(out, "\n## Agent switches\n");
+        for sw in &r.switches {
+            let text = crate::ui::switch_text(sw.iteration, &sw.from, &sw.to, sw.reason, sw.until);
+            let _ = writeln!(out, "- {}", cell(&text));
+        }
     }
     let failed_gates: Vec<_> = r
         .stories

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Recorded, RunSummary, inner, summarize};
-use crate::event::{Event, IterationResult, MergeResult};
+use crate::event::{Event, IterationResult, MergeResult, SwitchReport};
 
 /// One gate run on a story's work.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -45,6 +45,9 @@ pub struct StoryLine {
     pub gates: Vec<GateResult>,
     /// The commit that delivered it.
     pub commit: Option<String>,
+    /// The agents that ran its iterations, in the order they first did.
+    #[serde(default)]
+    pub agents: Vec<String>,
     /// Lessons its iterations produced.
     pub lessons: Vec<String>,
     /// Why it does not count although it looks done, when ralph knows.
@@ -79,6 +82,9 @@ pub struct RunReport {
     pub summary: RunSummary,
     pub stories: Vec<StoryLine>,
     pub totals: Totals,
+    /// Each change of agent (a fallback for a usage limit, the way back).
+    #[serde(default)]
+    pub switches: Vec<SwitchReport>,
 }
 
 fn line(id: &str, title: &str) -> StoryLine {
@@ -99,6 +105,7 @@ fn line(id: &str, title: &str) -> StoryLine {
         cost_estimated: false,
         gates: Vec::new(),
         commit: None,
+        agents: Vec::new(),
         lessons: Vec::new(),
         note: None,
     }
@@ -109,6 +116,7 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
     let mut stories: Vec<StoryLine> = Vec::new();
     let mut sent_back = std::collections::BTreeSet::new();
     let mut waited_ms = 0u64;
+    let mut switches = Vec::new();
     let mut retried_ms = 0u64;
     let mut gate_ms = std::collections::BTreeMap::<String, u64>::new();
     fn get<'s>(stories: &'s mut Vec<StoryLine>, id: &str, title: &str) -> &'s mut StoryLine {
@@ -123,11 +131,23 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
     for r in events {
         let from_worker = matches!(r.event, Event::Worker { .. });
         match inner(&r.event) {
-            Event::IterationStart { story_id, story_title, .. } => {
+            Event::IterationStart { story_id, story_title, agent, .. } => {
                 let s = get(&mut stories, story_id, story_title);
                 if s.title.is_empty() {
                     s.title.clone_from(story_title);
                 }
+                if !agent.is_empty() && !s.agents.contains(agent) {
+                    s.agents.push(agent.clone());
+                }
+            }
+            Event::AgentSwitch { iteration, from, to, reason, until } => {
+                switches.push(SwitchReport {
+                    iteration: *iteration,
+                    from: from.clone(),
+                    to: to.clone(),
+                    reason: *reason,
+                    until: *until,
+                });
             }
             Event::Gate { iteration, story_id, passed, exit_code, duration_ms, summary } => {
                 let s = get(&mut stories, story_id, "");
@@ -234,5 +254,5 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
         retried_ms,
         lost_ms: waited_ms + retried_ms,
     };
-    RunReport { summary: summarize(run_id, events), stories, totals }
+    RunReport { summary: summarize(run_id, events), stories, totals, switches }
 }

@@ -286,3 +286,52 @@ fn agent_output_lines_are_told_without_parsing_and_nothing_else_is() {
         assert_eq!(super::is_agent_output(&line), want, "{line}");
     }
 }
+
+#[test]
+fn the_report_says_which_agent_did_what_and_why_it_switched() {
+    let begin = |n: u32, story: &str, agent: &str| Event::IterationStart {
+        iteration: n,
+        max_iterations: 10,
+        story_id: story.into(),
+        story_title: format!("title {story}"),
+        agent: agent.into(),
+    };
+    let evs = vec![
+        start(None),
+        begin(1, "US-001", "codex"),
+        iter_end(1, "US-001", R::Transient, false, None, false),
+        Event::AgentSwitch {
+            iteration: 2,
+            from: "codex".into(),
+            to: "claude".into(),
+            reason: crate::agent::fallback::SwitchReason::UsageLimit,
+            until: Some(at(7200)),
+        },
+        begin(2, "US-001", "claude"),
+        iter_end(2, "US-001", R::Progress, true, None, false),
+        begin(3, "US-002", "claude"),
+        iter_end(3, "US-002", R::Progress, true, None, false),
+    ];
+    let events: Vec<Recorded> = evs
+        .into_iter()
+        .enumerate()
+        .map(|(i, event)| Recorded { ts: at(i as i64), event })
+        .collect();
+    let r = report("r1", &events);
+    let agents: Vec<_> = r.stories.iter().map(|s| (s.id.as_str(), s.agents.join(","))).collect();
+    assert_eq!(agents, [("US-001", "codex,claude".into()), ("US-002", "claude".into())]);
+    assert_eq!(r.switches.len(), 1);
+    assert_eq!((r.switches[0].iteration, r.switches[0].to.as_str()), (2, "claude"));
+    let md = markdown(&r);
+    for want in [
+        "| agents |",
+        "| codex, claude |",
+        "## Agent switches",
+        "- agent codex → claude from iteration 2: codex's usage limit lasts until",
+    ] {
+        assert!(md.contains(want), "{want:?} not in\n{md}");
+    }
+    // One agent throughout: no column for it, no switches.
+    let md = markdown(&report("r1", &overnight()));
+    assert!(!md.contains("| agents |") && !md.contains("## Agent switches"), "{md}");
+}

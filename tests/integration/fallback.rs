@@ -131,6 +131,10 @@ fn a_long_usage_limit_hands_the_story_to_the_fallback_which_completes_it() {
     assert_eq!(end["switches"][0]["reason"], "usage_limit");
     assert_eq!(end["report"][0]["agents"], serde_json::json!(["custom", "claude"]));
     assert_eq!(end["report"][1]["agents"], serde_json::json!(["claude"]));
+    // `ralph report` (and report.md) names them and the switch.
+    let report = to_run(two.p.ralph().args(["report"]).output().unwrap());
+    assert!(report.stdout.contains("| custom, claude |"), "{report:?}");
+    assert!(report.stdout.contains("- agent custom → claude from iteration 1"), "{report:?}");
     // The limit is the configured agent's alone, and it is kept for the next run.
     let limits: Value = serde_json::from_str(&two.p.read(".git/ralph/limits.json")).unwrap();
     assert!(limits["agents"]["custom"].is_string(), "{limits}");
