@@ -29,6 +29,7 @@ pub(crate) fn line(facts: &mut Facts, line: &[u8]) {
             Some(error) if !ends => {
                 let joined = format!("{error} {}", String::from_utf8_lossy(line));
                 *error = status_block::truncate(&joined, 1024).to_string();
+                facts.api_status = litellm_status(error.as_bytes());
             }
             _ => facts.api_error_open = false,
         }

@@ -449,6 +449,16 @@ fn aider_errors_are_read_from_a_clean_exit() {
             usage(at("2026-12-02T09:00:20Z"), rate_line),
         ),
         ("500, exit 0", Text, aider_gave_up(e500, down), exit(0), overloaded(down)),
+        (
+            "no server, wrapped at 80 columns",
+            Text,
+            aider_gave_up(
+                "litellm.InternalServerError: InternalServerError: OpenAIException - Connection \nerror.",
+                down,
+            ),
+            exit(0),
+            Some(AgentError::Unreachable { message: refused.into() }),
+        ),
         ("503, exit 0", Text, aider_gave_up(e503, down), exit(0), overloaded(e503)),
         (
             "no server, exit 0",

@@ -22,13 +22,18 @@ use crate::real_cli::{STATUS, bin_or_skip, one_story};
 
 /// `ralph <args> --tool aider --model openai/fake-model`, aider talking to `stub`.
 fn ralph(bin: &Path, stub: &Stub, project: &Project, args: &[&str]) -> Run {
+    ralph_at(bin, &stub.base_url(), project, args)
+}
+
+/// [`ralph`] with aider's API at `base_url`.
+fn ralph_at(bin: &Path, base_url: &str, project: &Project, args: &[&str]) -> Run {
     let out = project
         .ralph()
         .args(args)
         .args(["--model", "openai/fake-model"])
         .env("RALPH_AGENT_TOOL", "aider")
         .env("RALPH_AGENT_COMMAND", bin)
-        .env("OPENAI_API_BASE", stub.base_url())
+        .env("OPENAI_API_BASE", base_url)
         .env("OPENAI_API_KEY", "sk-test")
         // litellm would fetch its price list from the internet at start.
         .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -111,7 +116,7 @@ fn aider_401_stops_the_run_though_aider_exits_0() {
 }
 
 /// aider's slow give-ups, side by side: a usage limit (429 whose message
-/// names it) and a 500.
+/// names it), a 500, and no server at all.
 #[test]
 fn aider_usage_limit_and_500_after_its_own_retries() {
     let Some(bin) = bin("aider_usage_limit_and_500_after_its_own_retries") else { return };
@@ -139,6 +144,13 @@ fn aider_usage_limit_and_500_after_its_own_retries() {
             let project = Project::with_prd(&one_story("aider"));
             (ralph(&bin, &stub, &project, &["1", "--no-wait"]), project)
         });
+        let nowhere = s.spawn(|| {
+            // A port nothing listens on: aider retries its connection error
+            // like any other fault, then gives up and exits 0.
+            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+            let project = Project::with_prd(&one_story("aider"));
+            ralph_at(&bin, &format!("http://{port}/v1"), &project, &["3", "--no-wait"])
+        });
         // aider wraps the exception line at 80 columns; read whole, it names
         // a usage limit, not the plain rate limit of the advice after it.
         let (r, _limited) = limit.join().expect("the usage-limit run");
@@ -151,5 +163,8 @@ fn aider_usage_limit_and_500_after_its_own_retries() {
             "a transient API error (The API provider's servers are down or overloaded.)";
         assert!(r.stdout.contains(backs_off), "{r:?}");
         assert!(!project.passes("US-001"), "{r:?}");
+        let r = nowhere.join().expect("the run with no server");
+        assert_eq!(r.code, code(4), "{r:?}");
+        assert!(r.stdout.contains("cannot reach the API"), "{r:?}");
     });
 }

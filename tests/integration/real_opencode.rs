@@ -143,7 +143,15 @@ fn opencode_retried_faults_end_the_run_each_its_own_way() {
     usage["error"]["plan_type"] = json!("plus");
     usage["error"]["resets_at"] = json!(now + 3 * 3600);
     let server = "The server had an error while processing your request. Sorry about that!";
-    let cases: [(u16, Value, u8, &str); 3] = [
+    let rate = "Rate limit reached for fake-model on requests per min (RPM): Limit 3. Please try again in 20s.";
+    let cases: [(u16, Value, u8, &str); 4] = [
+        // Waited out for the 20 s it names (not waiting: exit 4).
+        (
+            429,
+            error_body("rate_limit_exceeded", rate),
+            4,
+            "usage limit: APIError: Rate limit reached",
+        ),
         (
             500,
             error_body("server_error", server),
