@@ -13,7 +13,9 @@ mod common;
 
 use std::process::Stdio;
 
-use common::{NO_BRAKES, Project, heading, measure, prd_json, report, runs, spread};
+use common::{
+    NO_BRAKES, Project, heading, mark_story_line, measure, prd_json, report, runs, spread,
+};
 
 const STORIES: usize = 8;
 const AGENT_S: f64 = 2.0;
@@ -55,15 +57,7 @@ fn run(jobs: u32, agent_s: f64, gate: bool) -> (f64, Vec<f64>) {
     let agent = project.tmp.path().join("agent.sh");
     // With a gate, ralph marks the story when it passes; without one the
     // agent marks it in prd.json itself.
-    let mark = if gate {
-        ""
-    } else {
-        r#"python3 -c 'import json, os, sys
-p = os.environ["RALPH_PRD"]; d = json.load(open(p))
-for s in d["userStories"]:
-    if s["id"] == os.environ["RALPH_STORY_ID"]: s["passes"] = True
-json.dump(d, open(p, "w"), indent=2)'"#
-    };
+    let mark = if gate { String::new() } else { mark_story_line() };
     std::fs::write(
         &agent,
         format!(

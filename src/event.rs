@@ -287,6 +287,9 @@ pub enum Event {
         worktree: String,
         /// 1 for the first try; more after the merge queue sent it back.
         attempt: u32,
+        /// With a remote: how long claiming the story took (one push).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        claim_ms: Option<u64>,
     },
     /// An event of a parallel run's worker: its iterations, gates, notices
     /// and agent output. `--json` writes the inner event itself, with
@@ -399,6 +402,7 @@ mod tests {
                 branch: "ralph/x--US-001".into(),
                 worktree: "/p/.git/ralph/worktrees/US-001".into(),
                 attempt: 1,
+                claim_ms: Some(12),
             },
             Event::WorkerEnd {
                 worker: 1,

@@ -207,6 +207,26 @@ failures = 0
 calls_per_hour = 0
 ";
 
+/// A shell line with which a scripted agent marks its story passing in
+/// prd.json. It names the interpreter itself, not `python3` on PATH: a
+/// pyenv or asdf shim is a shell script that costs ~0.1 s per call, which
+/// would be counted as ralph's.
+pub fn mark_story_line() -> String {
+    let out = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("python3 is on PATH");
+    let python = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(!python.is_empty(), "python3 names no interpreter");
+    format!(
+        r#"'{python}' -c 'import json, os
+p = os.environ["RALPH_PRD"]; d = json.load(open(p))
+for s in d["userStories"]:
+    if s["id"] == os.environ["RALPH_STORY_ID"]: s["passes"] = True
+json.dump(d, open(p, "w"), indent=2)'"#
+    )
+}
+
 /// A program on PATH, as an absolute path.
 pub fn program(name: &str) -> PathBuf {
     which::which(name).unwrap_or_else(|e| panic!("{name} is not on PATH: {e}"))

@@ -226,6 +226,7 @@ fn lines_read_back_as_the_events_they_were() {
         branch: "b".into(),
         worktree: "w".into(),
         attempt: 1,
+        claim_ms: None,
     };
     for event in [start(None), worker, start_worker, end(RunOutcome::Complete)] {
         let line = crate::ui::json_line(&event).unwrap();

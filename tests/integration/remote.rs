@@ -109,11 +109,13 @@ fn assert_clean_remote(s: &Shared) {
 #[test]
 fn four_workers_finish_a_twelve_story_prd_each_story_worked_and_delivered_once() {
     let s = Shared::new(&stories(12));
-    // The first four wait for each other: four deliveries race for the tip.
+    // Workers started together spread their first claims by their ids'
+    // numbers: w1 takes US-002 ... w4 US-005. Those four wait for each
+    // other: four deliveries race for the tip.
     let mut script = String::new();
-    for i in 1..=4 {
+    for i in 2..=5 {
         script.push_str(&format!("[story US-{i:03}]\ntouch-shared s{i}\n"));
-        for j in (1..=4).filter(|j| *j != i) {
+        for j in (2..=5).filter(|j| *j != i) {
             script.push_str(&format!("wait-shared s{j} 60\n"));
         }
         script.push_str("implement\n");
@@ -144,6 +146,14 @@ fn four_workers_finish_a_twelve_story_prd_each_story_worked_and_delivered_once()
         })
         .collect();
     assert!(clones.len() >= 4, "the four racing stories ran in four clones: {runs:?}");
+    for i in 1..=4 {
+        let first = runs.iter().find(|(_, cwd)| cwd.split('/').any(|c| c == format!("w{i}")));
+        assert_eq!(
+            first.map(|(st, _)| st.clone()),
+            Some(format!("US-{:03}", i + 1)),
+            "w{i}'s first claim: {runs:?}"
+        );
+    }
     // History stays one line of stories: each delivery on the tip it was gated on.
     let merges = s.git(&["rev-list", "--merges", "ralph/shared"]);
     assert!(merges.trim().is_empty(), "{merges}");

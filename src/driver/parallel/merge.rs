@@ -66,6 +66,8 @@ impl Run<'_> {
                 if let Some(r) = pool.remote.as_mut() {
                     let _ = r.release(&q.story, &q.branch);
                 }
+                // The delivery's cost includes releasing the claim.
+                let ms = started.elapsed().as_millis() as u64;
                 if self.gate.is_some() {
                     self.state.note_verified(&q.story, true);
                 }
@@ -139,6 +141,15 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// The story passes on the run branch's tip (delivered by another worker).
+    pub(super) fn passes_on_tip(&self, pool: &Pool, story: &str) -> bool {
+        self.repo
+            .branch_tip(&pool.branch)
+            .and_then(|tip| self.repo.file_at(tip, &pool.prd_rel))
+            .and_then(|b| Prd::parse(&b, &self.paths.prd).ok())
+            .is_some_and(|p| p.story(story).is_some_and(|s| s.passes))
+    }
+
     fn try_merge(&mut self, pool: &mut Pool, q: &Queued) -> Result<Attempt, Error> {
         if pool.remote.is_some() {
             // Onto the remote's tip as it is now.
@@ -156,11 +167,7 @@ impl Run<'_> {
             message: format!("the story branch {} is gone", q.branch),
             hint: None,
         })?;
-        let passes_on_tip = repo
-            .file_at(tip, &pool.prd_rel)
-            .and_then(|b| Prd::parse(&b, &self.paths.prd).ok())
-            .is_some_and(|p| p.story(&q.story).is_some_and(|s| s.passes));
-        if passes_on_tip {
+        if self.passes_on_tip(pool, &q.story) {
             return Ok(Attempt::AlreadyThere);
         }
         let skip = [pool.prd_rel.clone(), pool.progress_rel.clone()];

@@ -83,16 +83,32 @@ pub(super) struct Pool {
     stopped_by: Option<End>,
 }
 
+/// What became of starting a worker on a story.
+enum Start {
+    Started,
+    /// Another machine claimed the story first.
+    Lost,
+    Unreachable,
+}
+
 impl Pool {
+    /// Stories not to start now: this machine's and, with a remote, the
+    /// ones other workers hold or gave up.
     fn busy(&self) -> Vec<String> {
+        let mut busy = self.busy_here();
+        if let Some(r) = &self.remote {
+            busy.extend(r.taken(Utc::now()));
+        }
+        busy
+    }
+
+    /// Stories at work, queued, given up or waiting here.
+    fn busy_here(&self) -> Vec<String> {
         let mut busy: Vec<String> = self.slots.iter().map(|s| s.story.clone()).collect();
         busy.extend(self.queue.iter().map(|q| q.story.clone()));
         busy.extend(self.given_up.keys().cloned());
         let now = Instant::now();
         busy.extend(self.not_before.iter().filter(|(_, t)| **t > now).map(|(s, _)| s.clone()));
-        if let Some(r) = &self.remote {
-            busy.extend(r.taken(Utc::now()));
-        }
         busy
     }
 
@@ -235,7 +251,20 @@ impl Run<'_> {
                 return Ok(None);
             }
             let busy = pool.busy();
-            let Some(story) = plan::to_start(prd, &busy, 1).first().map(|s| (*s).clone()) else {
+            let runnable = plan::to_start(prd, &busy, usize::MAX);
+            let pick = match pool.remote.as_mut() {
+                Some(r) if r.first_claim => {
+                    r.first_claim = false;
+                    // Spread over the stories as the PRD lists them, claims
+                    // aside: the same list on every worker started together.
+                    let worker = r.worker.clone();
+                    let all = plan::to_start(prd, &pool.busy_here(), usize::MAX);
+                    let want = all.get(plan::first_pick(&worker, all.len()));
+                    want.and_then(|w| runnable.iter().position(|s| s.id == w.id)).unwrap_or(0)
+                }
+                _ => 0,
+            };
+            let Some(story) = runnable.get(pick).map(|s| (*s).clone()) else {
                 return Ok(None);
             };
             let max_wait =
@@ -258,27 +287,49 @@ impl Run<'_> {
                     return Ok(None);
                 }
             }
-            if !self.start_worker(pool, &story)? {
-                return Ok(None);
+            match self.start_worker(pool, &story)? {
+                Start::Started => {}
+                // Another machine claimed it first: the next story, at once
+                // (the workers that lost the race must not wait a fetch each).
+                Start::Lost => continue,
+                Start::Unreachable => return Ok(None),
             }
         }
         Ok(None)
     }
 
-    /// Starts a worker on `story`; `false` when another machine claimed it first.
-    fn start_worker(&mut self, pool: &mut Pool, story: &crate::prd::Story) -> Result<bool, Error> {
+    /// Starts a worker on `story`, unless another machine claimed it first
+    /// or the remote cannot be reached.
+    fn start_worker(&mut self, pool: &mut Pool, story: &crate::prd::Story) -> Result<Start, Error> {
+        let mut claim_ms = None;
         if let Some(r) = pool.remote.as_mut() {
-            match r.claim(&self.repo, &story.id, None) {
+            let started = Instant::now();
+            let claimed = r.claim(&self.repo, &story.id, None);
+            claim_ms = Some(started.elapsed().as_millis() as u64);
+            match claimed {
                 Ok(true) => {}
                 Ok(false) => {
                     pool.not_before
                         .insert(story.id.clone(), Instant::now() + Duration::from_secs(2));
-                    return Ok(false);
+                    return Ok(Start::Lost);
                 }
                 Err(e) => {
                     self.remote_unreachable(pool, &e.message);
-                    return Ok(false);
+                    return Ok(Start::Unreachable);
                 }
+            }
+            // The story is ours from here on, so a fetch now sees any
+            // delivery of it: one made after our last look, its claim
+            // released, must not be worked again. It also starts the
+            // worktree from the tip as it is.
+            self.sync_remote(pool, Duration::ZERO);
+            if self.passes_on_tip(pool, &story.id) {
+                let branch = format!("{}--{}", pool.branch, plan::slug(&story.id));
+                if let Some(r) = pool.remote.as_mut() {
+                    let _ = r.release(&story.id, &branch);
+                }
+                pool.not_before.insert(story.id.clone(), Instant::now() + Duration::from_secs(2));
+                return Ok(Start::Lost);
             }
         }
         let (dir, branch) = self.worktree_for(pool, &story.id)?;
@@ -339,10 +390,11 @@ impl Run<'_> {
             branch: slot.branch.clone(),
             worktree: slot.dir.display().to_string(),
             attempt,
+            claim_ms,
         });
         pool.slots.push(slot);
         pool.save_board(&self.paths.store);
-        Ok(true)
+        Ok(Start::Started)
     }
 
     /// Hands on what the workers report, for up to `wait`.

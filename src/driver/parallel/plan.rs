@@ -59,6 +59,28 @@ pub(super) fn to_start<'a>(prd: &'a Prd, busy: &[String], free: usize) -> Vec<&'
     crate::prd::runnable(prd.stories(), busy).into_iter().take(free).collect()
 }
 
+/// Which of `runnable` stories a remote worker claims first: workers
+/// started together (a Kubernetes Job's pods, a CI matrix) would all race
+/// for the best story, and each lost race costs a push. A worker whose id
+/// ends in a number (`worker-3`, `gha-991-2`, the deploy recipes' ids)
+/// starts that many stories down the list; any other id by its hash. When
+/// that story is taken, and for every later claim, the worker takes the
+/// best free story, as on one machine.
+pub(super) fn first_pick(worker: &str, runnable: usize) -> usize {
+    if runnable == 0 {
+        return 0;
+    }
+    let digits = worker.len() - worker.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let n = match worker[worker.len() - digits..].parse::<u64>() {
+        Ok(n) => n,
+        // FNV-1a: stable across builds and machines, unlike std's hasher.
+        Err(_) => worker.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        }),
+    };
+    (n % runnable as u64) as usize
+}
+
 /// What the worker's agent added to progress.txt since the story's branch
 /// was cut (`base`): appended to the run branch's copy at merge, in merge
 /// order. A worker that rewrote the file rather than appending gives the
@@ -137,6 +159,29 @@ pub(super) fn slug(id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn workers_started_together_first_claim_different_stories() {
+        let cases: &[(&str, usize, usize)] = &[
+            ("worker-0", 12, 0),
+            ("worker-3", 12, 3),
+            ("w4", 12, 4),
+            ("gha-991-13", 12, 1),
+            ("host-2", 1, 0),
+            ("worker-5", 0, 0),
+        ];
+        for (id, runnable, want) in cases {
+            assert_eq!(first_pick(id, *runnable), *want, "{id} of {runnable}");
+        }
+        // Any other id: somewhere in the list, the same on every machine.
+        let by_hash = first_pick("build-box", 12);
+        assert!(by_hash < 12);
+        assert_eq!(by_hash, first_pick("build-box", 12));
+        assert!(first_pick("99999999999999999999999", 7) < 7, "too long for a number: hashed");
+        let spread: std::collections::BTreeSet<usize> =
+            (0..4).map(|i| first_pick(&format!("worker-{i}"), 12)).collect();
+        assert_eq!(spread.len(), 4, "four indexed workers, four stories");
+    }
 
     #[test]
     fn a_workers_exit_says_what_its_turn_came_to() {

@@ -101,6 +101,8 @@ pub(super) struct Remote {
     claims: BTreeMap<String, (Claim, Oid)>,
     pub shared: Shared,
     last_sync: Option<Instant>,
+    /// Not yet tried a claim: the first goes to [`plan::first_pick`].
+    pub first_claim: bool,
     /// Remote calls that failed in a row: the back-off before the next.
     failures: u32,
     retry_at: Option<Instant>,
@@ -119,6 +121,7 @@ impl Remote {
             claims: BTreeMap::new(),
             shared: Shared::default(),
             last_sync: None,
+            first_claim: true,
             failures: 0,
             retry_at: None,
         }
