@@ -92,7 +92,7 @@ fn main() {
     let (c, clo, chi) = spread(&mut claims);
     report(
         "remote.claim_ms",
-        "claim per story (one push)",
+        "claim per story (a push, a fetch if the tip moved)",
         c,
         "ms",
         &format!("[{clo:.0} – {chi:.0}]"),
@@ -100,7 +100,7 @@ fn main() {
     let (m, lo, hi) = spread(&mut merges);
     report(
         "remote.deliver_ms",
-        "delivery per story (fetch, squash, push, release)",
+        "delivery per story (fetch, squash, one push)",
         m,
         "ms",
         &format!("[{lo:.0} – {hi:.0}], no gate"),

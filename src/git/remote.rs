@@ -17,6 +17,9 @@ use super::GitError;
 /// being unreachable.
 const TIMEOUT: Duration = Duration::from_secs(120);
 
+/// How long a call is polled every millisecond before every 5.
+const POLL_FAST: Duration = Duration::from_millis(200);
+
 /// What the remote said of one ref of a push.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pushed {
@@ -62,7 +65,8 @@ fn git(dir: &Path, args: &[&str]) -> Result<(String, String, bool), GitError> {
         }
         s
     });
-    let until = Instant::now() + TIMEOUT;
+    let started = Instant::now();
+    let until = started + TIMEOUT;
     let status = loop {
         if let Ok(Some(s)) = child.try_wait() {
             break Some(s);
@@ -72,7 +76,10 @@ fn git(dir: &Path, args: &[&str]) -> Result<(String, String, bool), GitError> {
             let _ = child.wait();
             break None;
         }
-        std::thread::sleep(Duration::from_millis(5));
+        // Most calls against a near remote end within tens of
+        // milliseconds: look often at first, then less.
+        let fast = started.elapsed() < POLL_FAST;
+        std::thread::sleep(Duration::from_millis(if fast { 1 } else { 5 }));
     };
     let (out, err) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
     match status {
@@ -163,6 +170,32 @@ pub fn push(dir: &Path, specs: &[String]) -> Result<Vec<Pushed>, GitError> {
     Ok(pushed)
 }
 
+/// [`push`], all or nothing (`--atomic`), and each `(ref, oid)` of
+/// `leases` changed only if the remote has it at `oid` still (git's
+/// `--force-with-lease=<ref>:<oid>`, which is what lets a delete be a
+/// compare-and-swap). `Ok(None)` when the remote cannot push atomically.
+pub fn push_atomic(
+    dir: &Path,
+    specs: &[String],
+    leases: &[(String, String)],
+) -> Result<Option<Vec<Pushed>>, GitError> {
+    let leases: Vec<String> =
+        leases.iter().map(|(r, oid)| format!("--force-with-lease={r}:{oid}")).collect();
+    let mut args = vec!["push", "--porcelain", "--atomic"];
+    args.extend(leases.iter().map(String::as_str));
+    args.push("origin");
+    args.extend(specs.iter().map(String::as_str));
+    let (out, err, _) = git(dir, &args)?;
+    let pushed = parse_porcelain(&out);
+    if pushed.is_empty() {
+        if err.contains("does not support --atomic") {
+            return Ok(None);
+        }
+        return Err(failed("cannot push to the remote", &err));
+    }
+    Ok(Some(pushed))
+}
+
 /// `git push --porcelain`: `<flag>\t<src>:<dst>\t<summary>` per ref, `!` rejected.
 fn parse_porcelain(out: &str) -> Vec<Pushed> {
     out.lines()
@@ -201,5 +234,59 @@ mod tests {
             ]
         );
         assert!(parse_porcelain("fatal: could not read from remote\n").is_empty());
+    }
+
+    /// A delivery that also deletes a claim: all of it lands while the
+    /// claim is the one we made; none of it once another worker's replaced it.
+    #[test]
+    fn an_atomic_push_with_a_lease_is_all_or_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let sh = |args: &[&str]| {
+            let out = Command::new("git").current_dir(dir.path()).args(args).output().unwrap();
+            assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        };
+        sh(&["init", "-q", "--bare", "r.git"]);
+        sh(&["init", "-q", "c"]);
+        let c = dir.path().join("c");
+        let commit = |m: &str| {
+            git(
+                &c,
+                &[
+                    "-c",
+                    "user.name=t",
+                    "-c",
+                    "user.email=t@t",
+                    "commit",
+                    "-q",
+                    "--allow-empty",
+                    "-m",
+                    m,
+                ],
+            )
+            .unwrap();
+            git(&c, &["rev-parse", "HEAD"]).unwrap().0.trim().to_string()
+        };
+        git(&c, &["remote", "add", "origin", "../r.git"]).unwrap();
+        let (base, claim, theirs) = (commit("base"), commit("claim"), commit("theirs"));
+        let tip = commit("delivered");
+        let (run, claim_ref) =
+            ("refs/heads/run".to_string(), "refs/ralph/run/claims/us-1".to_string());
+        push(&c, &[format!("{base}:{run}"), format!("{theirs}:{claim_ref}")]).unwrap();
+        let specs = [format!("{tip}:{run}"), format!(":{claim_ref}")];
+
+        // Our claim was replaced: nothing moves.
+        let stale = [(claim_ref.clone(), claim.clone())];
+        let pushed = push_atomic(&c, &specs, &stale).unwrap().unwrap();
+        assert!(pushed.iter().all(|p| p.rejected.is_some()), "{pushed:?}");
+        let remote =
+            |r: &str| sh(&["--git-dir=r.git", "for-each-ref", "--format=%(objectname)", r]);
+        assert_eq!((remote(&run), remote(&claim_ref)), (base.clone(), theirs.clone()));
+
+        // It is still ours: the run branch moves and the claim goes, together.
+        let ours = [(claim_ref.clone(), theirs.clone())];
+        let pushed = push_atomic(&c, &specs, &ours).unwrap().unwrap();
+        assert!(pushed.iter().all(|p| p.rejected.is_none()), "{pushed:?}");
+        assert_eq!((remote(&run), remote(&claim_ref)), (tip, String::new()));
     }
 }

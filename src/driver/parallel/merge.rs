@@ -12,6 +12,7 @@ use std::time::Instant;
 use git2::Oid;
 
 use super::plan::{self, GiveUp};
+use super::remote::Delivery;
 use super::{Pool, Queued};
 use crate::driver::Run;
 use crate::error::Error;
@@ -62,11 +63,9 @@ impl Run<'_> {
                 pool.board.merging = None;
                 pool.board.queue.retain(|s| s != &q.story);
                 pool.save_board(&self.paths.store);
+                // A remote delivery released the claim in the same push.
                 pool.remove_worktree(&self.repo, &q.story, true);
-                if let Some(r) = pool.remote.as_mut() {
-                    let _ = r.release(&q.story, &q.branch);
-                }
-                // The delivery's cost includes releasing the claim.
+                // The merge's cost includes tidying up after it.
                 let ms = started.elapsed().as_millis() as u64;
                 if self.gate.is_some() {
                     self.state.note_verified(&q.story, true);
@@ -197,9 +196,9 @@ impl Run<'_> {
         });
         pool.save_board_durably(&self.paths.store)?;
         if let Some(r) = pool.remote.as_mut() {
-            match r.deliver(commit, &pool.branch) {
-                Ok(true) => {}
-                Ok(false) => {
+            match r.deliver(&self.repo, commit, &pool.branch, &q.story, &q.branch) {
+                Ok(Delivery::Landed) => {}
+                Ok(Delivery::Raced) => {
                     pool.board.merging = None;
                     return Ok(Attempt::Raced);
                 }

@@ -302,9 +302,9 @@ impl Run<'_> {
     /// or the remote cannot be reached.
     fn start_worker(&mut self, pool: &mut Pool, story: &crate::prd::Story) -> Result<Start, Error> {
         let mut claim_ms = None;
-        if let Some(r) = pool.remote.as_mut() {
+        if pool.remote.is_some() {
             let started = Instant::now();
-            let claimed = r.claim(&self.repo, &story.id, None);
+            let claimed = self.claim_to_start(pool, &story.id);
             claim_ms = Some(started.elapsed().as_millis() as u64);
             match claimed {
                 Ok(true) => {}
@@ -317,19 +317,6 @@ impl Run<'_> {
                     self.remote_unreachable(pool, &e.message);
                     return Ok(Start::Unreachable);
                 }
-            }
-            // The story is ours from here on, so a fetch now sees any
-            // delivery of it: one made after our last look, its claim
-            // released, must not be worked again. It also starts the
-            // worktree from the tip as it is.
-            self.sync_remote(pool, Duration::ZERO);
-            if self.passes_on_tip(pool, &story.id) {
-                let branch = format!("{}--{}", pool.branch, plan::slug(&story.id));
-                if let Some(r) = pool.remote.as_mut() {
-                    let _ = r.release(&story.id, &branch);
-                }
-                pool.not_before.insert(story.id.clone(), Instant::now() + Duration::from_secs(2));
-                return Ok(Start::Lost);
             }
         }
         let (dir, branch) = self.worktree_for(pool, &story.id)?;
@@ -668,6 +655,52 @@ impl Run<'_> {
                 Err(_) => break,
             }
         }
+    }
+
+    /// Claims `story` to work on it: `Ok(true)` when it is ours and still
+    /// to do on the run branch's tip. The claim is made on the tip this
+    /// worker has (see [`remote::Remote::claim_on_tip`]), so a story
+    /// delivered and released after our last look is never worked twice;
+    /// when the tip moved, fetch and try again on the new one.
+    fn claim_to_start(
+        &mut self,
+        pool: &mut Pool,
+        story: &str,
+    ) -> Result<bool, remote::Unreachable> {
+        for _ in 0..3 {
+            let Some(tip) = self.repo.branch_tip(&pool.branch) else { break };
+            let r = pool.remote.as_mut().expect("remote");
+            match r.claim_on_tip(&self.repo, story, tip)? {
+                remote::Claimed::Ours => return Ok(self.still_to_do(pool, story)),
+                remote::Claimed::Lost => return Ok(false),
+                remote::Claimed::Moved => {
+                    self.sync_remote(pool, Duration::ZERO);
+                    if self.passes_on_tip(pool, story) {
+                        return Ok(false);
+                    }
+                }
+            }
+        }
+        // The tip keeps moving (or this clone's is not the remote's): claim
+        // first, then fetch, and look again.
+        let r = pool.remote.as_mut().expect("remote");
+        if !r.claim(&self.repo, story, None)? {
+            return Ok(false);
+        }
+        self.sync_remote(pool, Duration::ZERO);
+        Ok(self.still_to_do(pool, story))
+    }
+
+    /// A story just claimed that passes on the tip already is let go.
+    fn still_to_do(&mut self, pool: &mut Pool, story: &str) -> bool {
+        if !self.passes_on_tip(pool, story) {
+            return true;
+        }
+        let branch = format!("{}--{}", pool.branch, plan::slug(story));
+        if let Some(r) = pool.remote.as_mut() {
+            let _ = r.release(story, &branch);
+        }
+        false
     }
 
     fn remote_unreachable(&mut self, pool: &mut Pool, why: &str) {

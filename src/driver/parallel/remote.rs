@@ -97,6 +97,8 @@ pub(super) struct Remote {
     dir: PathBuf,
     /// `refs/ralph/<run>`: the run's refs on the remote.
     ns: String,
+    /// The run branch's ref on the remote.
+    run: String,
     /// The stories' claims as last fetched.
     claims: BTreeMap<String, (Claim, Oid)>,
     pub shared: Shared,
@@ -118,6 +120,7 @@ impl Remote {
             lease,
             dir,
             ns: format!("refs/ralph/{}", plan::slug(run_branch)),
+            run: format!("refs/heads/{run_branch}"),
             claims: BTreeMap::new(),
             shared: Shared::default(),
             last_sync: None,
@@ -201,12 +204,61 @@ impl Remote {
         story: &str,
         given_up: Option<String>,
     ) -> Result<bool, Unreachable> {
+        let Some((claim, commit)) = self.claim_commit(repo, story, given_up)? else {
+            return Ok(false);
+        };
+        let landed = self.push_one(&format!("{commit}:{}", self.claim_ref(story)))?;
+        self.claimed(story, landed.then_some((claim, commit)));
+        Ok(landed)
+    }
+
+    /// Claims `story` to start work on it, if the run branch is still at
+    /// `tip` (the push asserts it, in the same atomic push): a claim won
+    /// on the tip this worker has needs no fetch to learn whether the
+    /// story was delivered meanwhile.
+    pub(super) fn claim_on_tip(
+        &mut self,
+        repo: &Repo,
+        story: &str,
+        tip: Oid,
+    ) -> Result<Claimed, Unreachable> {
+        let Some((claim, commit)) = self.claim_commit(repo, story, None)? else {
+            return Ok(Claimed::Lost);
+        };
+        let claim_ref = self.claim_ref(story);
+        let specs = [format!("{commit}:{claim_ref}"), format!("{tip}:{}", self.run)];
+        let leases = [(self.run.clone(), tip.to_string())];
+        let pushed = match remote::push_atomic(&self.dir, &specs, &leases) {
+            Ok(Some(pushed)) => pushed,
+            Ok(None) => {
+                let landed = self.claim(repo, story, None)?;
+                return Ok(if landed { Claimed::Ours } else { Claimed::Lost });
+            }
+            Err(e) => {
+                self.failed();
+                return Err(e);
+            }
+        };
+        self.failures = 0;
+        let claimed = claimed(&pushed, &claim_ref, &self.run);
+        self.claimed(story, (claimed == Claimed::Ours).then_some((claim, commit)));
+        Ok(claimed)
+    }
+
+    /// The claim commit that would claim `story` for this worker: `None`
+    /// when another worker holds it or gave it up.
+    fn claim_commit(
+        &self,
+        repo: &Repo,
+        story: &str,
+        given_up: Option<String>,
+    ) -> Result<Option<(Claim, Oid)>, Unreachable> {
         let now = Utc::now();
         let parent = match self.hold(story, now) {
             Hold::Free => None,
             Hold::Mine => self.claims.get(story).map(|(_, o)| *o),
             Hold::Expired(oid) => Some(oid),
-            Hold::Theirs(_) | Hold::GivenUp(_) => return Ok(false),
+            Hold::Theirs(_) | Hold::GivenUp(_) => return Ok(None),
         };
         let lease_until = now + chrono::TimeDelta::from_std(self.lease).unwrap_or_default();
         let claim =
@@ -216,17 +268,21 @@ impl Remote {
             self.worker,
             serde_json::to_string(&claim).unwrap_or_default()
         );
-        let commit = repo.note_commit(&message, parent)?;
-        let dst = self.claim_ref(story);
-        let landed = self.push_one(&format!("{commit}:{dst}"))?;
-        if landed {
-            self.claims.insert(story.to_string(), (claim, commit));
-        } else {
-            // Someone else's now: the next fetch says whose.
-            self.claims.remove(story);
-            self.last_sync = None;
+        Ok(Some((claim.clone(), repo.note_commit(&message, parent)?)))
+    }
+
+    /// Notes what a claim push did: `Some` the claim now ours.
+    fn claimed(&mut self, story: &str, ours: Option<(Claim, Oid)>) {
+        match ours {
+            Some(c) => {
+                self.claims.insert(story.to_string(), c);
+            }
+            None => {
+                // Someone else's, or the tip moved: the next fetch says.
+                self.claims.remove(story);
+                self.last_sync = None;
+            }
         }
-        Ok(landed)
     }
 
     /// Our claims whose lease is a third gone: to renew now.
@@ -240,11 +296,17 @@ impl Remote {
             .collect()
     }
 
-    /// Drops our claim and the story's branch once it is delivered (one push).
+    /// Drops our claim and the story's branch once it is delivered (one
+    /// push); a claim another worker took over meanwhile is left to it.
     pub(super) fn release(&mut self, story: &str, branch: &str) -> Result<(), Unreachable> {
-        let specs = [format!(":{}", self.claim_ref(story)), format!(":refs/heads/{branch}")];
-        match remote::push(&self.dir, &specs) {
-            Ok(_) => self.failures = 0,
+        let (specs, leases) = self.release_specs(story, branch, true);
+        let result = match remote::push_atomic(&self.dir, &specs, &leases) {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => remote::push(&self.dir, &specs).map(|_| ()),
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(()) => self.failures = 0,
             Err(e) => {
                 self.failed();
                 return Err(e);
@@ -252,6 +314,27 @@ impl Remote {
         }
         self.claims.remove(story);
         Ok(())
+    }
+
+    /// The pushes that release `story`: our claim, deleted only if the
+    /// remote still has it as we made it, and (`with_branch`) the story's
+    /// branch.
+    fn release_specs(
+        &self,
+        story: &str,
+        branch: &str,
+        with_branch: bool,
+    ) -> (Vec<String>, Vec<(String, String)>) {
+        let (mut specs, mut leases) = (Vec::new(), Vec::new());
+        if let Some((_, oid)) = self.claims.get(story).filter(|(c, _)| c.worker == self.worker) {
+            let claim = self.claim_ref(story);
+            specs.push(format!(":{claim}"));
+            leases.push((claim, oid.to_string()));
+        }
+        if with_branch {
+            specs.push(format!(":refs/heads/{branch}"));
+        }
+        (specs, leases)
     }
 
     /// Pushes the story's branch (ours while we hold the claim): a takeover
@@ -265,9 +348,57 @@ impl Remote {
     }
 
     /// Delivers `commit` as the run branch's new tip, if the tip is still
-    /// its parent: `Ok(false)` when another worker delivered first.
-    pub(super) fn deliver(&mut self, commit: Oid, run_branch: &str) -> Result<bool, Unreachable> {
-        self.push_one(&format!("{commit}:refs/heads/{run_branch}"))
+    /// its parent, and in the same atomic push drops our claim on `story`
+    /// (only if it is still the one we hold) and the story's branch.
+    pub(super) fn deliver(
+        &mut self,
+        repo: &Repo,
+        commit: Oid,
+        run_branch: &str,
+        story: &str,
+        branch: &str,
+    ) -> Result<Delivery, Unreachable> {
+        let run = format!("refs/heads/{run_branch}");
+        // Only a branch the remote has: some servers refuse a whole atomic
+        // push for deleting a ref that is not there.
+        let on_remote = self.story_branch(repo, branch).is_some();
+        let (release, leases) = self.release_specs(story, branch, on_remote);
+        let specs: Vec<String> =
+            std::iter::once(format!("{commit}:{run}")).chain(release).collect();
+        let pushed = match remote::push_atomic(&self.dir, &specs, &leases) {
+            Ok(Some(pushed)) => pushed,
+            // A remote without atomic pushes: one push, then the other.
+            Ok(None) => {
+                if !self.push_one(&specs[0])? {
+                    return Ok(Delivery::Raced);
+                }
+                self.release(story, branch)?;
+                return Ok(Delivery::Landed);
+            }
+            Err(e) => {
+                self.failed();
+                return Err(e);
+            }
+        };
+        self.failures = 0;
+        match answer(&pushed, &run) {
+            Answer::Landed => {
+                self.claims.remove(story);
+                Ok(Delivery::Landed)
+            }
+            // The claim moved under us (our lease ran out and another
+            // worker took the story over): deliver alone, and leave the
+            // claim and the branch to that worker, which finds the story
+            // passing on the tip and lets both go.
+            Answer::Blocked => {
+                if !self.push_one(&specs[0])? {
+                    return Ok(Delivery::Raced);
+                }
+                self.claims.remove(story);
+                Ok(Delivery::Landed)
+            }
+            Answer::Raced => Ok(Delivery::Raced),
+        }
     }
 
     /// The run branch as last fetched.
@@ -359,6 +490,64 @@ impl Remote {
 }
 
 /// The JSON after a note commit's first blank line.
+/// What a claim to start a story did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Claimed {
+    Ours,
+    /// Another worker holds the story (or made its claim first).
+    Lost,
+    /// The run branch moved on since this worker last looked: fetch, and
+    /// see whether the story is still to do.
+    Moved,
+}
+
+/// Reads the answer to [`Remote::claim_on_tip`]'s push. A claim refused
+/// for its own sake is lost, even if the tip moved too.
+pub(super) fn claimed(pushed: &[Pushed], claim: &str, run: &str) -> Claimed {
+    let refused = |dst: &str| {
+        pushed
+            .iter()
+            .find(|p| p.dst == dst)
+            .map(|p| p.rejected.as_deref().map(|w| !w.contains("atomic push failed")))
+    };
+    match (refused(claim), refused(run)) {
+        (Some(None), Some(None)) => Claimed::Ours,
+        (Some(Some(true)), _) | (None, _) => Claimed::Lost,
+        _ => Claimed::Moved,
+    }
+}
+
+/// What a delivery did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Delivery {
+    /// The run branch has the commit, and nothing of the story is left on
+    /// the remote for this worker to release.
+    Landed,
+    /// The run branch moved on first: merge again onto its new tip.
+    Raced,
+}
+
+/// What the remote said of an atomic delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Answer {
+    /// Every ref of the push went.
+    Landed,
+    /// The run branch would have gone, but another ref of the push was
+    /// refused (git says "atomic push failed" for the run branch then).
+    Blocked,
+    /// The run branch was refused for its own sake: another delivery won.
+    Raced,
+}
+
+pub(super) fn answer(pushed: &[Pushed], run: &str) -> Answer {
+    match pushed.iter().find(|p| p.dst == run).map(|p| p.rejected.as_deref()) {
+        Some(None) if pushed.iter().all(|p| p.rejected.is_none()) => Answer::Landed,
+        Some(None) => Answer::Blocked,
+        Some(Some(why)) if why.contains("atomic push failed") => Answer::Blocked,
+        _ => Answer::Raced,
+    }
+}
+
 pub(super) fn parse<T: for<'de> Deserialize<'de>>(message: &str) -> Option<T> {
     let body = message.split_once("\n\n").map_or(message, |(_, b)| b);
     serde_json::from_str(body.trim()).ok()
@@ -367,6 +556,66 @@ pub(super) fn parse<T: for<'de> Deserialize<'de>>(message: &str) -> Option<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_claim_on_the_tip_is_ours_lost_or_the_tip_moved() {
+        let p = |dst: &str, why: Option<&str>| Pushed {
+            dst: dst.into(),
+            rejected: why.map(str::to_string),
+        };
+        let (claim, run) = ("refs/ralph/run/claims/us-1", "refs/heads/ralph/run");
+        let collateral = Some("[rejected] (atomic push failed)");
+        let cases: &[(Vec<Pushed>, Claimed)] = &[
+            (vec![p(claim, None), p(run, None)], Claimed::Ours),
+            (vec![p(claim, Some("[rejected] (fetch first)")), p(run, collateral)], Claimed::Lost),
+            (vec![p(claim, collateral), p(run, Some("[rejected] (stale info)"))], Claimed::Moved),
+            // Both refused on their own: the claim is someone else's anyway.
+            (
+                vec![
+                    p(claim, Some("[rejected] (fetch first)")),
+                    p(run, Some("[rejected] (stale info)")),
+                ],
+                Claimed::Lost,
+            ),
+            (vec![p(run, None)], Claimed::Lost),
+        ];
+        for (pushed, want) in cases {
+            assert_eq!(claimed(pushed, claim, run), *want, "{pushed:?}");
+        }
+    }
+
+    #[test]
+    fn an_atomic_delivery_landed_raced_or_was_blocked_by_its_claim() {
+        let p = |dst: &str, why: Option<&str>| Pushed {
+            dst: dst.into(),
+            rejected: why.map(str::to_string),
+        };
+        let run = "refs/heads/ralph/run";
+        let claim = "refs/ralph/run/claims/us-1";
+        let cases: &[(Vec<Pushed>, Answer)] = &[
+            (vec![p(run, None), p(claim, None)], Answer::Landed),
+            (vec![p(run, None)], Answer::Landed),
+            (
+                vec![
+                    p(run, Some("[rejected] (atomic push failed)")),
+                    p(claim, Some("[rejected] (stale info)")),
+                ],
+                Answer::Blocked,
+            ),
+            (
+                vec![
+                    p(run, Some("[rejected] (fetch first)")),
+                    p(claim, Some("[rejected] (atomic push failed)")),
+                ],
+                Answer::Raced,
+            ),
+            (vec![p(run, Some("[rejected] (non-fast-forward)"))], Answer::Raced),
+            (vec![p(claim, None)], Answer::Raced),
+        ];
+        for (pushed, want) in cases {
+            assert_eq!(answer(pushed, run), *want, "{pushed:?}");
+        }
+    }
 
     #[test]
     fn a_claim_is_free_mine_theirs_expired_or_given_up() {
