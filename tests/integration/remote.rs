@@ -44,14 +44,20 @@ impl Shared {
         self.p.tmp.path().join(format!("w{i}"))
     }
 
+    /// Every commit a gate ran on, one per line, from every worker.
+    fn gated_log(&self) -> PathBuf {
+        self.p.tmp.path().join("gated.log")
+    }
+
     fn worker(&self, i: usize, extra: &[&str]) -> Child {
+        let gate = format!("test -d src && git rev-parse HEAD >> '{}'", self.gated_log().display());
         self.p
             .ralph()
             .args(["worker", "--remote"])
             .arg(self.remote())
             .arg("--dir")
             .arg(self.clone_dir(i))
-            .args(["--id", &format!("w{i}"), "--lease", "3s", "--gate", "test -d src", "40"])
+            .args(["--id", &format!("w{i}"), "--lease", "3s", "--gate", &gate, "40"])
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -154,9 +160,19 @@ fn four_workers_finish_a_twelve_story_prd_each_story_worked_and_delivered_once()
             "w{i}'s first claim: {runs:?}"
         );
     }
-    // History stays one line of stories: each delivery on the tip it was gated on.
+    // History stays one line of stories, and each delivered commit is one
+    // the gate passed on: its parent is the tip it was gated on and landed on.
     let merges = s.git(&["rev-list", "--merges", "ralph/shared"]);
     assert!(merges.trim().is_empty(), "{merges}");
+    let gated = std::fs::read_to_string(s.gated_log()).unwrap_or_default();
+    let gated: std::collections::BTreeSet<&str> = gated.lines().map(str::trim).collect();
+    let log = s.git(&["log", "--format=%H %s", "ralph/shared"]);
+    let feats: Vec<&str> =
+        log.lines().filter(|l| l.contains(" feat: ")).filter_map(|l| l.split(' ').next()).collect();
+    assert_eq!(feats.len(), 12, "{log}");
+    for sha in feats {
+        assert!(gated.contains(sha), "{sha} was delivered without the gate passing on it: {log}");
+    }
     assert_clean_remote(&s);
 }
 
