@@ -167,6 +167,13 @@ impl Limits {
         resume
     }
 
+    /// Holds every agent until `resume`, a time [`Limits::set_usage_limit`]
+    /// already worked out (by a worker, or a worker on another machine):
+    /// the guard is in it already, and is not added twice.
+    pub fn hold_usage_until(&mut self, resume: DateTime<Utc>) {
+        self.usage_resume_at = Some(resume);
+    }
+
     pub fn usage_resume_at(&self) -> Option<DateTime<Utc>> {
         self.usage_resume_at
     }

@@ -104,6 +104,19 @@ fn usage_limit_survives_a_restart() {
     assert_eq!(limits.usage_wait(min(121)), None);
 }
 
+/// A resume time worked out once (a worker's, another machine's) is passed
+/// on as it is: handing it on does not add the guard a second time.
+#[test]
+fn a_resume_time_handed_on_keeps_one_guard() {
+    let mut worker = Limits::new();
+    let resume = worker.set_usage_limit(Some(min(120)), t0(), Duration::ZERO);
+    assert_eq!(resume, min(120) + TimeDelta::seconds(2));
+    let mut driver = Limits::new();
+    driver.hold_usage_until(resume);
+    assert_eq!(driver.usage_resume_at(), Some(resume));
+    assert_eq!(driver.usage_wait(min(60)), Some(Duration::from_secs(3600 + 2)));
+}
+
 #[test]
 fn wait_is_judged_against_max_wait() {
     let usage_at = min(120) + TimeDelta::seconds(2);

@@ -526,7 +526,13 @@ impl Run<'_> {
             let free = free.map(|h| h.at);
             free.or_else(|| l.usage_hold(now))
         });
-        let resume = self.limits.set_usage_limit(at, Utc::now(), self.cfg.limits.usage_limit_wait);
+        let resume = match at {
+            Some(at) => {
+                self.limits.hold_usage_until(at);
+                at
+            }
+            None => self.limits.set_usage_limit(None, now, self.cfg.limits.usage_limit_wait),
+        };
         let _ = self.limits.save(&self.paths.store);
         // The other machines' workers learn it from the remote.
         if let Some(r) = pool.remote.as_mut()
@@ -615,11 +621,7 @@ impl Run<'_> {
                 if let Some(at) = theirs
                     && self.limits.usage_resume_at().is_none_or(|ours| ours < at)
                 {
-                    self.limits.set_usage_limit(
-                        Some(at),
-                        Utc::now(),
-                        self.cfg.limits.usage_limit_wait,
-                    );
+                    self.limits.hold_usage_until(at);
                     let _ = self.limits.save(&self.paths.store);
                     self.notice(format!(
                         "another worker met a usage limit: no agent starts before {}",
