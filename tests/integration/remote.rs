@@ -24,7 +24,11 @@ struct Shared {
 
 impl Shared {
     fn new(prd: &str) -> Shared {
-        let p = Project::with_prd(prd);
+        Shared::of(Project::with_prd(prd))
+    }
+
+    /// `p` as it is committed, pushed to a new bare repository.
+    fn of(p: Project) -> Shared {
         let bare = p.tmp.path().join("remote.git");
         let out = Command::new("git")
             .args(["clone", "-q", "--bare"])
@@ -428,4 +432,31 @@ fn the_remote_and_the_lease_can_come_from_the_environment_and_a_missing_one_is_a
     // Held for the environment's 7 s, not the default 10 minutes.
     let held = time("lease_until") - time("heartbeat");
     assert!(held <= chrono::TimeDelta::seconds(8), "{held:?} {r:?}");
+}
+
+/// The systemd recipe's way: a clone whose committed config names the
+/// remote is a worker without `--remote`.
+#[test]
+fn a_clone_whose_own_config_names_the_remote_needs_no_flag() {
+    let p = Project::with_prd(&stories(1));
+    let bare = p.tmp.path().join("remote.git");
+    p.write(".ralph/config.toml", &format!("[worker]\nremote = '{}'\n", bare.display()));
+    p.git(&["add", "-f", ".ralph/config.toml"]);
+    p.git(&["commit", "-qm", "ralph worker config"]);
+    let s = Shared::of(p);
+    s.p.script("[run *]\nimplement\n");
+    let dir = s.clone_dir(1);
+    let out = Command::new("git").args(["clone", "-q"]).arg(s.remote()).arg(&dir).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = to_run(
+        s.p.ralph()
+            .args(["worker", "--dir"])
+            .arg(&dir)
+            .args(["--gate", "test -d src", "4"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(s.all_pass(1), "{r:?}");
+    assert_eq!(s.delivered().len(), 1, "{:?}", s.delivered());
 }
