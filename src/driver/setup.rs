@@ -367,8 +367,12 @@ impl Run<'_> {
                 self.repo.exclude_locally(&rel);
             }
         }
-        if crate::archive::ensure_progress(&p.progress, Local::now())
-            .map_err(|e| Error::io(format!("create {}", p.progress.display()), e))?
+        // A remote worker's clone only follows the run branch: its stories'
+        // worktrees make progress.txt, and the first delivery brings it in
+        // (one made here would stand in its way on every delivery).
+        if self.opts.remote.is_none()
+            && crate::archive::ensure_progress(&p.progress, Local::now())
+                .map_err(|e| Error::io(format!("create {}", p.progress.display()), e))?
         {
             self.notice(format!("created {}", p.progress.display()));
         }

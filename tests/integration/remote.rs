@@ -135,6 +135,9 @@ fn four_workers_finish_a_twelve_story_prd_each_story_worked_and_delivered_once()
     let children: Vec<Child> = (1..=4).map(|i| s.worker(i, &[])).collect();
     for (i, r) in finish(children).iter().enumerate() {
         assert_eq!(r.code, code(exit::COMPLETE), "worker {}: {r:?}", i + 1);
+        // A clone only follows the run branch: nothing of its own is in
+        // the way of a delivery.
+        assert!(!r.stdout.contains("left alone in the work tree"), "worker {}: {r:?}", i + 1);
     }
     assert!(s.all_pass(12));
     let mut delivered = s.delivered();
@@ -459,4 +462,37 @@ fn a_clone_whose_own_config_names_the_remote_needs_no_flag() {
     assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     assert!(s.all_pass(1), "{r:?}");
     assert_eq!(s.delivered().len(), 1, "{:?}", s.delivered());
+}
+
+/// A worker frozen past its lease (a laptop lid, a paused VM, SIGSTOP)
+/// loses its story to another; woken, the two race to deliver it: it lands
+/// once, and neither run fails for it.
+#[test]
+fn a_worker_frozen_past_its_lease_and_woken_delivers_nothing_twice() {
+    let s = Shared::new(&stories(1));
+    s.p.script(
+        "[story US-001 1]\ntouch-shared first\nwait-shared go 60\nimplement\n\
+         [story US-001 2]\ntouch-shared second\nwait-shared go 60\nimplement\n\
+         [run *]\nimplement\n",
+    );
+    let shared = |name: &str| s.p.agent_dir().join(name);
+    let mut w1 = s.worker(1, &[]);
+    assert!(eventually(Duration::from_secs(60), || shared("first").exists()));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(w1.id() as i32, libc::SIGSTOP) };
+    let w2 = s.worker(2, &[]);
+    let taken = eventually(Duration::from_secs(60), || shared("second").exists());
+    std::fs::write(shared("go"), "").unwrap();
+    // SAFETY: as above.
+    unsafe { libc::kill(w1.id() as i32, libc::SIGCONT) };
+    if !taken {
+        let _ = w1.kill();
+    }
+    assert!(taken, "the frozen worker's story was not taken over after its lease");
+    for (i, r) in finish(vec![w1, w2]).iter().enumerate() {
+        assert_eq!(r.code, code(exit::COMPLETE), "worker {}: {r:?}", i + 1);
+    }
+    assert!(s.all_pass(1));
+    assert_eq!(s.delivered().len(), 1, "{:?}", s.delivered());
+    assert_clean_remote(&s);
 }
