@@ -1,0 +1,213 @@
+use super::*;
+
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+#[test]
+fn defaults_parse_and_match_the_documented_values() {
+    let c = Config::default();
+    assert_eq!(c.agent.tool, Tool::Claude);
+    assert_eq!(c.agent.timeout, Duration::from_secs(30 * 60));
+    assert_eq!(c.agent.idle_timeout, Some(Duration::from_secs(600)));
+    assert_eq!(c.run.max_iterations, 10);
+    assert_eq!(c.run.pause, Duration::ZERO);
+    assert_eq!(c.circuit.no_progress, 3);
+    assert_eq!(c.limits.calls_per_hour, 100);
+    assert!(c.gate.command.is_empty());
+    assert_eq!(c.budget.max_duration, None);
+    for k in KEYS {
+        check(k, &Layers::defaults().values[k.key].0).unwrap_or_else(|e| panic!("{}: {e}", k.key));
+    }
+}
+
+#[test]
+fn precedence_is_default_user_project_env_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let user = dir.path().join("user.toml");
+    let project = dir.path().join("project.toml");
+    std::fs::write(&user, "[agent]\ntimeout = \"5m\"\nmodel = \"u\"\n[run]\npause = \"1s\"\n")
+        .unwrap();
+    std::fs::write(
+        &project,
+        "[agent]\ntimeout = \"6m\"\n[gate]\ncommand = \"cargo test --quiet\"\n",
+    )
+    .unwrap();
+    // (key, env value, flag value, expected, expected source prefix)
+    let cases: &[(&str, Option<&str>, Option<toml::Value>, &str, &str)] = &[
+        ("agent.grace", None, None, "\"10s\"", "default"),
+        ("run.pause", None, None, "\"1s\"", "/"),
+        ("agent.model", None, None, "\"u\"", "/"),
+        ("agent.timeout", None, None, "\"6m\"", "/"),
+        ("agent.timeout", Some("7m"), None, "\"7m\"", "env RALPH_AGENT_TIMEOUT"),
+        ("agent.timeout", Some("7m"), Some("8m".into()), "\"8m\"", "flag --timeout"),
+    ];
+    for (key, env_value, flag, want, source) in cases {
+        let var = env_name(key);
+        let env = |k: &str| (k == var).then(|| env_value.map(str::to_string)).flatten();
+        let mut layers = Layers::load(Some(&user), &project, &env).unwrap();
+        if let Some(v) = flag {
+            layers.flag(key, v.clone(), "--timeout").unwrap();
+        }
+        let (_, value, src) = layers.show().into_iter().find(|(k, _, _)| k.key == *key).unwrap();
+        assert_eq!(value, *want, "{key}");
+        assert!(src.to_string().starts_with(source), "{key}: {src}");
+    }
+    let c = Layers::load(Some(&user), &project, &no_env).unwrap().resolve();
+    assert_eq!(c.gate.command, ["cargo", "test", "--quiet"]);
+}
+
+#[test]
+fn a_list_in_the_environment_may_be_a_json_array() {
+    let env = |k: &str| {
+        (k == "RALPH_AGENT_ALLOWED_TOOLS").then(|| r#"["Read","Bash(git add:*)"]"#.to_string())
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let c = Layers::load(None, &dir.path().join("none"), &env).unwrap().resolve();
+    assert_eq!(c.agent.allowed_tools, ["Read", "Bash(git add:*)"]);
+    let env = |k: &str| (k == "RALPH_AGENT_ALLOWED_TOOLS").then(|| "Read, Edit".to_string());
+    let c = Layers::load(None, &dir.path().join("none"), &env).unwrap().resolve();
+    assert_eq!(c.agent.allowed_tools, ["Read", "Edit"]);
+}
+
+#[test]
+fn bad_files_and_values_are_errors_naming_file_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("config.toml");
+    let cases = [
+        ("[agent]\ntimeuot = \"5m\"\n", "unknown key `agent.timeuot`"),
+        ("[agent]\ntimeout = 5\n", "`agent.timeout`: expected a duration"),
+        ("[agent]\ntimeout = \"15\"\n", "found \"15\": no unit: write \"15m\" for minutes"),
+        ("[agent]\ntool = \"vim\"\n", "`agent.tool`: expected one of claude"),
+        (
+            "[limits]\ncalls_per_hour = -1\n",
+            "`limits.calls_per_hour`: expected a non-negative integer",
+        ),
+        ("[gate]\ncommand = \"a 'b\"\n", "`gate.command`: expected a command"),
+        ("timeout = \"5m\"\n", "unknown key `timeout`"),
+        ("[agent\n", "invalid TOML"),
+    ];
+    for (text, want) in cases {
+        std::fs::write(&p, text).unwrap();
+        let e = Layers::load(None, &p, &no_env).unwrap_err().to_string();
+        assert!(e.contains(want), "{text:?}: {e}");
+        assert!(e.contains(&p.display().to_string()), "{e}");
+    }
+    let env = |k: &str| (k == "RALPH_LIMITS_WAIT").then(|| "maybe".to_string());
+    let e = Layers::load(None, &dir.path().join("none"), &env).unwrap_err().to_string();
+    assert!(e.contains("RALPH_LIMITS_WAIT"), "{e}");
+}
+
+#[test]
+fn file_errors_say_where_and_what_would_be_right() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("config.toml");
+    let f = p.display().to_string();
+    // (file, message, hint)
+    let cases: &[(&str, String, &str)] = &[
+        (
+            "[agent]\nmodel = \"a\"\nmodel = \"b\"\n",
+            format!("{f}:3:1: invalid TOML: duplicate key `agent.model`"),
+            "`agent.model` is set twice; keep one (this one reads `model = \"b\"`)",
+        ),
+        (
+            "[agent]\ntool = \"codex\"\n[agent]\n",
+            format!("{f}:3:2: invalid TOML: the table [agent] appears twice"),
+            "merge the two [agent] tables into one",
+        ),
+        (
+            "# mine\n[agent\n",
+            format!("{f}:2:7: invalid TOML: unclosed table, expected `]`"),
+            "the line reads `[agent`; `ralph config show --no-config` lists every key",
+        ),
+        (
+            "[agent]\nmodle = \"x\"\n",
+            format!("{f}:2:1: unknown key `agent.modle`"),
+            "did you mean `agent.model`? (`ralph config show --no-config` lists every key",
+        ),
+        (
+            "[agnet]\nmodel = \"x\"\n",
+            format!("{f}:2:1: unknown key `agnet.model`"),
+            "did you mean `agent.model`?",
+        ),
+        (
+            "[run]\ntimeout = \"5m\"\n",
+            format!("{f}:2:1: unknown key `run.timeout`"),
+            "did you mean one of `agent.timeout`, `gate.timeout`, `notify.timeout`?",
+        ),
+        (
+            "\ntimeout = \"5m\"\n",
+            format!("{f}:2:1: unknown key `timeout`: settings live in sections"),
+            "did you mean one of `agent.timeout`, `gate.timeout`, `notify.timeout`? (write it under its [section])",
+        ),
+        (
+            "[agent]\nxyzzy = 1\n",
+            format!("{f}:2:1: unknown key `agent.xyzzy`"),
+            "`ralph config show --no-config` lists every key",
+        ),
+        (
+            "[agent]\ntool = \"claude\"\ntimeout = 5\n",
+            format!("{f}:3:11: `agent.timeout`: expected a duration"),
+            "its default reads `timeout = \"30m\"`",
+        ),
+    ];
+    for (text, message, hint) in cases {
+        std::fs::write(&p, text).unwrap();
+        let e = Layers::load(None, &p, &no_env).unwrap_err();
+        assert!(e.to_string().starts_with(message.as_str()), "{text:?}: {e}");
+        let got = e.hint_text().unwrap_or_default();
+        assert!(got.contains(hint), "{text:?}: hint {got:?}");
+        // The hint never sends the person to a command that reads the broken file.
+        assert!(!got.contains("`ralph config show`"), "{text:?}: {got}");
+    }
+    let env = |k: &str| (k == "RALPH_LIMITS_WAIT").then(|| "maybe".to_string());
+    let e = Layers::load(None, &dir.path().join("none"), &env).unwrap_err();
+    assert_eq!(e.hint_text(), Some("fix RALPH_LIMITS_WAIT in the environment, or unset it"));
+}
+
+#[test]
+fn a_flag_for_an_unknown_key_or_of_the_wrong_type_is_an_error() {
+    let mut layers = Layers::defaults();
+    let s = |v: &str| toml::Value::String(v.into());
+    let cases: &[(&str, toml::Value, Option<&str>)] = &[
+        ("agent.timeout", s("5m"), None),
+        ("agent.timeuot", s("5m"), Some("--timeout: unknown key `agent.timeuot`")),
+        ("agent.timeout", s("soon"), Some("--timeout: expected a duration")),
+        ("budget.max_cost", toml::Value::Float(f64::INFINITY), Some("expected a non-negative")),
+        ("budget.max_cost", toml::Value::Float(-1.0), Some("expected a non-negative")),
+    ];
+    for (key, value, want) in cases {
+        let got = layers.flag(key, value.clone(), "--timeout");
+        match want {
+            None => assert!(got.is_ok(), "{key} = {value}: {got:?}"),
+            Some(w) => {
+                let e = got.unwrap_err().to_string();
+                assert!(e.contains(w), "{key} = {value}: {e}");
+            }
+        }
+    }
+    assert_eq!(layers.resolve().agent.timeout, Duration::from_secs(300));
+}
+
+#[test]
+fn template_lists_every_key_and_parses_when_uncommented() {
+    let t = template();
+    let uncommented: String = t
+        .lines()
+        .map(|l| {
+            let setting = KEYS.iter().any(|k| {
+                let name = k.key.split_once('.').unwrap().1;
+                l.strip_prefix("# ").is_some_and(|rest| rest.starts_with(&format!("{name} = ")))
+            });
+            if setting { &l[2..] } else { l }
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("config.toml");
+    std::fs::write(&p, uncommented).unwrap();
+    let layers = Layers::load(None, &p, &no_env).unwrap();
+    for (key, _, source) in layers.show() {
+        assert!(matches!(source, Source::Project(_)), "{} not in the template", key.key);
+    }
+}
