@@ -131,6 +131,39 @@ impl Lessons {
         added
     }
 
+    /// Folds in `other`, the same story's lessons kept elsewhere (a
+    /// parallel worker's worktree has its own store): a lesson both hold is
+    /// kept once, with the larger count (one copy grew from the other, so
+    /// counts are never added) and the wider span of times; `except` (a
+    /// text the prompt shows anyway) is left out; the newest
+    /// [`MAX_LESSONS`] stay. Whether anything changed.
+    pub fn absorb(&mut self, other: &Lessons, except: Option<&str>) -> bool {
+        let skip = except.map(|e| key(&text::cut(text::plain(e).trim(), MAX_CHARS)));
+        let before = self.lessons.clone();
+        for theirs in &other.lessons {
+            let same = key(&theirs.text);
+            if skip.as_deref() == Some(same.as_str()) {
+                continue;
+            }
+            match self.lessons.iter_mut().find(|l| key(&l.text) == same) {
+                Some(ours) => {
+                    ours.count = ours.count.max(theirs.count);
+                    ours.first_seen = ours.first_seen.min(theirs.first_seen);
+                    if theirs.last_seen > ours.last_seen {
+                        ours.last_seen = theirs.last_seen;
+                        ours.text = theirs.text.clone();
+                        ours.source = theirs.source;
+                    }
+                }
+                None => self.lessons.push(theirs.clone()),
+            }
+        }
+        self.lessons.sort_by_key(|l| l.last_seen);
+        let excess = self.lessons.len().saturating_sub(MAX_LESSONS);
+        self.lessons.drain(..excess);
+        self.lessons != before
+    }
+
     /// Reads the story's lessons. Missing → none. Damaged (not JSON, wrong
     /// shape, other version, another story's file) → none, with a warning
     /// for the caller; the next [`Lessons::save`] replaces the file.
@@ -186,6 +219,18 @@ pub fn record(
         lessons.save(store)?;
     }
     Ok((added, warning))
+}
+
+/// Carries `story`'s lessons from one store into another ([`Lessons::absorb`]),
+/// saving only on a change. A damaged file on either side reads as none.
+pub fn carry(from: &Store, to: &Store, story: &str, except: Option<&str>) -> io::Result<bool> {
+    let (theirs, _) = Lessons::load(from, story)?;
+    let (mut ours, _) = Lessons::load(to, story)?;
+    let changed = ours.absorb(&theirs, except);
+    if changed {
+        ours.save(to)?;
+    }
+    Ok(changed)
 }
 
 const HEADING: &str = "## Lessons — do not repeat\n\
@@ -311,6 +356,38 @@ mod tests {
         let store = Store::new(dir.path());
         store.ensure().unwrap();
         (dir, store)
+    }
+
+    /// A worktree's store seeded from the run's, grown there, and carried
+    /// back: each lesson once, counted as the copy that saw it most.
+    #[test]
+    fn lessons_carried_between_two_stores_are_neither_lost_nor_counted_twice() {
+        let ((_a, run), (_b, worktree)) = (store(), store());
+        record(&run, "US-001", "gate: test_a fails", Source::Loop, t(0)).unwrap();
+        record(&run, "US-001", "merge: conflicts in a.rs", Source::Loop, t(1)).unwrap();
+        // Seeded, without the text the worker gets as its feedback anyway.
+        assert!(carry(&run, &worktree, "US-001", Some("merge: conflicts in a.rs")).unwrap());
+        let texts = |s: &Store| {
+            let (l, _) = Lessons::load(s, "US-001").unwrap();
+            l.lessons().iter().map(|l| (l.text.clone(), l.count)).collect::<Vec<_>>()
+        };
+        assert_eq!(texts(&worktree), [("gate: test_a fails".to_string(), 1)]);
+        record(&worktree, "US-001", "gate: test_a fails", Source::Loop, t(2)).unwrap();
+        record(&worktree, "US-001", "gate: test_b fails", Source::Agent, t(3)).unwrap();
+        assert!(carry(&worktree, &run, "US-001", None).unwrap());
+        assert_eq!(
+            texts(&run),
+            [
+                ("merge: conflicts in a.rs".to_string(), 1),
+                ("gate: test_a fails".to_string(), 2),
+                ("gate: test_b fails".to_string(), 1),
+            ]
+        );
+        // Carrying again changes nothing.
+        assert!(!carry(&worktree, &run, "US-001", None).unwrap());
+        assert!(!carry(&run, &worktree, "US-001", Some("merge: conflicts in a.rs")).unwrap());
+        let (l, _) = Lessons::load(&run, "US-001").unwrap();
+        assert_eq!((l.lessons()[1].first_seen, l.lessons()[1].last_seen), (t(0), t(2)));
     }
 
     #[test]

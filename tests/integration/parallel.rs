@@ -411,3 +411,42 @@ fn a_worktree_prd_left_half_written_by_a_kill_is_restored_on_resume() {
     assert!(p.passes("US-001") && p.passes("US-002"));
     assert_tidy(&p);
 }
+
+/// What a story's turns learned outlives its worktree: the redo of a story
+/// sent back after a conflict, in a new worktree, is shown the lesson of its
+/// first attempt's failed turn, and the run's store keeps it.
+#[test]
+fn a_worktrees_lessons_reach_the_redo_in_a_new_worktree_and_the_runs_store() {
+    let p = Project::with_prd(TWO);
+    p.write("shared.txt", "base\n");
+    p.git(&["add", "-A"]);
+    p.git(&["commit", "-q", "-m", "shared file"]);
+    // Each story's first turn fails the gate, saying why; its second passes;
+    // both rewrote one line, so the later merge conflicts.
+    p.script(
+        "[story US-001 1]\ntouch-shared a\nwait-shared b 60\nwrite shared.txt from {id}\nwrite boom BOOM-{id}\nimplement\n\
+         [story US-002 1]\ntouch-shared b\nwait-shared a 60\nwrite shared.txt from {id}\nwrite boom BOOM-{id}\nimplement\n\
+         [story US-001 2]\nwrite boom fixed\nimplement\n\
+         [story US-002 2]\nwrite boom fixed\nimplement\n\
+         [run *]\nwrite boom fixed\nappend shared.txt and {id}\nimplement\n",
+    );
+    let gate = "test -f shared.txt && ! grep BOOM boom";
+    let r = p.run(&["12", "--jobs", "2", "--gate", gate]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(r.stdout.contains("conflicts with the run branch in shared.txt: sent back"), "{r:?}");
+    let redo = (1..=8)
+        .map(|n| p.prompt(n))
+        .find(|t| t.contains("conflicted with stories merged"))
+        .unwrap_or_else(|| panic!("no redo: {r:?}"));
+    let story = if redo.contains("Your earlier work on US-001") { "US-001" } else { "US-002" };
+    let lessons = redo.split("## Lessons — do not repeat").nth(1).unwrap_or_default();
+    assert!(lessons.contains(&format!("BOOM-{story}")), "the redo was not told: {redo}");
+    let kept: String = std::fs::read_dir(p.path(".git/ralph/lessons"))
+        .map(|d| {
+            d.flatten().map(|e| std::fs::read_to_string(e.path()).unwrap_or_default()).collect()
+        })
+        .unwrap_or_default();
+    for id in ["US-001", "US-002"] {
+        assert!(kept.contains(&format!("BOOM-{id}")), "the run's store lost {id}'s lesson: {kept}");
+    }
+}

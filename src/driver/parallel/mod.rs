@@ -37,6 +37,7 @@ use workers::{Msg, Slot};
 use super::{End, Run};
 use crate::error::Error;
 use crate::event::{Event, IterationResult, RunOutcome};
+use crate::learn::lessons;
 use crate::limits::Wait;
 use crate::prd::Prd;
 
@@ -346,6 +347,13 @@ impl Run<'_> {
             since: Utc::now(),
             message: None,
         };
+        // A new worktree starts with what earlier turns of the story learned
+        // (but the feedback, which the worker is given as it is).
+        let worktree = crate::store::Store::for_project(&slot.project, &slot.prd);
+        let except = pool.board.feedback.get(&story.id).map(String::as_str);
+        if let Err(e) = lessons::carry(&self.paths.store, &worktree, &story.id, except) {
+            self.warn(format!("cannot hand {} its lessons: {e}", story.id));
+        }
         // An agent killed while writing its copy of prd.json (kill -9 of the
         // run) leaves it half-written: ralph's own copy stands in for it.
         if crate::prd::Prd::load(&slot.prd).is_err() {
@@ -472,6 +480,11 @@ impl Run<'_> {
             outcome: outcome.into(),
             message: said,
         });
+        // What the turn learned outlives its worktree: the run's store keeps it.
+        let worktree = crate::store::Store::for_project(&slot.project, &slot.prd);
+        if let Err(e) = lessons::carry(&worktree, &self.paths.store, &slot.story, None) {
+            self.warn(format!("cannot keep the lessons of {}: {e}", slot.story));
+        }
         if let Some(r) = pool.remote.as_mut() {
             // A takeover starts from what this turn left on the branch (a
             // story about to be delivered needs no takeover).
