@@ -61,6 +61,10 @@ const MOVED: &[&str] = &[
 pub struct Store {
     root: PathBuf,
     work: PathBuf,
+    /// Where `rules.json` and its lock are: the project's rules, shared by
+    /// its linked worktrees (a parallel run's workers), which keep the rest
+    /// of their state apart.
+    shared: PathBuf,
 }
 
 impl Store {
@@ -68,7 +72,7 @@ impl Store {
     /// repository (and for tests).
     pub fn new(project_dir: &Path) -> Store {
         let dir = project_dir.join(".ralph");
-        Store { root: dir.clone(), work: dir }
+        Store { root: dir.clone(), shared: dir.clone(), work: dir }
     }
 
     /// The store of the PRD at `prd` in `project`: state in the git
@@ -80,18 +84,19 @@ impl Store {
     pub fn for_project(project: &Path, prd: &Path) -> Store {
         let work = project.join(".ralph");
         let Ok(repo) = git2::Repository::discover(project) else {
-            return Store { root: work.clone(), work };
+            return Store { root: work.clone(), shared: work.clone(), work };
         };
-        let base = repo.path().join("ralph");
         let workdir = repo.workdir().and_then(|w| w.canonicalize().ok());
         let prd = prd.canonicalize().unwrap_or_else(|_| prd.to_path_buf());
         let rel = workdir.as_deref().and_then(|w| prd.strip_prefix(w).ok());
-        let root = match rel.and_then(Path::to_str) {
-            Some("prd.json") | Some("scripts/ralph/prd.json") => base,
-            Some(rel) => base.join("prds").join(key(rel)),
-            None => base.join("prds").join(key(&prd.display().to_string())),
+        let sub = match rel.and_then(Path::to_str) {
+            Some("prd.json") | Some("scripts/ralph/prd.json") => PathBuf::new(),
+            Some(rel) => Path::new("prds").join(key(rel)),
+            None => Path::new("prds").join(key(&prd.display().to_string())),
         };
-        Store { root, work }
+        let root = repo.path().join("ralph").join(&sub);
+        let shared = repo.commondir().join("ralph").join(&sub);
+        Store { root, work, shared }
     }
 
     /// ralph's state folder.
@@ -193,7 +198,12 @@ impl Store {
     }
 
     pub fn rules(&self) -> PathBuf {
-        self.path("rules.json")
+        self.shared.join("rules.json")
+    }
+
+    /// The lock a change of `rules.json` holds, beside it.
+    pub fn rules_lock(&self) -> PathBuf {
+        self.shared.join("rules.lock")
     }
 
     pub fn runs(&self) -> PathBuf {

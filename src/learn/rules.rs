@@ -20,10 +20,12 @@
 //! it (the `applied` ids the loop passes in): its failure recurring counts a
 //! violation, a passing gate counts compliance. See [`verdict`].
 //!
-//! The cards live in `.ralph/rules.json` (versioned, with a `revision` that
-//! each write raises). Every change is a read-modify-write under
-//! `.ralph/rules.lock`, so a person running `ralph rules arm` while the loop
-//! records a failure loses neither change. A file that cannot be read is
+//! The cards live in the store's `rules.json` (versioned, with a `revision`
+//! that each write raises), one file for the project: a linked worktree (a
+//! parallel run's worker) reads and writes the main repository's
+//! ([`Store::rules`]). Every change is a read-modify-write under
+//! `rules.lock` beside it, so a person running `ralph rules arm` while
+//! workers record failures loses no change. A file that cannot be read is
 //! never overwritten: it may be a hand edit waiting to be fixed.
 
 use std::fs::OpenOptions;
@@ -610,7 +612,10 @@ pub fn update<T>(
 ) -> Result<T, RulesError> {
     let io = |what, path: PathBuf| move |source| RulesError::Io { what, path, source };
     store.ensure().map_err(io("create", store.root().to_path_buf()))?;
-    let lock_path = store.path("rules.lock");
+    let lock_path = store.rules_lock();
+    if let Some(dir) = lock_path.parent() {
+        std::fs::create_dir_all(dir).map_err(io("create", dir.to_path_buf()))?;
+    }
     let lock = OpenOptions::new()
         .write(true)
         .create(true)

@@ -450,3 +450,31 @@ fn a_worktrees_lessons_reach_the_redo_in_a_new_worktree_and_the_runs_store() {
         assert!(kept.contains(&format!("BOOM-{id}")), "the run's store lost {id}'s lesson: {kept}");
     }
 }
+
+/// Rules a person armed hold in every worktree: each worker's prompt has
+/// them, and what workers observe lands on the project's own cards.
+#[test]
+fn armed_rules_reach_every_parallel_worker() {
+    let p = Project::with_prd(TWO);
+    p.script("[run 1]\nprint nothing useful\n[run 2]\nprint nothing useful\n[run *]\nimplement\n");
+    let gate = "sh -c 'test -f src/us-001.txt || { echo error: the widget is broken; exit 1; }'";
+    let r = p.run(&["2", "--gate", gate]);
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
+    let list = p.run(&["rules", "list", "--json"]);
+    let rules: Value = serde_json::from_str(&list.stdout).unwrap();
+    let card = rules["cards"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["category"] == "gate-failure").cloned())
+        .unwrap_or_else(|| panic!("no gate-failure card: {}", list.stdout));
+    let id = card["id"].as_str().unwrap();
+    let armed = p.run(&["rules", "arm", id, "--statement", "RULE-MARKER: never break the widget"]);
+    assert_eq!(armed.code, 0, "{armed:?}");
+    let r = p.run(&["6", "--jobs", "2", "--gate", "test -d src", "--fresh"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    let runs = p.agent_runs().len();
+    assert!(runs >= 4, "{runs} agent runs");
+    for n in 3..=runs {
+        let prompt = p.prompt(n);
+        assert!(prompt.contains("RULE-MARKER"), "worker prompt {n} has no rules: {prompt}");
+    }
+}
