@@ -71,12 +71,24 @@ pub(crate) fn switch_text(
     reason: crate::agent::fallback::SwitchReason,
     until: Option<chrono::DateTime<Utc>>,
 ) -> String {
+    switch_text_at(iteration, from, to, reason, until, |t| {
+        t.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S").to_string()
+    })
+}
+
+/// [`switch_text`] with the time written by `at` (a report written in UTC
+/// says its times in UTC).
+pub(crate) fn switch_text_at(
+    iteration: u32,
+    from: &str,
+    to: &str,
+    reason: crate::agent::fallback::SwitchReason,
+    until: Option<chrono::DateTime<Utc>>,
+    at: impl Fn(chrono::DateTime<Utc>) -> String,
+) -> String {
     use crate::agent::fallback::SwitchReason as R;
     let why = match (reason, until) {
-        (R::UsageLimit, Some(t)) => format!(
-            "{from}'s usage limit lasts until {}",
-            t.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S")
-        ),
+        (R::UsageLimit, Some(t)) => format!("{from}'s usage limit lasts until {}", at(t)),
         (R::UsageLimit, None) => format!("{from} is limited"),
         (R::LimitReset, _) => format!("{to}'s usage limit is over"),
     };

@@ -123,7 +123,14 @@ pub fn markdown(r: &RunReport) -> String {
     if !r.switches.is_empty() {
         let _ = writeln!(out, "\n## Agent switches\n");
         for sw in &r.switches {
-            let text = crate::ui::switch_text(sw.iteration, &sw.from, &sw.to, sw.reason, sw.until);
+            let text = crate::ui::switch_text_at(
+                sw.iteration,
+                &sw.from,
+                &sw.to,
+                sw.reason,
+                sw.until,
+                |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+            );
             let _ = writeln!(out, "- {}", cell(&text));
         }
     }

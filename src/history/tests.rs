@@ -328,7 +328,8 @@ fn the_report_says_which_agent_did_what_and_why_it_switched() {
         "| agents |",
         "| codex, claude |",
         "## Agent switches",
-        "- agent codex → claude from iteration 2: codex's usage limit lasts until",
+        // In UTC, as the report's other times are.
+        "- agent codex → claude from iteration 2: codex's usage limit lasts until 2027-01-15 10:00:00 UTC",
     ] {
         assert!(md.contains(want), "{want:?} not in\n{md}");
     }
