@@ -160,33 +160,32 @@ pub fn fetch(dir: &Path) -> Result<(), GitError> {
 /// the compare-and-swap claims and deliveries rely on. `Err` when the
 /// remote could not be reached at all.
 pub fn push(dir: &Path, specs: &[String]) -> Result<Vec<Pushed>, GitError> {
-    let mut args = vec!["push", "--porcelain", "origin"];
-    args.extend(specs.iter().map(String::as_str));
-    let (out, err, _) = git(dir, &args)?;
-    let pushed = parse_porcelain(&out);
+    push_leased(dir, specs, &[])
+}
+
+/// [`push`], each `(ref, oid)` of `leases` changed only if the remote has
+/// it at `oid` still (git's `--force-with-lease=<ref>:<oid>`, which is
+/// what lets a delete be a compare-and-swap).
+pub fn push_leased(
+    dir: &Path,
+    specs: &[String],
+    leases: &[(String, String)],
+) -> Result<Vec<Pushed>, GitError> {
+    let (pushed, err) = push_with(dir, specs, leases, false)?;
     if pushed.is_empty() {
         return Err(failed("cannot push to the remote", &err));
     }
     Ok(pushed)
 }
 
-/// [`push`], all or nothing (`--atomic`), and each `(ref, oid)` of
-/// `leases` changed only if the remote has it at `oid` still (git's
-/// `--force-with-lease=<ref>:<oid>`, which is what lets a delete be a
-/// compare-and-swap). `Ok(None)` when the remote cannot push atomically.
+/// [`push_leased`], all or nothing (`--atomic`). `Ok(None)` when the
+/// remote cannot push atomically.
 pub fn push_atomic(
     dir: &Path,
     specs: &[String],
     leases: &[(String, String)],
 ) -> Result<Option<Vec<Pushed>>, GitError> {
-    let leases: Vec<String> =
-        leases.iter().map(|(r, oid)| format!("--force-with-lease={r}:{oid}")).collect();
-    let mut args = vec!["push", "--porcelain", "--atomic"];
-    args.extend(leases.iter().map(String::as_str));
-    args.push("origin");
-    args.extend(specs.iter().map(String::as_str));
-    let (out, err, _) = git(dir, &args)?;
-    let pushed = parse_porcelain(&out);
+    let (pushed, err) = push_with(dir, specs, leases, true)?;
     if pushed.is_empty() {
         if err.contains("does not support --atomic") {
             return Ok(None);
@@ -194,6 +193,34 @@ pub fn push_atomic(
         return Err(failed("cannot push to the remote", &err));
     }
     Ok(Some(pushed))
+}
+
+fn push_with(
+    dir: &Path,
+    specs: &[String],
+    leases: &[(String, String)],
+    atomic: bool,
+) -> Result<(Vec<Pushed>, String), GitError> {
+    let leases: Vec<String> =
+        leases.iter().map(|(r, oid)| format!("--force-with-lease={r}:{oid}")).collect();
+    let mut args = vec!["push", "--porcelain"];
+    if atomic {
+        args.push("--atomic");
+    }
+    args.extend(leases.iter().map(String::as_str));
+    args.push("origin");
+    args.extend(specs.iter().map(String::as_str));
+    let (out, err, _) = git(dir, &args)?;
+    Ok((parse_porcelain(&out), err))
+}
+
+/// Refused only because another ref of an atomic push was: git says so
+/// for the rest of the push, in its own words when it refused a ref
+/// itself ("atomic push failed") and in the server's when the server did
+/// ("atomic push failure"). A server-side race on the ref itself ("atomic
+/// transaction failed") is a refusal of its own.
+pub fn collateral(why: &str) -> bool {
+    why.contains("atomic push failed") || why.contains("atomic push failure")
 }
 
 /// `git push --porcelain`: `<flag>\t<src>:<dst>\t<summary>` per ref, `!` rejected.

@@ -17,6 +17,9 @@ fn stories(n: usize) -> String {
     format!(r#"{{"project":"Shared","branchName":"ralph/shared","userStories":[{}]}}"#, s.join(","))
 }
 
+/// The run's refs on the remote: `refs/ralph/<the run branch, slugged>`.
+const NS: &str = "ralph-shared-52f0ec31";
+
 /// A project pushed to a bare repository: the shared remote.
 struct Shared {
     p: Project,
@@ -112,7 +115,7 @@ fn finish(children: Vec<Child>) -> Vec<Run> {
 
 fn assert_clean_remote(s: &Shared) {
     let refs = s.git(&["for-each-ref", "--format=%(refname)"]);
-    assert!(!refs.contains("refs/ralph/ralph-shared/claims/"), "claims left: {refs}");
+    assert!(!refs.contains("/claims/"), "claims left: {refs}");
     assert!(!refs.contains("--US-"), "story branches left: {refs}");
 }
 
@@ -303,7 +306,7 @@ fn a_usage_limit_one_worker_meets_keeps_the_others_from_calling_the_agent() {
             assert!(t + 1000 >= reset, "an agent started at {t}, before the reset at {reset}: {l}");
         }
     }
-    let state = s.git(&["log", "-1", "--format=%B", "refs/ralph/ralph-shared/state"]);
+    let state = s.git(&["log", "-1", "--format=%B", &format!("refs/ralph/{NS}/state")]);
     assert!(state.contains("usage_limit_until"), "{state}");
 }
 
@@ -495,4 +498,45 @@ fn a_worker_frozen_past_its_lease_and_woken_delivers_nothing_twice() {
     assert!(s.all_pass(1));
     assert_eq!(s.delivered().len(), 1, "{:?}", s.delivered());
     assert_clean_remote(&s);
+}
+
+/// Remotes that are not a plain bare repository: one that refuses to delete
+/// branches (a protection rule, here an update hook) and one without atomic
+/// pushes. Every story is delivered once; the claims are let go all the same.
+#[test]
+fn a_remote_that_keeps_branches_or_cannot_push_atomically_still_gets_every_story() {
+    for kind in ["no branch deletes", "no atomic pushes"] {
+        let s = Shared::new(&stories(3));
+        // Each story's first turn does not pass: its branch is pushed, for
+        // a takeover, and is then the delivery's to delete.
+        s.p.script(
+            "[story US-001 1]\nprint nothing yet\n[story US-002 1]\nprint nothing yet\n\
+             [story US-003 1]\nprint nothing yet\n[run *]\nimplement\n",
+        );
+        if kind == "no branch deletes" {
+            let hook = s.remote().join("hooks/update");
+            std::fs::write(
+                &hook,
+                "#!/bin/sh\ncase \"$1\" in refs/heads/*) [ \"$3\" = 0000000000000000000000000000000000000000 ] && { echo no deletes >&2; exit 1; } ;; esac\nexit 0\n",
+            )
+            .unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+        } else {
+            s.git(&["config", "receive.advertiseAtomic", "false"]);
+        }
+        let runs = finish(vec![s.worker(1, &[]), s.worker(2, &[])]);
+        for r in &runs {
+            assert_eq!(r.code, code(exit::COMPLETE), "{kind}: {r:?}");
+        }
+        assert!(s.all_pass(3), "{kind}");
+        assert_eq!(s.delivered().len(), 3, "{kind}: {:?}", s.delivered());
+        let refs = s.git(&["for-each-ref", "--format=%(refname)"]);
+        assert!(!refs.contains("/claims/"), "{kind}: claims left: {refs}");
+        if kind == "no atomic pushes" {
+            assert_clean_remote(&s);
+        } else {
+            assert!(refs.contains("--US-"), "{kind}: the branches were pushed: {refs}");
+        }
+    }
 }

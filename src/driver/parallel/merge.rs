@@ -151,9 +151,9 @@ impl Run<'_> {
 
     fn try_merge(&mut self, pool: &mut Pool, q: &Queued) -> Result<Attempt, Error> {
         if pool.remote.is_some() {
-            // Onto the remote's tip as it is now.
-            self.sync_remote(pool, std::time::Duration::ZERO);
-            if pool.unreachable {
+            // Onto the remote's tip as it is now: a merge onto a tip we
+            // could not fetch would only lose the race (after its gate).
+            if !self.sync_remote(pool, std::time::Duration::ZERO) {
                 return Ok(Attempt::Unreachable("fetch failed".into()));
             }
         }

@@ -610,12 +610,15 @@ impl Run<'_> {
     /// With a remote: fetches (at most every `every`), brings the run
     /// branch and the work tree up to the remote's tip, takes in a usage
     /// limit another machine met, and renews this worker's leases (a lease
-    /// another worker took over stops the story here).
-    fn sync_remote(&mut self, pool: &mut Pool, every: Duration) {
-        let Some(r) = pool.remote.as_mut() else { return };
+    /// another worker took over stops the story here). Whether it fetched
+    /// (not when it did a moment ago, is backing off, or failed).
+    fn sync_remote(&mut self, pool: &mut Pool, every: Duration) -> bool {
+        let Some(r) = pool.remote.as_mut() else { return false };
+        let mut fetched = false;
         match r.sync(&self.repo, every) {
             Ok(false) => {}
             Ok(true) => {
+                fetched = true;
                 if pool.unreachable {
                     pool.unreachable = false;
                     self.notice("the remote can be reached again");
@@ -653,7 +656,7 @@ impl Run<'_> {
             }
             Err(e) => self.remote_unreachable(pool, &e.message),
         }
-        let Some(r) = pool.remote.as_mut() else { return };
+        let Some(r) = pool.remote.as_mut() else { return fetched };
         for story in r.due(Utc::now()) {
             match r.claim(&self.repo, &story, None) {
                 Ok(true) => {}
@@ -670,6 +673,7 @@ impl Run<'_> {
                 Err(_) => break,
             }
         }
+        fetched
     }
 
     /// Claims `story` to work on it: `Ok(true)` when it is ours and still
@@ -688,9 +692,10 @@ impl Run<'_> {
             match r.claim_on_tip(&self.repo, story, tip)? {
                 remote::Claimed::Ours => return Ok(self.still_to_do(pool, story)),
                 remote::Claimed::Lost => return Ok(false),
+                remote::Claimed::Unchecked => return Ok(self.look_again(pool, story)),
+                // Not claimed: on a tip we could not fetch, not again.
                 remote::Claimed::Moved => {
-                    self.sync_remote(pool, Duration::ZERO);
-                    if self.passes_on_tip(pool, story) {
+                    if !self.sync_remote(pool, Duration::ZERO) || self.passes_on_tip(pool, story) {
                         return Ok(false);
                     }
                 }
@@ -702,8 +707,21 @@ impl Run<'_> {
         if !r.claim(&self.repo, story, None)? {
             return Ok(false);
         }
-        self.sync_remote(pool, Duration::ZERO);
-        Ok(self.still_to_do(pool, story))
+        Ok(self.look_again(pool, story))
+    }
+
+    /// A story claimed without knowing the tip is current: fetched, still
+    /// to do? Unless the fetch went through, it is let go (a delivery we
+    /// have not seen must not be worked again).
+    fn look_again(&mut self, pool: &mut Pool, story: &str) -> bool {
+        if self.sync_remote(pool, Duration::ZERO) {
+            return self.still_to_do(pool, story);
+        }
+        let branch = format!("{}--{}", pool.branch, plan::slug(story));
+        if let Some(r) = pool.remote.as_mut() {
+            let _ = r.release(story, &branch);
+        }
+        false
     }
 
     /// A story just claimed that passes on the tip already is let go.

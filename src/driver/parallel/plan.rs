@@ -146,14 +146,23 @@ pub(super) fn stuck(
     Some((outcome, format!("{head}\n{}", lines.join("\n"))))
 }
 
-/// A story id as a branch and folder name: what git allows in a ref.
+/// A story id (or a run branch) as a branch, ref and folder name: what git
+/// allows in one. An id that had to change gets a hash of itself too, so
+/// two ids never share a name (`ralph/x` and `ralph-x`, `US.1` and `US-1`).
 pub(super) fn slug(id: &str) -> String {
     let s: String = id
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' })
         .collect();
-    let s = s.trim_matches('-').to_string();
-    if s.is_empty() { "story".into() } else { s }
+    let s = s.trim_matches('-');
+    let s = if s.is_empty() { "story" } else { s };
+    if s == id {
+        return s.to_string();
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(id.as_bytes());
+    let hex: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    format!("{s}-{hex}")
 }
 
 #[cfg(test)]
@@ -260,10 +269,17 @@ mod tests {
 
     #[test]
     fn story_ids_become_names_git_accepts() {
-        for (id, want) in
-            [("US-001", "US-001"), ("a/b c", "a-b-c"), ("..", "story"), ("x.y", "x-y")]
-        {
-            assert_eq!(slug(id), want);
+        for (id, want) in [
+            ("US-001", "US-001".to_string()),
+            ("a/b c", "a-b-c-0af99a60".to_string()),
+            ("..", "story-5ec1f7e7".to_string()),
+            ("x.y", "x-y-b24ca9b7".to_string()),
+        ] {
+            assert_eq!(slug(id), want, "{id}");
         }
+        // Ids that read alike stay apart.
+        let names: std::collections::BTreeSet<String> =
+            ["ralph/x", "ralph-x", "ralph.x", "ralph x"].iter().map(|id| slug(id)).collect();
+        assert_eq!(names.len(), 4, "{names:?}");
     }
 }

@@ -108,6 +108,13 @@ pub(super) struct Remote {
     /// Remote calls that failed in a row: the back-off before the next.
     failures: u32,
     retry_at: Option<Instant>,
+    /// The remote takes atomic pushes (until it says it does not).
+    atomic: bool,
+    /// The remote refuses to delete branches (a protection rule): story
+    /// branches are left there.
+    keep_branches: bool,
+    /// Stories this worker delivered: their claims are never renewed.
+    delivered: std::collections::BTreeSet<String>,
 }
 
 /// A remote call that could not be made (unreachable, refused credentials).
@@ -127,6 +134,9 @@ impl Remote {
             first_claim: true,
             failures: 0,
             retry_at: None,
+            atomic: true,
+            keep_branches: false,
+            delivered: Default::default(),
         }
     }
 
@@ -153,8 +163,7 @@ impl Remote {
             self.failed();
             return Err(e);
         }
-        self.failures = 0;
-        self.retry_at = None;
+        self.reached();
         let prefix = self.fetched(&format!("{}/claims/", self.ns));
         self.claims = repo
             .refs_under(&prefix)
@@ -171,6 +180,12 @@ impl Remote {
     /// Backs off after a failed call: half a second, doubling, at most 10 s
     /// (a lease is renewed a third of the way through: the default 10
     /// minutes survive a long outage).
+    /// A call got through: no back-off before the next.
+    fn reached(&mut self) {
+        self.failures = 0;
+        self.retry_at = None;
+    }
+
     fn failed(&mut self) {
         self.failures += 1;
         let wait =
@@ -228,21 +243,38 @@ impl Remote {
         let claim_ref = self.claim_ref(story);
         let specs = [format!("{commit}:{claim_ref}"), format!("{tip}:{}", self.run)];
         let leases = [(self.run.clone(), tip.to_string())];
-        let pushed = match remote::push_atomic(&self.dir, &specs, &leases) {
-            Ok(Some(pushed)) => pushed,
-            Ok(None) => {
-                let landed = self.claim(repo, story, None)?;
-                return Ok(if landed { Claimed::Ours } else { Claimed::Lost });
-            }
-            Err(e) => {
-                self.failed();
-                return Err(e);
-            }
+        let Some(pushed) = self.atomic_push(&specs, &leases)? else {
+            // No atomic pushes: the claim alone, and the caller fetches.
+            let landed = self.push_one(&specs[0])?;
+            self.claimed(story, landed.then_some((claim, commit)));
+            return Ok(if landed { Claimed::Unchecked } else { Claimed::Lost });
         };
-        self.failures = 0;
         let claimed = claimed(&pushed, &claim_ref, &self.run);
         self.claimed(story, (claimed == Claimed::Ours).then_some((claim, commit)));
         Ok(claimed)
+    }
+
+    /// An atomic push: `Ok(None)` when the remote cannot make one (it is
+    /// then not asked again).
+    fn atomic_push(
+        &mut self,
+        specs: &[String],
+        leases: &[(String, String)],
+    ) -> Result<Option<Vec<Pushed>>, Unreachable> {
+        if !self.atomic {
+            return Ok(None);
+        }
+        match remote::push_atomic(&self.dir, specs, leases) {
+            Ok(pushed) => {
+                self.reached();
+                self.atomic = pushed.is_some();
+                Ok(pushed)
+            }
+            Err(e) => {
+                self.failed();
+                Err(e)
+            }
+        }
     }
 
     /// The claim commit that would claim `story` for this worker: `None`
@@ -290,35 +322,42 @@ impl Remote {
         let third = chrono::TimeDelta::from_std(self.lease / 3).unwrap_or_default();
         self.claims
             .iter()
-            .filter(|(_, (c, _))| c.worker == self.worker && c.given_up.is_none())
+            .filter(|(s, (c, _))| {
+                c.worker == self.worker && c.given_up.is_none() && !self.delivered.contains(*s)
+            })
             .filter(|(_, (c, _))| c.lease_until - now < third * 2)
             .map(|(s, _)| s.clone())
             .collect()
     }
 
     /// Drops our claim and the story's branch once it is delivered (one
-    /// push); a claim another worker took over meanwhile is left to it.
+    /// push, each ref for itself): a claim another worker took over
+    /// meanwhile is left to it, with the branch.
     pub(super) fn release(&mut self, story: &str, branch: &str) -> Result<(), Unreachable> {
-        let (specs, leases) = self.release_specs(story, branch, true);
-        let result = match remote::push_atomic(&self.dir, &specs, &leases) {
-            Ok(Some(_)) => Ok(()),
-            Ok(None) => remote::push(&self.dir, &specs).map(|_| ()),
-            Err(e) => Err(e),
-        };
-        match result {
-            Ok(()) => self.failures = 0,
+        let (specs, leases) = self.release_specs(story, branch, !self.keep_branches);
+        self.claims.remove(story);
+        if specs.is_empty() {
+            return Ok(());
+        }
+        match remote::push_leased(&self.dir, &specs, &leases) {
+            Ok(pushed) => {
+                self.reached();
+                let dst = format!("refs/heads/{branch}");
+                if pushed.iter().any(|p| p.dst == dst && p.rejected.is_some()) {
+                    self.keep_branches = true;
+                }
+                Ok(())
+            }
             Err(e) => {
                 self.failed();
-                return Err(e);
+                Err(e)
             }
         }
-        self.claims.remove(story);
-        Ok(())
     }
 
     /// The pushes that release `story`: our claim, deleted only if the
     /// remote still has it as we made it, and (`with_branch`) the story's
-    /// branch.
+    /// branch, unless another worker holds the story now.
     fn release_specs(
         &self,
         story: &str,
@@ -326,12 +365,13 @@ impl Remote {
         with_branch: bool,
     ) -> (Vec<String>, Vec<(String, String)>) {
         let (mut specs, mut leases) = (Vec::new(), Vec::new());
-        if let Some((_, oid)) = self.claims.get(story).filter(|(c, _)| c.worker == self.worker) {
+        let held = self.claims.get(story);
+        if let Some((_, oid)) = held.filter(|(c, _)| c.worker == self.worker) {
             let claim = self.claim_ref(story);
             specs.push(format!(":{claim}"));
             leases.push((claim, oid.to_string()));
         }
-        if with_branch {
+        if with_branch && held.is_none_or(|(c, _)| c.worker == self.worker) {
             specs.push(format!(":refs/heads/{branch}"));
         }
         (specs, leases)
@@ -361,44 +401,34 @@ impl Remote {
         let run = format!("refs/heads/{run_branch}");
         // Only a branch the remote has: some servers refuse a whole atomic
         // push for deleting a ref that is not there.
-        let on_remote = self.story_branch(repo, branch).is_some();
-        let (release, leases) = self.release_specs(story, branch, on_remote);
+        let with_branch = !self.keep_branches && self.story_branch(repo, branch).is_some();
+        let (release, leases) = self.release_specs(story, branch, with_branch);
         let specs: Vec<String> =
             std::iter::once(format!("{commit}:{run}")).chain(release).collect();
-        let pushed = match remote::push_atomic(&self.dir, &specs, &leases) {
-            Ok(Some(pushed)) => pushed,
-            // A remote without atomic pushes: one push, then the other.
-            Ok(None) => {
-                if !self.push_one(&specs[0])? {
-                    return Ok(Delivery::Raced);
-                }
-                self.release(story, branch)?;
-                return Ok(Delivery::Landed);
-            }
-            Err(e) => {
-                self.failed();
-                return Err(e);
-            }
+        let answer = match self.atomic_push(&specs, &leases)? {
+            Some(pushed) => answer(&pushed, &run),
+            None => Answer::Blocked,
         };
-        self.failures = 0;
-        match answer(&pushed, &run) {
-            Answer::Landed => {
-                self.claims.remove(story);
-                Ok(Delivery::Landed)
-            }
-            // The claim moved under us (our lease ran out and another
-            // worker took the story over): deliver alone, and leave the
-            // claim and the branch to that worker, which finds the story
-            // passing on the tip and lets both go.
+        match answer {
+            Answer::Landed => {}
+            // The release could not go with it: our view of the claim was
+            // out of date, another worker took the story over, or the
+            // remote refuses to delete the branch (or to push atomically).
+            // Deliver alone, then look again and release what is ours.
             Answer::Blocked => {
                 if !self.push_one(&specs[0])? {
                     return Ok(Delivery::Raced);
                 }
-                self.claims.remove(story);
-                Ok(Delivery::Landed)
+                self.last_sync = None;
+                if self.sync(repo, Duration::ZERO).is_ok() {
+                    let _ = self.release(story, branch);
+                }
             }
-            Answer::Raced => Ok(Delivery::Raced),
+            Answer::Raced => return Ok(Delivery::Raced),
         }
+        self.claims.remove(story);
+        self.delivered.insert(story.to_string());
+        Ok(Delivery::Landed)
     }
 
     /// The run branch as last fetched.
@@ -478,7 +508,7 @@ impl Remote {
     fn push_one(&mut self, spec: &str) -> Result<bool, Unreachable> {
         match remote::push(&self.dir, &[spec.to_string()]) {
             Ok(results) => {
-                self.failures = 0;
+                self.reached();
                 Ok(results.iter().all(|Pushed { rejected, .. }| rejected.is_none()))
             }
             Err(e) => {
@@ -494,6 +524,9 @@ impl Remote {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Claimed {
     Ours,
+    /// Ours, but the remote could not assert the tip with it (no atomic
+    /// pushes): fetch, and see whether the story is still to do.
+    Unchecked,
     /// Another worker holds the story (or made its claim first).
     Lost,
     /// The run branch moved on since this worker last looked: fetch, and
@@ -508,7 +541,7 @@ pub(super) fn claimed(pushed: &[Pushed], claim: &str, run: &str) -> Claimed {
         pushed
             .iter()
             .find(|p| p.dst == dst)
-            .map(|p| p.rejected.as_deref().map(|w| !w.contains("atomic push failed")))
+            .map(|p| p.rejected.as_deref().map(|w| !remote::collateral(w)))
     };
     match (refused(claim), refused(run)) {
         (Some(None), Some(None)) => Claimed::Ours,
@@ -543,7 +576,7 @@ pub(super) fn answer(pushed: &[Pushed], run: &str) -> Answer {
     match pushed.iter().find(|p| p.dst == run).map(|p| p.rejected.as_deref()) {
         Some(None) if pushed.iter().all(|p| p.rejected.is_none()) => Answer::Landed,
         Some(None) => Answer::Blocked,
-        Some(Some(why)) if why.contains("atomic push failed") => Answer::Blocked,
+        Some(Some(why)) if remote::collateral(why) => Answer::Blocked,
         _ => Answer::Raced,
     }
 }

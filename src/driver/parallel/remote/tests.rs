@@ -21,6 +21,14 @@ fn a_claim_on_the_tip_is_ours_lost_or_the_tip_moved() {
             Claimed::Lost,
         ),
         (vec![p(run, None)], Claimed::Lost),
+        // The server refused the claim (a hook, a rule): the tip, with it.
+        (
+            vec![
+                p(claim, Some("[remote rejected] (hook declined)")),
+                p(run, Some("[remote rejected] (atomic push failure)")),
+            ],
+            Claimed::Lost,
+        ),
     ];
     for (pushed, want) in cases {
         assert_eq!(claimed(pushed, claim, run), *want, "{pushed:?}");
@@ -53,6 +61,19 @@ fn an_atomic_delivery_landed_raced_or_was_blocked_by_its_claim() {
             Answer::Raced,
         ),
         (vec![p(run, Some("[rejected] (non-fast-forward)"))], Answer::Raced),
+        // The server refused to delete the branch: deliver alone.
+        (
+            vec![
+                p(run, Some("[remote rejected] (atomic push failure)")),
+                p("refs/heads/ralph/run--us-1", Some("[remote rejected] (deletion prohibited)")),
+            ],
+            Answer::Blocked,
+        ),
+        // Another delivery won on the server itself.
+        (
+            vec![p(run, Some("[remote rejected] (atomic transaction failed)")), p(claim, None)],
+            Answer::Raced,
+        ),
         (vec![p(claim, None)], Answer::Raced),
     ];
     for (pushed, want) in cases {
