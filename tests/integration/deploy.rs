@@ -106,3 +106,59 @@ fn the_systemd_unit_restarts_a_failed_worker_and_stops_it_with_sigterm() {
     }
     flags_exist(key("ExecStart"));
 }
+
+/// A schema validator from PyPI (`.ci/install-schema-checkers.sh`), named by
+/// `var`: `None` (the test says SKIPPED) when it is not installed, a failure
+/// under `RALPH_REQUIRE_SCHEMA_CHECKERS=1`, which CI sets.
+fn checker(var: &str) -> Option<std::path::PathBuf> {
+    if let Some(bin) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+        return Some(bin.into());
+    }
+    let required = std::env::var_os("RALPH_REQUIRE_SCHEMA_CHECKERS").is_some_and(|v| v == "1");
+    assert!(!required, "{var} is not set: run .ci/install-schema-checkers.sh");
+    eprintln!("SKIPPED: {var} is not set (.ci/install-schema-checkers.sh installs it)");
+    None
+}
+
+/// Each recipe passes its engine's own schema (GitHub's and GitLab's
+/// workflow schemas, the Kubernetes API's, strict), and a copy broken in
+/// one field does not: the validators are really checking.
+#[test]
+fn the_recipes_pass_their_engines_schemas_and_a_broken_copy_does_not() {
+    let (Some(check), Some(kube)) =
+        (checker("RALPH_CHECK_JSONSCHEMA_BIN"), checker("RALPH_KUBERNETES_VALIDATE_BIN"))
+    else {
+        return;
+    };
+    let github = ["--builtin-schema", "vendor.github-workflows"];
+    let gitlab = ["--builtin-schema", "vendor.gitlab-ci"];
+    let cases: [(&std::path::Path, &[&str], &str, (&str, &str)); 3] = [
+        (&check, &github, "deploy/github-actions/ralph-workers.yml", ("runs-on:", "runs_on:")),
+        (&check, &gitlab, "deploy/gitlab-ci/ralph-workers.yml", ("parallel: 4", "parallel: many")),
+        (
+            &kube,
+            &["--strict"],
+            "deploy/kubernetes/job.yaml",
+            ("parallelism: 4", "parallelism: four"),
+        ),
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    for (bin, args, rel, (field, broken)) in cases {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
+        let run = |file: &std::path::Path| {
+            let out = std::process::Command::new(bin).args(args).arg(file).output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr);
+            // kubernetes-validate exits 0 on a resource it finds invalid.
+            (out.status.success() && !text.contains("ERROR"), text)
+        };
+        let (ok, said) = run(&path);
+        assert!(ok, "{rel} fails its schema: {said}");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(field), "{rel} has no {field}");
+        let copy = tmp.path().join(path.file_name().unwrap());
+        std::fs::write(&copy, text.replacen(field, broken, 1)).unwrap();
+        let (ok, said) = run(&copy);
+        assert!(!ok, "{rel} with {broken:?} passes its schema: {said}");
+    }
+}
