@@ -221,6 +221,18 @@ pub fn to_run(out: Output) -> Run {
     }
 }
 
+/// Processes whose working directory is inside `dir` (agents and workers).
+pub fn processes_in(dir: &std::path::Path) -> Vec<i32> {
+    let Ok(all) = std::fs::read_dir("/proc") else { return Vec::new() };
+    all.flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()))
+        .filter(|pid| alive(*pid))
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c.starts_with(dir))
+        })
+        .collect()
+}
+
 /// Whether a process exists (zombies count as gone).
 pub fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

@@ -219,18 +219,6 @@ fn a_usage_limit_one_worker_meets_pauses_every_worker_until_it_resets() {
     }
 }
 
-/// Processes whose working directory is inside the project (agents and workers).
-fn processes_in(dir: &std::path::Path) -> Vec<i32> {
-    let Ok(all) = std::fs::read_dir("/proc") else { return Vec::new() };
-    all.flatten()
-        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()))
-        .filter(|pid| alive(*pid))
-        .filter(|pid| {
-            std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c.starts_with(dir))
-        })
-        .collect()
-}
-
 #[test]
 fn ctrl_c_with_four_agents_at_work_exits_130_leaves_no_process_and_resumes() {
     let p = Project::with_prd(FIVE);

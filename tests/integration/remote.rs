@@ -540,3 +540,100 @@ fn a_remote_that_keeps_branches_or_cannot_push_atomically_still_gets_every_story
         }
     }
 }
+
+/// Two workers, one of them kill -9'd at a random moment (in an agent, a
+/// gate, a claim, a delivery's push) and started again in its clone, over
+/// and over: no story is ever delivered twice, none is lost, no process
+/// outlives its worker, and the remote ends with no claim left.
+fn remote_kills(kills: usize, seed: u64) {
+    // Enough work that the kills land while the workers are at it.
+    let n = (kills * 2).clamp(8, 60);
+    let s = Shared::new(&stories(n));
+    s.p.script("[run *]\nsleep 0.3\nimplement\n");
+    s.p.write(
+        ".ralph/config.toml",
+        "[circuit]\nno_progress = 0\nsame_error = 0\nfailures = 0\n[limits]\ncalls_per_hour = 0\n",
+    );
+    let mut state = seed;
+    let mut workers: Vec<Option<Child>> = vec![Some(s.worker(1, &[])), Some(s.worker(2, &[]))];
+    let mut at_work = 0;
+    for kill in 0..kills {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let delay = Duration::from_millis((state >> 33) % 800);
+        let i = ((state >> 20) % 2) as usize;
+        std::thread::sleep(delay);
+        let mut victim = workers[i].take().unwrap();
+        at_work += usize::from(victim.try_wait().ok().flatten().is_none());
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(victim.id() as i32, libc::SIGKILL) };
+        let _ = victim.wait();
+        let at = format!("seed {seed}, kill {kill} of w{} after {delay:?}", i + 1);
+        let clone = s.clone_dir(i + 1);
+        if let Ok(clone) = clone.canonicalize() {
+            let gone = eventually(Duration::from_secs(30), || processes_in(&clone).is_empty());
+            assert!(gone, "{at}: {:?} outlived its worker", processes_in(&clone));
+        }
+        let mut feats = s.delivered();
+        let all = feats.len();
+        feats.sort();
+        feats.dedup();
+        assert_eq!(feats.len(), all, "{at}: a story delivered twice: {feats:?}");
+        workers[i] = Some(s.worker(i + 1, &[]));
+    }
+    assert!(at_work * 2 >= kills, "seed {seed}: only {at_work} of {kills} kills found work");
+    for r in finish(workers.into_iter().flatten().collect()) {
+        assert_eq!(r.code, code(exit::COMPLETE), "seed {seed}: {r:?}");
+    }
+    assert!(s.all_pass(n), "seed {seed}");
+    assert_eq!(s.delivered().len(), n, "seed {seed}: {:?}", s.delivered());
+    let refs = s.git(&["for-each-ref", "--format=%(refname)"]);
+    assert!(!refs.contains("/claims/"), "seed {seed}: claims left: {refs}");
+}
+
+#[test]
+fn a_few_kill_9s_of_remote_workers_lose_and_double_nothing() {
+    remote_kills(4, 20261204);
+}
+
+#[test]
+#[ignore = "a soak of a few minutes: cargo test -- --ignored remote_kill_9_soak"]
+fn remote_kill_9_soak() {
+    let kills = std::env::var("RALPH_SOAK_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
+    let seed = std::env::var("RALPH_FAULT_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
+    remote_kills(kills, seed);
+}
+
+/// A claim gone from the remote while its story is at work (deleted by
+/// hand, or dropped by a worker that took it for delivered) is made again,
+/// as a new claim: never by a renewal on top of the one that is gone (that
+/// would bring back a claim another worker released), and the story is
+/// never left open to another worker.
+#[test]
+fn a_claim_the_remote_dropped_is_made_again_while_its_story_is_at_work() {
+    let s = Shared::new(&stories(1));
+    s.p.script("[story US-001 1]\ntouch-shared working\nsleep 8\nimplement\n[run *]\nimplement\n");
+    let w = s.worker(1, &[]);
+    assert!(eventually(Duration::from_secs(60), || s.p.agent_dir().join("working").exists()));
+    let claim = format!("refs/ralph/{NS}/claims/US-001");
+    let first = s.git(&["rev-parse", &claim]);
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(s.remote())
+        .args(["update-ref", "-d", &claim])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let again = eventually(Duration::from_secs(6), || {
+        !s.git(&["rev-parse", "-q", "--verify", &claim]).trim().is_empty()
+    });
+    let made = s.git(&["rev-parse", "-q", "--verify", &claim]);
+    let r = finish(vec![w]).remove(0);
+    assert!(again, "the claim was not made again: {r:?}");
+    // A new claim, not a renewal of the dropped one.
+    let parents = s.git(&["log", "-1", "--format=%P", made.trim()]);
+    assert!(parents.trim().is_empty(), "made on top of {parents} (the dropped one was {first})");
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(s.all_pass(1));
+    assert_eq!(s.delivered().len(), 1, "{:?}", s.delivered());
+    assert_clean_remote(&s);
+}

@@ -46,14 +46,17 @@ impl Run<'_> {
     pub(super) fn merge_next(&mut self, pool: &mut Pool) -> Result<(), Error> {
         let Some(q) = pool.queue.pop_front() else { return Ok(()) };
         let started = Instant::now();
-        let mut attempt = Attempt::Raced;
+        let mut attempt = Ok(Attempt::Raced);
         let tries = if pool.remote.is_some() { 50 } else { 5 };
+        pool.merging = Some(q.story.clone());
         for _ in 0..tries {
-            attempt = self.try_merge(pool, &q)?;
-            if !matches!(attempt, Attempt::Raced) {
+            attempt = self.try_merge(pool, &q);
+            if !matches!(attempt, Ok(Attempt::Raced)) {
                 break;
             }
         }
+        pool.merging = None;
+        let attempt = attempt?;
         let ms = started.elapsed().as_millis() as u64;
         match attempt {
             Attempt::Merged { commit, skipped } => {

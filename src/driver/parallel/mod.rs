@@ -67,6 +67,8 @@ pub(super) struct Pool {
     template: Option<PathBuf>,
     slots: Vec<Slot>,
     queue: VecDeque<Queued>,
+    /// The story being merged (out of the queue meanwhile).
+    merging: Option<String>,
     board: Board,
     given_up: BTreeMap<String, (GiveUp, String)>,
     /// Stories whose worktree another ralph still holds, and when to try again.
@@ -656,8 +658,29 @@ impl Run<'_> {
             }
             Err(e) => self.remote_unreachable(pool, &e.message),
         }
-        let Some(r) = pool.remote.as_mut() else { return fetched };
-        for story in r.due(Utc::now()) {
+        // Only the stories at work here are renewed: a claim a killed
+        // process of this worker left runs out, to be taken over (or
+        // taken up again by this worker, on top of it).
+        let here: Vec<String> = pool
+            .slots
+            .iter()
+            .map(|s| s.story.clone())
+            .chain(pool.queue.iter().map(|q| q.story.clone()))
+            .chain(pool.merging.clone())
+            .collect();
+        // Renewed right after a fetch only, so on the claims as they are.
+        let Some(r) = pool.remote.as_mut().filter(|_| fetched) else { return fetched };
+        // A claim gone from the remote (deleted by hand, or dropped by a
+        // worker that thought the story delivered) is made again: a story
+        // at work here is never left unclaimed for another to start.
+        let now = Utc::now();
+        let renew: Vec<String> = r
+            .due(now)
+            .into_iter()
+            .filter(|s| here.contains(s))
+            .chain(here.iter().filter(|s| r.hold(s, now) == remote::Hold::Free).cloned())
+            .collect();
+        for story in renew {
             match r.claim(&self.repo, &story, None) {
                 Ok(true) => {}
                 Ok(false) => {

@@ -117,6 +117,10 @@ pub(super) struct Remote {
     delivered: std::collections::BTreeSet<String>,
 }
 
+/// `(ref, oid)`: a push of the ref lands only if the remote has it at that
+/// oid (none, when empty).
+type Lease = (String, String);
+
 /// A remote call that could not be made (unreachable, refused credentials).
 pub(super) type Unreachable = GitError;
 
@@ -219,10 +223,11 @@ impl Remote {
         story: &str,
         given_up: Option<String>,
     ) -> Result<bool, Unreachable> {
-        let Some((claim, commit)) = self.claim_commit(repo, story, given_up)? else {
+        let Some((claim, commit, lease)) = self.claim_commit(repo, story, given_up)? else {
             return Ok(false);
         };
-        let landed = self.push_one(&format!("{commit}:{}", self.claim_ref(story)))?;
+        let landed =
+            self.push_one_leased(&format!("{commit}:{}", self.claim_ref(story)), &[lease])?;
         self.claimed(story, landed.then_some((claim, commit)));
         Ok(landed)
     }
@@ -237,15 +242,15 @@ impl Remote {
         story: &str,
         tip: Oid,
     ) -> Result<Claimed, Unreachable> {
-        let Some((claim, commit)) = self.claim_commit(repo, story, None)? else {
+        let Some((claim, commit, lease)) = self.claim_commit(repo, story, None)? else {
             return Ok(Claimed::Lost);
         };
         let claim_ref = self.claim_ref(story);
         let specs = [format!("{commit}:{claim_ref}"), format!("{tip}:{}", self.run)];
-        let leases = [(self.run.clone(), tip.to_string())];
+        let leases = [(self.run.clone(), tip.to_string()), lease.clone()];
         let Some(pushed) = self.atomic_push(&specs, &leases)? else {
             // No atomic pushes: the claim alone, and the caller fetches.
-            let landed = self.push_one(&specs[0])?;
+            let landed = self.push_one_leased(&specs[0], &[lease])?;
             self.claimed(story, landed.then_some((claim, commit)));
             return Ok(if landed { Claimed::Unchecked } else { Claimed::Lost });
         };
@@ -284,7 +289,7 @@ impl Remote {
         repo: &Repo,
         story: &str,
         given_up: Option<String>,
-    ) -> Result<Option<(Claim, Oid)>, Unreachable> {
+    ) -> Result<Option<(Claim, Oid, Lease)>, Unreachable> {
         let now = Utc::now();
         let parent = match self.hold(story, now) {
             Hold::Free => None,
@@ -300,7 +305,10 @@ impl Remote {
             self.worker,
             serde_json::to_string(&claim).unwrap_or_default()
         );
-        Ok(Some((claim.clone(), repo.note_commit(&message, parent)?)))
+        // The push lands only on the claim it was made on top of (or where
+        // there is none): a renewal must not bring back a released claim.
+        let lease = (self.claim_ref(story), parent.map(|p| p.to_string()).unwrap_or_default());
+        Ok(Some((claim.clone(), repo.note_commit(&message, parent)?, lease)))
     }
 
     /// Notes what a claim push did: `Some` the claim now ours.
@@ -506,7 +514,11 @@ impl Remote {
     }
 
     fn push_one(&mut self, spec: &str) -> Result<bool, Unreachable> {
-        match remote::push(&self.dir, &[spec.to_string()]) {
+        self.push_one_leased(spec, &[])
+    }
+
+    fn push_one_leased(&mut self, spec: &str, leases: &[Lease]) -> Result<bool, Unreachable> {
+        match remote::push_leased(&self.dir, &[spec.to_string()], leases) {
             Ok(results) => {
                 self.reached();
                 Ok(results.iter().all(|Pushed { rejected, .. }| rejected.is_none()))

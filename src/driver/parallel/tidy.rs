@@ -58,6 +58,7 @@ impl Run<'_> {
             template,
             slots: Vec::new(),
             queue: Default::default(),
+            merging: None,
             given_up: Default::default(),
             not_before: Default::default(),
             tx,
