@@ -297,3 +297,41 @@ pub fn wait_with_rusage(mut child: Child) -> (Run, i64) {
     };
     (run, peak_kib)
 }
+
+/// A local port that refuses connections, and stays that way while this
+/// lives: a socket bound to it but never listening. (Binding a listener to
+/// port 0 and dropping it frees the port for the next test's server to be
+/// given, and the "unreachable" agent then reaches that server.)
+pub struct RefusedPort {
+    fd: i32,
+    pub port: u16,
+}
+
+impl RefusedPort {
+    pub fn new() -> RefusedPort {
+        // SAFETY: plain socket calls on a socket this owns; the address
+        // structs are initialised before use and sized as passed.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+            assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+            let mut addr: libc::sockaddr_in = std::mem::zeroed();
+            addr.sin_family = libc::AF_INET as libc::sa_family_t;
+            addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+            let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            let rc = libc::bind(fd, (&raw const addr).cast(), len);
+            assert_eq!(rc, 0, "bind: {}", std::io::Error::last_os_error());
+            let mut got: libc::sockaddr_in = std::mem::zeroed();
+            let mut got_len = len;
+            let rc = libc::getsockname(fd, (&raw mut got).cast(), &mut got_len);
+            assert_eq!(rc, 0, "getsockname: {}", std::io::Error::last_os_error());
+            RefusedPort { fd, port: u16::from_be(got.sin_port) }
+        }
+    }
+}
+
+impl Drop for RefusedPort {
+    fn drop(&mut self) {
+        // SAFETY: closing the socket this owns, once.
+        unsafe { libc::close(self.fd) };
+    }
+}

@@ -16,7 +16,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::harness::{Project, Run, code, to_run};
+use crate::harness::{Project, RefusedPort, Run, code, to_run};
 use crate::openai_stub::{Reply, Stub, error_body};
 use crate::real_cli::{STATUS, bin_or_skip, one_story};
 
@@ -147,9 +147,10 @@ fn aider_usage_limit_and_500_after_its_own_retries() {
         let nowhere = s.spawn(|| {
             // A port nothing listens on: aider retries its connection error
             // like any other fault, then gives up and exits 0.
-            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+            let refused = RefusedPort::new();
             let project = Project::with_prd(&one_story("aider"));
-            ralph_at(&bin, &format!("http://{port}/v1"), &project, &["3", "--no-wait"])
+            let url = format!("http://127.0.0.1:{}/v1", refused.port);
+            ralph_at(&bin, &url, &project, &["3", "--no-wait"])
         });
         // aider wraps the exception line at 80 columns; read whole, it names
         // a usage limit, not the plain rate limit of the advice after it.

@@ -14,7 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
 
-use crate::harness::{Project, Run, code, to_run};
+use crate::harness::{Project, RefusedPort, Run, code, to_run};
 use crate::openai_stub::{Reply, Stub, codex_config, error_body, has_tool_output};
 use crate::real_cli::{STATUS, bin_or_skip, one_story};
 
@@ -145,7 +145,8 @@ fn codex_with_no_server_is_ended_by_the_idle_timeout_as_unreachable() {
     let Some(bin) = bin_or_skip("RALPH_CODEX_BIN", "codex", "codex_with_no_server") else { return };
     // A port nothing listens on: codex then waits for the network for ever,
     // printing the same notice, which must not count as activity.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let refused = RefusedPort::new();
+    let port = refused.port;
     let project = Project::with_prd(&one_story("Codex"));
     let codex_home = project.home().join(".codex");
     codex_config(&codex_home, &format!("http://127.0.0.1:{port}/v1"));

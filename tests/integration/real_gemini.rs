@@ -16,7 +16,7 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use crate::harness::{Project, Run, code, to_run};
+use crate::harness::{Project, RefusedPort, Run, code, to_run};
 use crate::openai_stub::{Reply, Stub, gemini_settings, google_error, has_tool_output};
 use crate::real_cli::{IMPLEMENT, STATUS, bin_or_skip, scripted_project};
 
@@ -194,7 +194,8 @@ fn gemini_with_no_server_is_ended_by_the_idle_timeout_as_unreachable() {
     let Some(bin) = bin_or_skip("RALPH_GEMINI_BIN", "gemini", "gemini_with_no_server") else {
         return;
     };
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let refused = RefusedPort::new();
+    let port = refused.port;
     let project = scripted_project("Gemini");
     let url = format!("http://127.0.0.1:{port}");
     let r = ralph_at(&bin, &url, &project, &["3", "--no-wait", "--idle-timeout", "10s"]);

@@ -14,7 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use crate::harness::{Project, Run, code, to_run};
+use crate::harness::{Project, RefusedPort, Run, code, to_run};
 use crate::openai_stub::{Reply, Stub, error_body, has_tool_output, opencode_config};
 use crate::real_cli::{IMPLEMENT, STATUS, bin_or_skip, scripted_project};
 
@@ -190,7 +190,8 @@ fn opencode_with_no_server_is_ended_by_the_idle_timeout_as_unreachable() {
         return;
     };
     // A port nothing listens on: opencode then prints nothing, for ever.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let refused = RefusedPort::new();
+    let port = refused.port;
     let project = scripted_project("opencode");
     let url = format!("http://127.0.0.1:{port}/v1");
     let r = ralph_at(&bin, &url, &project, &["3", "--no-wait", "--idle-timeout", "10s"]);
