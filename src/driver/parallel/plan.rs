@@ -63,22 +63,26 @@ pub(super) fn to_start<'a>(prd: &'a Prd, busy: &[String], free: usize) -> Vec<&'
 /// started together (a Kubernetes Job's pods, a CI matrix) would all race
 /// for the best story, and each lost race costs a push. A worker whose id
 /// ends in a number (`worker-3`, `gha-991-2`, the deploy recipes' ids)
-/// starts that many stories down the list; any other id by its hash. When
-/// that story is taken, and for every later claim, the worker takes the
-/// best free story, as on one machine.
+/// starts at that story of the list, counting from 1 (a CI matrix,
+/// GitLab's `CI_NODE_INDEX`), and worker 0 (a Kubernetes index) at the
+/// last: numbered either way, the best story is in the first wave. Any
+/// other id starts by its hash. When that story is taken, and for every
+/// later claim, the worker takes the best free story, as on one machine.
 pub(super) fn first_pick(worker: &str, runnable: usize) -> usize {
     if runnable == 0 {
         return 0;
     }
     let digits = worker.len() - worker.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let runnable = runnable as u64;
     let n = match worker[worker.len() - digits..].parse::<u64>() {
-        Ok(n) => n,
+        Ok(0) => runnable - 1,
+        Ok(n) => n - 1,
         // FNV-1a: stable across builds and machines, unlike std's hasher.
         Err(_) => worker.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
         }),
     };
-    (n % runnable as u64) as usize
+    (n % runnable) as usize
 }
 
 /// What the worker's agent added to progress.txt since the story's branch
@@ -172,10 +176,11 @@ mod tests {
     #[test]
     fn workers_started_together_first_claim_different_stories() {
         let cases: &[(&str, usize, usize)] = &[
-            ("worker-0", 12, 0),
-            ("worker-3", 12, 3),
-            ("w4", 12, 4),
-            ("gha-991-13", 12, 1),
+            ("worker-1", 12, 0),
+            ("worker-3", 12, 2),
+            ("w4", 12, 3),
+            ("gha-991-13", 12, 0),
+            ("worker-0", 12, 11),
             ("host-2", 1, 0),
             ("worker-5", 0, 0),
         ];
@@ -190,6 +195,12 @@ mod tests {
         let spread: std::collections::BTreeSet<usize> =
             (0..4).map(|i| first_pick(&format!("worker-{i}"), 12)).collect();
         assert_eq!(spread.len(), 4, "four indexed workers, four stories");
+        // Counted from 0 or from 1, the best story is among them.
+        for from in [0, 1] {
+            let wave: Vec<usize> =
+                (from..from + 4).map(|i| first_pick(&format!("worker-{i}"), 12)).collect();
+            assert!(wave.contains(&0), "from {from}: {wave:?}");
+        }
     }
 
     #[test]
