@@ -197,9 +197,14 @@ fn the_page_in_chromium_follows_a_scripted_run() {
         totals.contains(&format!("total ${cost:.2}")) && totals.contains("waited out limits"),
         "{totals}"
     );
-    // And the run, at the top of its history.
-    let history = text_of(&mut b, "history-rows");
-    assert!(history.starts_with(&run_id) && history.contains("blocked"), "{history}");
+    // And the run, at the top of its history (the page fetches the report
+    // and the history side by side: either may come in first).
+    let ended = |h: &str| h.starts_with(&run_id) && h.contains("blocked");
+    assert!(
+        eventually(PATIENCE, || ended(&text_of(&mut b, "history-rows"))),
+        "{}",
+        text_of(&mut b, "history-rows")
+    );
     b.screenshot(&artifacts.join("ended.png"));
 
     // Off loopback, the page needs its token.
