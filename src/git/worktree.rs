@@ -75,6 +75,12 @@ impl Repo {
             let _ = wt.prune(Some(&mut opts));
         }
         let _ = std::fs::remove_dir_all(path);
+        // A kill while git made the worktree leaves its folder under
+        // `.git/worktrees/` half-written: git cannot open it to prune it,
+        // and will not make a worktree of that name while it is there.
+        if !matches!(name, "" | "." | "..") && !name.contains(['/', '\\']) {
+            let _ = std::fs::remove_dir_all(self.repo.commondir().join("worktrees").join(name));
+        }
     }
 
     /// The names of the linked worktrees whose names start with `prefix`.
@@ -510,5 +516,22 @@ mod tests {
         assert!(!path.exists());
         assert!(repo.worktrees("ralph-").is_empty());
         assert_eq!(repo.branch_tip("main--US-1"), None);
+    }
+
+    /// kill -9 while git was making the worktree: its folder under
+    /// `.git/worktrees/` is there, half-written, and git cannot open it.
+    #[test]
+    fn a_worktree_a_kill_left_half_made_is_made_again() {
+        let (d, repo) = repo();
+        let root = d.path().canonicalize().unwrap();
+        let tip = repo.head().unwrap();
+        let path = root.join(".git/ralph/worktrees/US-4");
+        let meta = root.join(".git/worktrees/ralph-US-4");
+        fs::create_dir_all(&meta).unwrap();
+        fs::write(meta.join("HEAD"), "ref: refs/heads/main--US-4\n").unwrap();
+        let wt = repo.add_worktree("ralph-US-4", &path, "main--US-4", tip).unwrap();
+        assert_eq!(wt.current_branch().as_deref(), Some("main--US-4"));
+        assert!(wt.worktree_ready());
+        assert_eq!(repo.worktrees("ralph-"), ["ralph-US-4"]);
     }
 }
