@@ -20,6 +20,10 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a call is polled every millisecond before every 5.
 const POLL_FAST: Duration = Duration::from_millis(200);
 
+/// `(ref, oid)`: a push of the ref lands only if the remote has it at that
+/// oid (has none, when the oid is empty).
+pub type Lease = (String, String);
+
 /// What the remote said of one ref of a push.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pushed {
@@ -169,7 +173,7 @@ pub fn push(dir: &Path, specs: &[String]) -> Result<Vec<Pushed>, GitError> {
 pub fn push_leased(
     dir: &Path,
     specs: &[String],
-    leases: &[(String, String)],
+    leases: &[Lease],
 ) -> Result<Vec<Pushed>, GitError> {
     let (pushed, err) = push_with(dir, specs, leases, false)?;
     if pushed.is_empty() {
@@ -183,7 +187,7 @@ pub fn push_leased(
 pub fn push_atomic(
     dir: &Path,
     specs: &[String],
-    leases: &[(String, String)],
+    leases: &[Lease],
 ) -> Result<Option<Vec<Pushed>>, GitError> {
     let (pushed, err) = push_with(dir, specs, leases, true)?;
     if pushed.is_empty() {
@@ -198,7 +202,7 @@ pub fn push_atomic(
 fn push_with(
     dir: &Path,
     specs: &[String],
-    leases: &[(String, String)],
+    leases: &[Lease],
     atomic: bool,
 ) -> Result<(Vec<Pushed>, String), GitError> {
     let leases: Vec<String> =

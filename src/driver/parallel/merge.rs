@@ -199,7 +199,7 @@ impl Run<'_> {
         });
         pool.save_board_durably(&self.paths.store)?;
         if let Some(r) = pool.remote.as_mut() {
-            match r.deliver(&self.repo, commit, &pool.branch, &q.story, &q.branch) {
+            match r.deliver(&self.repo, commit, &q.story, &q.branch) {
                 Ok(Delivery::Landed) => {}
                 Ok(Delivery::Raced) => {
                     pool.board.merging = None;

@@ -145,6 +145,19 @@ impl Pool {
         self.board.queue = self.queue.iter().map(|q| q.story.clone()).collect();
     }
 
+    /// The branch a story is worked on: `<run branch>--<story slug>`.
+    fn story_branch(&self, id: &str) -> String {
+        format!("{}--{}", self.branch, plan::slug(id))
+    }
+
+    /// Releases a story just claimed on the remote that is not to be worked.
+    fn let_go(&mut self, id: &str) {
+        let branch = self.story_branch(id);
+        if let Some(r) = self.remote.as_mut() {
+            let _ = r.release(id, &branch);
+        }
+    }
+
     fn free_worker_no(&self) -> u32 {
         (1..).find(|n| !self.slots.iter().any(|s| s.no == *n)).unwrap_or(1)
     }
@@ -349,8 +362,9 @@ impl Run<'_> {
             since: Utc::now(),
             message: None,
         };
-        // A new worktree starts with what earlier turns of the story learned
-        // (but the feedback, which the worker is given as it is).
+        // Each turn starts with what earlier turns of the story learned,
+        // in this worktree or one removed since (but the feedback, which
+        // the worker is given as it is). Carrying twice changes nothing.
         let worktree = crate::store::Store::for_project(&slot.project, &slot.prd);
         let except = pool.board.feedback.get(&story.id).map(String::as_str);
         if let Err(e) = lessons::carry(&self.paths.store, &worktree, &story.id, except) {
@@ -740,10 +754,7 @@ impl Run<'_> {
         if self.sync_remote(pool, Duration::ZERO) {
             return self.still_to_do(pool, story);
         }
-        let branch = format!("{}--{}", pool.branch, plan::slug(story));
-        if let Some(r) = pool.remote.as_mut() {
-            let _ = r.release(story, &branch);
-        }
+        pool.let_go(story);
         false
     }
 
@@ -752,10 +763,7 @@ impl Run<'_> {
         if !self.passes_on_tip(pool, story) {
             return true;
         }
-        let branch = format!("{}--{}", pool.branch, plan::slug(story));
-        if let Some(r) = pool.remote.as_mut() {
-            let _ = r.release(story, &branch);
-        }
+        pool.let_go(story);
         false
     }
 

@@ -19,7 +19,7 @@ use git2::Oid;
 use serde::{Deserialize, Serialize};
 
 use super::plan;
-use crate::git::remote::{self, Pushed};
+use crate::git::remote::{self, Lease, Pushed};
 use crate::git::{GitError, Repo};
 
 /// What a claim ref says.
@@ -113,13 +113,7 @@ pub(super) struct Remote {
     /// The remote refuses to delete branches (a protection rule): story
     /// branches are left there.
     keep_branches: bool,
-    /// Stories this worker delivered: their claims are never renewed.
-    delivered: std::collections::BTreeSet<String>,
 }
-
-/// `(ref, oid)`: a push of the ref lands only if the remote has it at that
-/// oid (none, when empty).
-type Lease = (String, String);
 
 /// A remote call that could not be made (unreachable, refused credentials).
 pub(super) type Unreachable = GitError;
@@ -140,7 +134,6 @@ impl Remote {
             retry_at: None,
             atomic: true,
             keep_branches: false,
-            delivered: Default::default(),
         }
     }
 
@@ -181,15 +174,15 @@ impl Remote {
         Ok(true)
     }
 
-    /// Backs off after a failed call: half a second, doubling, at most 10 s
-    /// (a lease is renewed a third of the way through: the default 10
-    /// minutes survive a long outage).
     /// A call got through: no back-off before the next.
     fn reached(&mut self) {
         self.failures = 0;
         self.retry_at = None;
     }
 
+    /// Backs off after a failed call: half a second, doubling, at most 10 s
+    /// (a lease is renewed a third of the way through: the default 10
+    /// minutes survive a long outage).
     fn failed(&mut self) {
         self.failures += 1;
         let wait =
@@ -264,7 +257,7 @@ impl Remote {
     fn atomic_push(
         &mut self,
         specs: &[String],
-        leases: &[(String, String)],
+        leases: &[Lease],
     ) -> Result<Option<Vec<Pushed>>, Unreachable> {
         if !self.atomic {
             return Ok(None);
@@ -330,9 +323,7 @@ impl Remote {
         let third = chrono::TimeDelta::from_std(self.lease / 3).unwrap_or_default();
         self.claims
             .iter()
-            .filter(|(s, (c, _))| {
-                c.worker == self.worker && c.given_up.is_none() && !self.delivered.contains(*s)
-            })
+            .filter(|(_, (c, _))| c.worker == self.worker && c.given_up.is_none())
             .filter(|(_, (c, _))| c.lease_until - now < third * 2)
             .map(|(s, _)| s.clone())
             .collect()
@@ -371,7 +362,7 @@ impl Remote {
         story: &str,
         branch: &str,
         with_branch: bool,
-    ) -> (Vec<String>, Vec<(String, String)>) {
+    ) -> (Vec<String>, Vec<Lease>) {
         let (mut specs, mut leases) = (Vec::new(), Vec::new());
         let held = self.claims.get(story);
         if let Some((_, oid)) = held.filter(|(c, _)| c.worker == self.worker) {
@@ -402,11 +393,10 @@ impl Remote {
         &mut self,
         repo: &Repo,
         commit: Oid,
-        run_branch: &str,
         story: &str,
         branch: &str,
     ) -> Result<Delivery, Unreachable> {
-        let run = format!("refs/heads/{run_branch}");
+        let run = self.run.clone();
         // Only a branch the remote has: some servers refuse a whole atomic
         // push for deleting a ref that is not there.
         let with_branch = !self.keep_branches && self.story_branch(repo, branch).is_some();
@@ -435,7 +425,6 @@ impl Remote {
             Answer::Raced => return Ok(Delivery::Raced),
         }
         self.claims.remove(story);
-        self.delivered.insert(story.to_string());
         Ok(Delivery::Landed)
     }
 
@@ -531,7 +520,6 @@ impl Remote {
     }
 }
 
-/// The JSON after a note commit's first blank line.
 /// What a claim to start a story did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Claimed {
@@ -593,6 +581,7 @@ pub(super) fn answer(pushed: &[Pushed], run: &str) -> Answer {
     }
 }
 
+/// The JSON after a note commit's first blank line.
 pub(super) fn parse<T: for<'de> Deserialize<'de>>(message: &str) -> Option<T> {
     let body = message.split_once("\n\n").map_or(message, |(_, b)| b);
     serde_json::from_str(body.trim()).ok()
