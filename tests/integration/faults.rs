@@ -8,15 +8,6 @@ use std::time::{Duration, Instant};
 use crate::harness::*;
 
 /// A small deterministic generator, so a failing seed can be replayed.
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
-}
-
 const FIVE_STORIES: &str = r#"{"project":"P","branchName":"ralph/faults","userStories":[
   {"id":"US-001","title":"One","priority":1,"passes":false,"verify":"test -f src/us-001.txt"},
   {"id":"US-002","title":"Two","priority":2,"passes":false,"verify":"test -f src/us-002.txt"},
@@ -91,8 +82,7 @@ fn assert_ralph_files_parse(p: &Project, context: &str) {
 
 #[test]
 fn kill_9_at_twenty_random_points_loses_nothing() {
-    let seed =
-        std::env::var("RALPH_FAULT_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20261202);
+    let seed = env_or("RALPH_FAULT_SEED", 20261202);
     let mut rng = Lcg(seed);
     let p = Project::with_prd(FIVE_STORIES);
     // Each run does a little work, slowly enough to be caught mid-way;
@@ -596,10 +586,8 @@ fn the_end_of_a_burst_of_output_is_shown() {
 #[test]
 #[ignore = "a soak of a few minutes: cargo test -- --ignored kill_9_soak"]
 fn kill_9_soak() {
-    let kills: usize =
-        std::env::var("RALPH_SOAK_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(200);
-    let seed =
-        std::env::var("RALPH_FAULT_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20261203);
+    let kills: usize = env_or("RALPH_SOAK_KILLS", 200);
+    let seed = env_or("RALPH_FAULT_SEED", 20261203);
     let mut rng = Lcg(seed);
     let n = 40;
     let stories: Vec<String> = (1..=n)

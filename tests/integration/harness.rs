@@ -335,3 +335,19 @@ impl Drop for RefusedPort {
         unsafe { libc::close(self.fd) };
     }
 }
+
+/// The fault tests' random numbers: the same from one seed on every machine.
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+}
+
+/// `var` from the environment, parsed, else `default` (a soak's kill count
+/// and seed).
+pub fn env_or<T: std::str::FromStr>(var: &str, default: T) -> T {
+    std::env::var(var).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+}

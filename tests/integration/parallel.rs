@@ -359,9 +359,7 @@ fn a_few_kill_9s_of_a_parallel_run_lose_and_double_nothing() {
 #[test]
 #[ignore = "a soak of a few minutes: cargo test -- --ignored parallel_kill_9_soak"]
 fn parallel_kill_9_soak() {
-    let kills = std::env::var("RALPH_SOAK_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(100);
-    let seed = std::env::var("RALPH_FAULT_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
-    parallel_kills(kills, seed);
+    parallel_kills(env_or("RALPH_SOAK_KILLS", 100), env_or("RALPH_FAULT_SEED", 7));
 }
 
 /// An agent killed with ralph while writing its worktree's prd.json leaves

@@ -554,13 +554,12 @@ fn remote_kills(kills: usize, seed: u64) {
         ".ralph/config.toml",
         "[circuit]\nno_progress = 0\nsame_error = 0\nfailures = 0\n[limits]\ncalls_per_hour = 0\n",
     );
-    let mut state = seed;
+    let mut rng = Lcg(seed);
     let mut workers: Vec<Option<Child>> = vec![Some(s.worker(1, &[])), Some(s.worker(2, &[]))];
     let mut at_work = 0;
     for kill in 0..kills {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        let delay = Duration::from_millis((state >> 33) % 800);
-        let i = ((state >> 20) % 2) as usize;
+        let delay = Duration::from_millis(rng.next() % 800);
+        let i = (rng.next() % 2) as usize;
         std::thread::sleep(delay);
         let mut victim = workers[i].take().unwrap();
         at_work += usize::from(victim.try_wait().ok().flatten().is_none());
@@ -598,9 +597,7 @@ fn a_few_kill_9s_of_remote_workers_lose_and_double_nothing() {
 #[test]
 #[ignore = "a soak of a few minutes: cargo test -- --ignored remote_kill_9_soak"]
 fn remote_kill_9_soak() {
-    let kills = std::env::var("RALPH_SOAK_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
-    let seed = std::env::var("RALPH_FAULT_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
-    remote_kills(kills, seed);
+    remote_kills(env_or("RALPH_SOAK_KILLS", 60), env_or("RALPH_FAULT_SEED", 7));
 }
 
 /// A claim gone from the remote while its story is at work (deleted by
