@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+mod touches;
+pub use touches::Footprint;
+
 /// The PRD `ralph init` scaffolds: an example to replace, never to run.
 pub const EXAMPLE: &str = include_str!("../prd.json.example");
 
@@ -43,6 +46,9 @@ pub struct Story {
     pub verify: Option<String>,
     /// Stories that must pass before this one may start (`dependsOn`).
     pub depends_on: Vec<String>,
+    /// Paths (globs) the story is expected to change (`touches`): a
+    /// parallel run does not work two stories that share one at once.
+    pub touches: Vec<String>,
 }
 
 /// Why a prd.json cannot be used. Each names the file and, where it can,
@@ -447,6 +453,7 @@ struct FastStory {
     notes: Option<String>,
     verify: Option<String>,
     depends_on: Option<Vec<String>>,
+    touches: Option<Vec<String>>,
 }
 
 impl View {
@@ -489,9 +496,11 @@ impl View {
                 notes: s.notes.unwrap_or_default(),
                 verify: s.verify.filter(|v| !v.trim().is_empty()),
                 depends_on: s.depends_on.unwrap_or_default(),
+                touches: s.touches.unwrap_or_default(),
             });
         }
-        if !dependency_problems(&stories).is_empty() {
+        let touches_ok = stories.iter().flat_map(|s| &s.touches).all(|t| touches::check(t).is_ok());
+        if !touches_ok || !dependency_problems(&stories).is_empty() {
             return None;
         }
         let branch_name = raw.branch_name.map(|b| b.trim().to_string()).filter(|b| !b.is_empty());
@@ -594,6 +603,27 @@ fn read_stories(root: &Map<String, Value>) -> Result<Vec<Story>, Vec<String>> {
                 Vec::new()
             }
         };
+        let touches = match obj.get("touches") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
+                let list: Vec<String> =
+                    items.iter().filter_map(|v| v.as_str().map(str::to_string)).collect();
+                for t in &list {
+                    if let Err(e) = touches::check(t) {
+                        problems.push(format!("{}: \"touches\": {e}", label()));
+                    }
+                }
+                list
+            }
+            Some(other) => {
+                problems.push(format!(
+                    "{}: \"touches\" must be an array of paths or globs, found {}",
+                    label(),
+                    kind(other)
+                ));
+                Vec::new()
+            }
+        };
         let passes = match obj.get("passes") {
             None | Some(Value::Null) => false,
             Some(Value::Bool(b)) => *b,
@@ -640,6 +670,7 @@ fn read_stories(root: &Map<String, Value>) -> Result<Vec<Story>, Vec<String>> {
             notes,
             verify,
             depends_on,
+            touches,
         });
     }
     problems.extend(dependency_problems(&stories));

@@ -236,3 +236,29 @@ fn identity_damage_is_detected() {
     let swapped_titles = prd(r#"{"id":"A","title":"b"},{"id":"B","title":"a"}"#);
     assert!(before.identity_damage(&swapped_titles).is_some());
 }
+
+#[test]
+fn touches_are_validated_like_depends_on() {
+    #[rustfmt::skip]
+    let bad: &[(&str, &str)] = &[
+        (r#"{"id":"A","touches":"src/a.rs"}"#, "A): \"touches\" must be an array of paths or globs, found a string"),
+        (r#"{"id":"A","touches":[1]}"#, "\"touches\" must be an array of paths or globs"),
+        (r#"{"id":"A","touches":["/etc/x"]}"#, "A): \"touches\": /etc/x is absolute"),
+        (r#"{"id":"A","touches":["../x"]}"#, "leaves the repository"),
+        (r#"{"id":"A","touches":["src/[a"]}"#, "src/[a is not a glob ralph can read"),
+    ];
+    for (stories, want) in bad {
+        let text = format!(r#"{{"userStories":[{stories}]}}"#);
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.contains(want), "{stories}: {e}");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("prd.json");
+        std::fs::write(&path, &text).unwrap();
+        assert!(View::load(&path).is_err(), "{stories}");
+    }
+    let text = r#"{"userStories":[{"id":"A","touches":["src/routes/**","db/schema.sql"]}]}"#;
+    let p = parse(text).unwrap();
+    assert_eq!(p.story("A").unwrap().touches, ["src/routes/**", "db/schema.sql"]);
+    // Kept verbatim on a write.
+    assert!(p.to_json().contains(r#""touches": ["#), "{}", p.to_json());
+}
