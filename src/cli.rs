@@ -385,6 +385,9 @@ pub(crate) struct WorkerArgs {
     /// Where its logs go
     #[arg(long)]
     pub(crate) log_dir: PathBuf,
+    /// A resolver's task (JSON): merge the story onto the run branch instead of working on it
+    #[arg(long)]
+    pub(crate) resolve: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -502,6 +502,16 @@ impl Layers {
                 usage_limit_wait: self.duration("limits.usage_limit_wait"),
                 fallback_after: self.duration("limits.fallback_after"),
             },
+            merge: MergeConfig {
+                resolve: if self.str("merge.resolve") == "redo" {
+                    crate::driver::ResolveMode::Redo
+                } else {
+                    crate::driver::ResolveMode::Agent
+                },
+                resolver: tool_from(&self.str("merge.resolver")),
+                attempts: u32::try_from(self.int("merge.attempts")).unwrap_or(3).max(1),
+                batch: u32::try_from(self.int("merge.batch")).unwrap_or(1).max(1),
+            },
             worker: WorkerConfig {
                 remote: self.opt_str("worker.remote"),
                 lease: self.duration("worker.lease"),
@@ -604,6 +614,8 @@ pub struct Config {
     pub(crate) circuit: CircuitConfig,
     pub(crate) limits: LimitsConfig,
     pub(crate) budget: BudgetConfig,
+    /// How a parallel run's merge queue treats conflicts.
+    pub(crate) merge: MergeConfig,
     /// `ralph worker --remote`'s settings.
     pub(crate) worker: WorkerConfig,
     pub(crate) patterns: crate::analyze::PatternTexts,
@@ -679,6 +691,18 @@ pub(crate) struct BudgetConfig {
     pub(crate) max_duration: Option<Duration>,
     pub(crate) max_cost: Option<f64>,
     pub(crate) max_tokens: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct MergeConfig {
+    /// `merge.resolve`: a conflict of fresh work gets a resolver agent, or a redo.
+    pub(crate) resolve: crate::driver::ResolveMode,
+    /// `merge.resolver`: the agent that resolves (`None`: the story's).
+    pub(crate) resolver: Option<Tool>,
+    /// Failed merge attempts before a story is given up.
+    pub(crate) attempts: u32,
+    /// Stories merged together and gated once.
+    pub(crate) batch: u32,
 }
 
 #[derive(Debug, Clone)]

@@ -108,7 +108,14 @@ pub enum MergeResult {
     Conflict,
     /// The gate failed on the merged tree: redone from the new tip.
     GateFailed,
-    /// Sent back twice: given up.
+    /// Its changes conflict with the run branch's: a resolver agent merges
+    /// both onto the tip (`merge.resolve = "agent"`).
+    Resolving,
+    /// The resolver could not merge it (markers left, its agent failed, or
+    /// the resolution failed a check on the merged tree): redone from the
+    /// new tip.
+    ResolveFailed,
+    /// `merge.attempts` attempts failed: given up.
     Blocked,
 }
 
@@ -150,6 +157,16 @@ pub struct StoryReport {
     /// (more than one when a fallback agent took over).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<String>,
+    /// Of its iterations, the resolver iterations (a parallel run).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resolves: u32,
+    /// Why each of its merge attempts failed (a parallel run), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merge_failures: Vec<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// An agent switch, for the final report: as the `agent_switch` event said it.
@@ -198,6 +215,10 @@ pub enum Event {
         /// The agent that runs it (`claude`, `codex`, …, `custom`).
         #[serde(default)]
         agent: String,
+        /// A resolver iteration of a parallel run: the agent merges the
+        /// story's work onto the run branch, where it conflicted.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        resolve: bool,
     },
     /// The next iteration runs another agent than the last: the one left
     /// met a usage limit resetting later than `limits.fallback_after`, or
@@ -249,6 +270,9 @@ pub enum Event {
         /// The lessons the iteration produced for its story.
         #[serde(default)]
         lessons: Vec<String>,
+        /// A resolver iteration (see `IterationStart`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        resolve: bool,
     },
     /// A budget is 80% spent (once per budget and run).
     BudgetWarning {
@@ -424,6 +448,7 @@ mod tests {
                 story_id: "US-001".into(),
                 story_title: "t".into(),
                 agent: "claude".into(),
+                resolve: true,
             },
             Event::AgentSwitch {
                 iteration: 2,
@@ -453,6 +478,7 @@ mod tests {
                 cost_estimated: true,
                 commit: Some("abc1234".into()),
                 lessons: vec!["l".into()],
+                resolve: true,
             },
             Event::BudgetWarning { budget: BudgetKind::Cost, used: 8.0, limit: 10.0 },
             Event::Gate {
@@ -491,6 +517,8 @@ mod tests {
                     cost_usd: 0.5,
                     commit: Some("abc1234".into()),
                     agents: vec!["claude".into(), "codex".into()],
+                    resolves: 1,
+                    merge_failures: vec!["conflicts with the run branch in a.txt".into()],
                 }],
                 best: Some(BestIteration {
                     iteration: 3,

@@ -10,8 +10,11 @@ use std::path::{Path, PathBuf};
 
 use git2::{BranchType, ErrorCode, Oid, Repository, StatusOptions};
 
+mod conflict;
 pub mod remote;
 mod worktree;
+
+pub use conflict::marker_lines;
 
 pub struct Repo {
     repo: Repository,

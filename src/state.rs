@@ -116,6 +116,16 @@ pub struct StoryTally {
     /// The agents that ran its iterations, in the order they first did.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<String>,
+    /// Of its iterations, the resolver iterations of a parallel run.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resolves: u32,
+    /// Why each of its merge attempts failed (a parallel run), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merge_failures: Vec<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// An iteration that failed, for `ralph status`.

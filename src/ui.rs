@@ -273,7 +273,9 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
                         if message.is_empty() { String::new() } else { format!(" · {message}") }
                     ),
                 ),
-                M::Conflict | M::GateFailed => paint(c, "33", &format!("{story_id}: {message}")),
+                M::Conflict | M::GateFailed | M::Resolving | M::ResolveFailed => {
+                    paint(c, "33", &format!("{story_id}: {message}"))
+                }
                 M::Blocked => paint(c, "31", &format!("{story_id}: {message}")),
             }
         }

@@ -15,12 +15,16 @@
 //! [run *]          for every other run
 //! [story US-002]   for every run of story US-002 (RALPH_STORY_ID)
 //! [story US-002 2] for its second run; story blocks come first
+//! [resolve US-002 1] a resolver's first run on story US-002 (ralph's
+//! [resolve US-002]   resolver prompt); [resolve *] any resolver run;
+//! [resolve *]        with no block, a resolver run does `resolve`
 //! ```
 //!
 //! `{id}` in a command's arguments is the story's id.
 //!
 //! Commands: `implement` (the happy path: file, passes, progress, handoff,
-//! commit), `write PATH TEXT`, `append PATH TEXT`, `mark-pass [ID]`,
+//! commit), `resolve` (every file the prompt lists with conflict markers:
+//! both sides kept, the markers removed), `write PATH TEXT`, `append PATH TEXT`, `mark-pass [ID]`,
 //! `commit MESSAGE` ({id} and {title} are replaced), `progress TEXT`,
 //! `handoff JSON`, `print TEXT`, `stderr TEXT`, `output BYTES`, `binary`,
 //! `echo-prompt`, `status STATUS EXIT_SIGNAL`, `promise`, `sleep SECS`,
@@ -60,13 +64,20 @@ fn main() {
         std::process::exit(90);
     });
     let story = std::env::var("RALPH_STORY_ID").unwrap_or_default();
-    let n = next_run(&dir, "count");
-    let k = next_run(&dir, &format!("count-{story}"));
-    let commands = story_block(&script, &story, k).unwrap_or_else(|| block(&script, n));
+    // The prompt first: a resolver's run is told apart by it.
     let mut prompt = String::new();
-    if !commands.iter().any(|c| c == "skip-stdin") {
+    let skip_stdin = script.lines().any(|l| l.trim() == "skip-stdin");
+    if !skip_stdin {
         let _ = std::io::stdin().read_to_string(&mut prompt);
     }
+    let n = next_run(&dir, "count");
+    let commands = if prompt.starts_with(RESOLVE_PROMPT) {
+        let k = next_run(&dir, &format!("count-resolve-{story}"));
+        resolve_block(&script, &story, k).unwrap_or_else(|| vec!["resolve".to_string()])
+    } else {
+        let k = next_run(&dir, &format!("count-{story}"));
+        story_block(&script, &story, k).unwrap_or_else(|| block(&script, n))
+    };
     let _ = fs::write(dir.join(format!("prompt-{n}.txt")), &prompt);
     let task = Task::from_prompt(&prompt);
     let cwd = std::env::current_dir().unwrap_or_default();
@@ -144,6 +155,75 @@ fn story_block(script: &str, story: &str, k: u32) -> Option<Vec<String>> {
     }
     finish(current, &mut found);
     found.map(|(_, c)| c)
+}
+
+/// How ralph's resolver prompt begins.
+const RESOLVE_PROMPT: &str = "# Merge two stories' work";
+
+/// The commands of a `[resolve ID K]`, `[resolve ID]` or `[resolve *]`
+/// block for the `k`-th resolver run of `story`, if the script has one.
+fn resolve_block(script: &str, story: &str, k: u32) -> Option<Vec<String>> {
+    let mut best: Option<(u8, Vec<String>)> = None;
+    let mut current: Option<(u8, Vec<String>)> = None;
+    let mut finish = |c: Option<(u8, Vec<String>)>| {
+        if let Some((rank, cmds)) = c
+            && best.as_ref().is_none_or(|(r, _)| rank > *r)
+        {
+            best = Some((rank, cmds));
+        }
+    };
+    for line in script.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        if line.starts_with('[') {
+            finish(current.take());
+            let Some(head) = line.strip_prefix("[resolve ").and_then(|h| h.strip_suffix(']'))
+            else {
+                continue;
+            };
+            let mut parts = head.split_whitespace();
+            current = match (parts.next(), parts.next()) {
+                (Some("*"), _) => Some((1, Vec::new())),
+                (Some(id), None) if id == story => Some((2, Vec::new())),
+                (Some(id), Some(range)) if id == story => {
+                    let (a, b) = range.split_once('-').unwrap_or((range, range));
+                    let (a, b) = (a.parse().unwrap_or(0), b.parse().unwrap_or(0));
+                    (a <= k && k <= b).then(|| (3, Vec::new()))
+                }
+                _ => None,
+            };
+        } else if let Some((_, cmds)) = current.as_mut() {
+            cmds.push(line.to_string());
+        }
+    }
+    finish(current);
+    best.map(|(_, c)| c)
+}
+
+/// A resolver's work: each file the prompt lists (`- \`path\``) that
+/// holds git's conflict markers, with both sides kept, ours first.
+fn resolve_both(prompt: &str) -> Result<Vec<String>, String> {
+    let mut done = Vec::new();
+    for line in prompt.lines() {
+        let Some(path) = line.strip_prefix("- `").and_then(|l| l.strip_suffix('`')) else {
+            continue;
+        };
+        let Ok(text) = fs::read_to_string(path) else { continue };
+        if !text.contains("<<<<<<< ") {
+            continue;
+        }
+        let kept: String = text
+            .lines()
+            .filter(|l| {
+                !(l.starts_with("<<<<<<< ")
+                    || l.starts_with(">>>>>>> ")
+                    || l.starts_with("||||||| ")
+                    || *l == "=======")
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        fs::write(path, kept).map_err(|e| e.to_string())?;
+        done.push(path.to_string());
+    }
+    Ok(done)
 }
 
 /// The commands of the block for run `n`.
@@ -274,6 +354,10 @@ fn run(cmd: &str, rest: &str, task: &Task, prompt: &str, dir: &Path) -> Result<(
                 }
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
+        }
+        "resolve" => {
+            let files = resolve_both(prompt)?;
+            println!("resolved {}", files.join(", "));
         }
         "implement" => {
             let file = format!("src/{}.txt", task.story.to_lowercase());

@@ -157,7 +157,8 @@ mod tests {
                 Kind::Int | Kind::Float => Some("7"),
                 Kind::Str | Kind::List => Some("x"),
                 Kind::Command => Some("my-agent --fast"),
-                Kind::Tool | Kind::Tools | Kind::Format => Some("codex"),
+                Kind::Tool | Kind::Tools | Kind::Format | Kind::MaybeTool => Some("codex"),
+                Kind::Resolve => Some("redo"),
                 Kind::Color => Some("never"),
                 Kind::Progress => Some("plain"),
             };

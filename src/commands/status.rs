@@ -71,6 +71,10 @@ pub(crate) struct StoryLine {
     /// The worker of a parallel run at work on it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) worker: Option<u32>,
+    /// A parallel run: the story at work it waits for, and the path both
+    /// touch ("waits for US-002: both touch src/routes.rs").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) waits_for: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -132,6 +136,11 @@ pub(crate) fn gather(
     let worker_of = |id: &str| {
         parallel.as_ref().and_then(|b| b.workers.iter().find(|w| w.story == id).map(|w| w.worker))
     };
+    let overlaps = match (&parallel, &prd) {
+        (Some(b), Some(p)) => crate::driver::waits(&p.stories, b),
+        _ => Vec::new(),
+    };
+    let waits_for = |id: &str| overlaps.iter().find(|w| w.story == id).map(ToString::to_string);
     let stories: Vec<StoryLine> = prd
         .as_ref()
         .map(|p| {
@@ -148,6 +157,7 @@ pub(crate) fn gather(
                         .map(str::to_string)
                         .collect(),
                     worker: worker_of(&s.id),
+                    waits_for: waits_for(&s.id),
                 })
                 .collect()
         })
@@ -249,10 +259,11 @@ pub(crate) fn render(s: &Status, color: bool) -> String {
                 Some(p) => format!("p{p}"),
                 None => "p-".into(),
             };
-            let waits = if st.waiting_on.is_empty() || st.passes {
-                String::new()
-            } else {
-                format!("  (waits on {})", st.waiting_on.join(", "))
+            let waits = match &st.waits_for {
+                _ if st.passes => String::new(),
+                Some(w) => format!("  ({w})"),
+                None if st.waiting_on.is_empty() => String::new(),
+                None => format!("  (waits on {})", st.waiting_on.join(", ")),
             };
             let line = format!(
                 "  {mark} {:<10} {prio:<4} {}{}{waits}",

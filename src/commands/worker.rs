@@ -30,6 +30,10 @@ pub(crate) fn run(args: &WorkerArgs) -> Result<u8, Error> {
             branch: args.branch.clone(),
             feedback,
             log_dir: args.log_dir.clone(),
+            resolve: match &args.resolve {
+                Some(f) => Some(crate::driver::ResolveSpec::load(f)?),
+                None => None,
+            },
         }),
         remote: None,
     };

@@ -24,6 +24,10 @@ pub(crate) enum Kind {
     Format,
     Color,
     Progress,
+    /// `merge.resolve`: agent or redo.
+    Resolve,
+    /// An agent's name, or "" for none given.
+    MaybeTool,
 }
 
 impl Kind {
@@ -49,6 +53,10 @@ impl Kind {
             Kind::Format => "one of text, claude, amp, codex, gemini, opencode, cursor",
             Kind::Color => "one of auto, always, never",
             Kind::Progress => "one of auto, plain, bar",
+            Kind::Resolve => "one of agent, redo",
+            Kind::MaybeTool => {
+                "\"\" or one of claude, amp, codex, gemini, opencode, cursor-agent, aider, custom"
+            }
         }
     }
 }
@@ -355,6 +363,30 @@ pub(crate) const KEYS: &[Key] = &[
         "This worker's name in claims (empty: <host>-<pid>; --id overrides it)."
     ),
     key!(
+        "merge.resolve",
+        Resolve,
+        "\"agent\"",
+        "What a parallel run does with a story whose work conflicts with the run branch: \"agent\" runs a resolver agent that merges both stories onto the tip, \"redo\" redoes the story from the new tip."
+    ),
+    key!(
+        "merge.resolver",
+        MaybeTool,
+        "\"\"",
+        "The agent that resolves merge conflicts (\"\": the story's own agent)."
+    ),
+    key!(
+        "merge.attempts",
+        Int,
+        "3",
+        "Merge attempts of a story (resolutions and redos) that may fail before a parallel run gives it up."
+    ),
+    key!(
+        "merge.batch",
+        Int,
+        "8",
+        "Queued stories merged together and gated once (a failing gate is bisected); 1: one at a time."
+    ),
+    key!(
         "hooks.on_iteration_end",
         Command,
         "[]",
@@ -505,6 +537,8 @@ pub(super) fn check(key: &Key, value: &toml::Value) -> Result<(), String> {
         (Kind::Format, V::String(s)) => format_from(s).is_some(),
         (Kind::Color, V::String(s)) => matches!(s.as_str(), "auto" | "always" | "never"),
         (Kind::Progress, V::String(s)) => matches!(s.as_str(), "auto" | "plain" | "bar"),
+        (Kind::Resolve, V::String(s)) => matches!(s.as_str(), "agent" | "redo"),
+        (Kind::MaybeTool, V::String(s)) => s.is_empty() || tool_from(s).is_some(),
         _ => false,
     };
     if ok { Ok(()) } else { Err(format!("expected {}, found {value}", key.kind.expected())) }
@@ -545,6 +579,8 @@ pub(super) fn parse_text(key: &Key, text: &str) -> Result<toml::Value, String> {
         | Kind::Format
         | Kind::Color
         | Kind::Progress
+        | Kind::Resolve
+        | Kind::MaybeTool
         | Kind::Command => V::String(text.into()),
         Kind::Bool => match text.to_ascii_lowercase().as_str() {
             "1" | "true" | "yes" | "on" => V::Boolean(true),

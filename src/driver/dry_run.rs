@@ -29,6 +29,13 @@ pub struct DryRun {
     pub agent: Option<DryAgent>,
     /// The command that would verify the story.
     pub gate: Option<Vec<String>>,
+    /// With `--jobs N`: the stories each wave of workers would take if
+    /// every story passed at its first try, and why a story waits for a
+    /// later wave (it touches what a story before it touches).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waves: Vec<Vec<String>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waits: Vec<super::parallel::Overlap>,
     /// Where the prompt would be written.
     pub prompt_file: Option<String>,
     pub prompt: Option<String>,
@@ -99,10 +106,17 @@ pub fn dry_run(paths: &Paths, opts: &Options) -> Result<DryRun, Error> {
         story: None,
         agent: None,
         gate: None,
+        waves: Vec::new(),
+        waits: Vec::new(),
         prompt_file: None,
         prompt: None,
         warnings: Vec::new(),
     };
+    if cfg.run.jobs > 1 {
+        let board = super::Board::load(&paths.store).unwrap_or_default();
+        let fp = super::parallel::footprints(prd.stories(), &board);
+        (out.waves, out.waits) = super::parallel::waves(&prd, &fp, cfg.run.jobs as usize);
+    }
     let Some(story) = prd.next_story() else {
         out.warnings = warnings;
         return Ok(out);
@@ -191,6 +205,12 @@ impl std::fmt::Display for DryRun {
         match &self.gate {
             Some(g) => writeln!(f, "gate:      {}", shell_words(g))?,
             None => writeln!(f, "gate:      none (the agent's mark is taken)")?,
+        }
+        for (i, wave) in self.waves.iter().enumerate() {
+            writeln!(f, "wave {}:    {}", i + 1, wave.join(", "))?;
+        }
+        for w in &self.waits {
+            writeln!(f, "  {}: {w}", w.story)?;
         }
         if let Some(file) = &self.prompt_file {
             writeln!(f, "prompt:    (would be written to {file})")?;

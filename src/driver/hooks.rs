@@ -55,6 +55,7 @@ impl Run<'_> {
             cost_estimated: c.outcome.cost_estimated,
             commit: passes.then(|| self.repo.head().map(|o| format!("{o:.7}"))).flatten(),
             lessons,
+            resolve: false,
         });
         let env = vec![
             var("RALPH_EVENT", "iteration_end"),

@@ -84,6 +84,7 @@ impl Run<'_> {
             story_id: story.id.clone(),
             story_title: story.title.clone(),
             agent: self.agents.current_name().into(),
+            resolve: false,
         });
         let tally = self.state.stories.entry(story.id.clone()).or_default();
         if !tally.agents.iter().any(|a| a == self.agents.current_name()) {
@@ -111,7 +112,7 @@ impl Run<'_> {
     }
 
     /// Starts a fresh agent and waits for it, streaming its output.
-    fn run_agent(
+    pub(super) fn run_agent(
         &mut self,
         n: u32,
         story: &Story,

@@ -633,5 +633,7 @@ fn blocked(f: &Facts, j: &mut Judgement) -> Option<Next> {
     Some(Next::Stop(Stop::Blocked { message }))
 }
 
+pub(crate) mod merge;
+
 #[cfg(test)]
 mod tests;

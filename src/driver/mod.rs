@@ -25,6 +25,7 @@ mod learning;
 mod parallel;
 mod records;
 mod report;
+mod resolve;
 mod setup;
 mod verdict;
 mod wait;
@@ -45,7 +46,9 @@ use crate::state::RunState;
 
 pub use crate::paths::Paths;
 pub use dry_run::dry_run;
-pub use parallel::{Board, RemoteRun, StoryState, remote_runs};
+pub(crate) use judge::merge::ResolveMode;
+pub use parallel::{Board, RemoteRun, StoryState, remote_runs, waits};
+pub use resolve::{OtherStory, ResolveSpec};
 
 /// Everything a run needs beyond the paths.
 #[derive(Debug, Clone)]
@@ -89,6 +92,9 @@ pub struct Worker {
     /// Where its iteration logs go: beside the run's own, so they outlive
     /// the worktree.
     pub log_dir: PathBuf,
+    /// A resolver's turn: merge the story's work onto the run branch where
+    /// it conflicted, instead of working on the story.
+    pub resolve: Option<ResolveSpec>,
 }
 
 /// How a run ended, in words.
@@ -200,7 +206,11 @@ pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result
 fn run_loop(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result<u8, Error> {
     let mut run = setup::start(paths, opts, reporter)?;
     let parallel = opts.config.run.jobs > 1 || opts.remote.is_some();
-    let end = if parallel && opts.worker.is_none() { run.parallel_loop() } else { run.main_loop() };
+    let end = match &opts.worker {
+        Some(Worker { resolve: Some(spec), .. }) => run.resolve_once(spec),
+        None if parallel => run.parallel_loop(),
+        _ => run.main_loop(),
+    };
     run.finish(end)
 }
 

@@ -34,6 +34,8 @@ impl Run<'_> {
                     cost_usd: tally.cost_usd,
                     commit: tally.commit,
                     agents: tally.agents,
+                    resolves: tally.resolves,
+                    merge_failures: tally.merge_failures,
                 }
             })
             .collect();

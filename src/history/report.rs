@@ -205,7 +205,11 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
                         s.first_pass = s.attempts == 1 && !sent_back.contains(story_id);
                         s.commit.clone_from(commit);
                     }
-                    MergeResult::Conflict | MergeResult::GateFailed | MergeResult::Blocked => {
+                    MergeResult::Conflict
+                    | MergeResult::GateFailed
+                    | MergeResult::Resolving
+                    | MergeResult::ResolveFailed
+                    | MergeResult::Blocked => {
                         sent_back.insert(story_id.clone());
                     }
                 }

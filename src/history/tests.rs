@@ -45,6 +45,7 @@ fn iter_end(n: u32, story: &str, result: R, passes: bool, cost: Option<f64>, est
         commit: passes.then(|| format!("c{n}")),
         lessons: if passes { vec![] } else { vec![format!("lesson {n}")] },
         agent: "codex".into(),
+        resolve: false,
     }
 }
 
@@ -71,6 +72,8 @@ fn story(id: &str, passes: bool) -> StoryReport {
         cost_usd: 0.0,
         commit: None,
         agents: vec![],
+        resolves: 0,
+        merge_failures: vec![],
     }
 }
 
@@ -102,6 +105,7 @@ fn overnight() -> Vec<Recorded> {
             story_id: "US-001".into(),
             story_title: "First".into(),
             agent: "codex".into(),
+            resolve: false,
         },
         gate(1, "US-001", false),
         iter_end(1, "US-001", R::GateFailed, false, Some(0.5), false),
@@ -296,6 +300,7 @@ fn the_report_says_which_agent_did_what_and_why_it_switched() {
         story_id: story.into(),
         story_title: format!("title {story}"),
         agent: agent.into(),
+        resolve: false,
     };
     let evs = vec![
         start(None),

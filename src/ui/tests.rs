@@ -67,6 +67,8 @@ fn colour_is_closed_on_every_line() {
             passes: true,
             note: None,
             agents: vec!["claude".into(), "codex".into()],
+            resolves: 0,
+            merge_failures: vec![],
         }],
         best: None,
         switches: vec![crate::event::SwitchReport {

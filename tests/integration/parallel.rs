@@ -127,7 +127,10 @@ fn two_stories_editing_the_same_lines_one_merges_the_other_is_redone_from_the_ne
          [story US-002 1]\ntouch-shared b\nwait-shared a 60\nwrite shared.txt from {id}\nimplement\n\
          [run *]\nappend shared.txt and {id}\nimplement\n",
     );
-    let r = p.run(&["8", "--jobs", "2", "--gate", "test -f shared.txt"]);
+    // Redo, not resolve: the path a conflict takes with `merge.resolve = "redo"`.
+    let mut ralph = p.ralph();
+    ralph.args(["8", "--jobs", "2", "--gate", "test -f shared.txt"]);
+    let r = to_run(ralph.env("RALPH_MERGE_RESOLVE", "redo").output().unwrap());
     assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     assert!(p.passes("US-001") && p.passes("US-002"));
     assert!(r.stdout.contains("conflicts with the run branch in shared.txt: sent back"), "{r:?}");
@@ -138,7 +141,9 @@ fn two_stories_editing_the_same_lines_one_merges_the_other_is_redone_from_the_ne
     feats.sort();
     assert_eq!(feats, ["feat: US-001 - One", "feat: US-002 - Two"]);
     // The redo was told why, and where its earlier attempt is kept.
-    let told = (1..=6).map(|n| p.prompt(n)).any(|t| t.contains("conflicted with stories merged"));
+    let told = (1..=6).map(|n| p.prompt(n)).any(|t| {
+        t.contains("did not reach the run branch: conflicts with the run branch in shared.txt")
+    });
     assert!(told, "no prompt carried the conflict");
     let kept = p.git(&["for-each-ref", "refs/ralph/attempts"]);
     assert_eq!(kept.lines().count(), 1, "{kept}");
@@ -417,12 +422,14 @@ fn a_worktrees_lessons_reach_the_redo_in_a_new_worktree_and_the_runs_store() {
          [run *]\nwrite boom fixed\nappend shared.txt and {id}\nimplement\n",
     );
     let gate = "test -f shared.txt && ! grep BOOM boom";
-    let r = p.run(&["12", "--jobs", "2", "--gate", gate]);
+    let mut ralph = p.ralph();
+    ralph.args(["12", "--jobs", "2", "--gate", gate]);
+    let r = to_run(ralph.env("RALPH_MERGE_RESOLVE", "redo").output().unwrap());
     assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     assert!(r.stdout.contains("conflicts with the run branch in shared.txt: sent back"), "{r:?}");
     let redo = (1..=8)
         .map(|n| p.prompt(n))
-        .find(|t| t.contains("conflicted with stories merged"))
+        .find(|t| t.contains("did not reach the run branch"))
         .unwrap_or_else(|| panic!("no redo: {r:?}"));
     let story = if redo.contains("Your earlier work on US-001") { "US-001" } else { "US-002" };
     let lessons = redo.split("## Lessons — do not repeat").nth(1).unwrap_or_default();
@@ -463,4 +470,57 @@ fn armed_rules_reach_every_parallel_worker() {
         let prompt = p.prompt(n);
         assert!(prompt.contains("RULE-MARKER"), "worker prompt {n} has no rules: {prompt}");
     }
+}
+
+/// Stories that each add a line to one file.
+fn shared_file_prd(n: usize) -> String {
+    let stories: Vec<String> = (1..=n)
+        .map(|i| {
+            format!(
+                r#"{{"id": "US-{i:03}", "title": "Line {i}", "priority": {i}, "passes": false, "acceptanceCriteria": ["src/shared.txt has line {i}"]}}"#
+            )
+        })
+        .collect();
+    format!(
+        "{{\"project\": \"Par\", \"branchName\": \"ralph/par\", \"userStories\": [{}]}}\n",
+        stories.join(",\n")
+    )
+}
+
+/// Every story merged, once, and the shared file holds every story's line.
+fn assert_all_lines(p: &Project, n: usize) {
+    let shared = p.read("src/shared.txt");
+    for i in 1..=n {
+        let id = format!("US-{i:03}");
+        assert!(p.passes(&id), "{id} does not pass");
+        assert_eq!(shared.matches(&format!("line of {id}\n")).count(), 1, "{id} in {shared}");
+    }
+    assert!(!shared.contains("<<<<<<<") && !shared.contains(">>>>>>>"), "{shared}");
+    assert_eq!(merged(p).len(), n, "{:?}", merged(p));
+}
+
+#[test]
+fn eight_stories_appending_to_one_file_all_merge_with_four_workers() {
+    let p = Project::with_prd(&shared_file_prd(8));
+    p.write("src/shared.txt", "# shared\n");
+    p.git(&["add", "-A"]);
+    p.git(&["commit", "-q", "-m", "shared file"]);
+    p.script("[run *]\nappend src/shared.txt line of {id}\nimplement\n");
+    // Every story's own line must be there: a resolution that dropped a
+    // side fails the gate.
+    let gate = "test -f src/shared.txt && ! grep -q '^<<<<<<<' src/shared.txt";
+    let r = p.run(&["40", "--jobs", "4", "--gate", gate, "--json"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert_all_lines(&p, 8);
+    let ev = events(&r.stdout);
+    let merges: Vec<&Value> = ev.iter().filter(|e| e["event"] == "merge").collect();
+    assert!(merges.iter().all(|e| e["result"] != "blocked"), "a story was given up: {}", r.stdout);
+    assert_eq!(merges.iter().filter(|e| e["result"] == "merged").count(), 8, "{}", r.stdout);
+    // Each merge was gated on the merged tree.
+    let gated = merges
+        .iter()
+        .filter(|e| e["result"] == "merged")
+        .all(|e| e["message"].as_str().is_some_and(|m| m.contains("gated on the merged tree")));
+    assert!(gated, "{}", r.stdout);
+    assert_tidy(&p);
 }

@@ -2,7 +2,7 @@
 //! merge queue, what it gave up on and why, and the merge being made — for
 //! `ralph status`, and for the next ralph after a crash.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -21,9 +21,25 @@ pub struct Board {
     /// Stories given up, and why.
     #[serde(default)]
     pub given_up: BTreeMap<String, String>,
-    /// Times the merge queue sent a story back.
+    /// Times the merge queue sent a story back (its attempts that failed).
     #[serde(default)]
     pub sent_back: BTreeMap<String, u32>,
+    /// Why each of those attempts failed, in order: the report lists them.
+    #[serde(default)]
+    pub failures: BTreeMap<String, Vec<String>>,
+    /// Paths each story's attempts changed or conflicted in: with its
+    /// `touches`, what keeps it from running beside a story that touches
+    /// the same ones.
+    #[serde(default)]
+    pub learnt: BTreeMap<String, BTreeSet<String>>,
+    /// Stories a resolver is preparing or working on, and the ref their
+    /// work was kept under before the worktree was reset for it: a resume
+    /// puts the story's branch back there.
+    #[serde(default)]
+    pub resolving: BTreeMap<String, String>,
+    /// Stories whose resolver is running now (for `ralph status`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resolving_now: Vec<String>,
     /// Why a story was sent back, for its next attempt's prompt.
     #[serde(default)]
     pub feedback: BTreeMap<String, String>,
@@ -50,12 +66,28 @@ pub struct BoardWorker {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Merging {
+    /// The story (the last of a batch).
     pub story: String,
+    /// Every story of the batch.
+    #[serde(default)]
+    pub stories: Vec<String>,
     pub from: String,
     pub to: String,
 }
 
 impl Board {
+    /// Adds paths to what a story is known to touch (ralph's own
+    /// bookkeeping files aside).
+    pub(super) fn learn(
+        &mut self,
+        story: &str,
+        paths: impl IntoIterator<Item = String>,
+        skip: &[String],
+    ) {
+        let known = self.learnt.entry(story.to_string()).or_default();
+        known.extend(paths.into_iter().filter(|p| !skip.contains(p)));
+    }
+
     pub fn path(store: &Store) -> std::path::PathBuf {
         store.path("parallel.json")
     }

@@ -14,11 +14,13 @@
 //! remote.rs   `ralph worker --remote`: claims, leases and delivery through the git remote
 //! ```
 
+mod batch;
 mod board;
 mod merge;
 mod plan;
 mod remote;
 mod remote_view;
+mod resolve;
 mod tidy;
 mod workers;
 
@@ -31,15 +33,16 @@ use chrono::Utc;
 
 pub use board::Board;
 use plan::{GiveUp, Turn};
+pub use plan::{Overlap, waves};
 pub use remote_view::{RemoteRun, StoryState, remote_runs};
-use workers::{Msg, Slot};
+use workers::{Job, Msg, Slot};
 
 use super::{End, Run};
 use crate::error::Error;
 use crate::event::{Event, IterationResult, RunOutcome};
 use crate::learn::lessons;
 use crate::limits::Wait;
-use crate::prd::Prd;
+use crate::prd::{Footprint, Prd};
 
 /// A story whose worker finished with it passing, waiting to be merged.
 #[derive(Debug, Clone)]
@@ -49,6 +52,8 @@ pub(super) struct Queued {
     pub dir: PathBuf,
     pub project: PathBuf,
     pub branch: String,
+    /// A resolver merged it onto the tip, against these stories.
+    pub resolved_with: Option<Vec<String>>,
 }
 
 /// What the parallel run holds between turns.
@@ -67,8 +72,14 @@ pub(super) struct Pool {
     template: Option<PathBuf>,
     slots: Vec<Slot>,
     queue: VecDeque<Queued>,
-    /// The story being merged (out of the queue meanwhile).
-    merging: Option<String>,
+    /// The stories being merged (out of the queue meanwhile).
+    merging: Vec<String>,
+    /// Stories whose work conflicts with the tip, waiting for a worker to
+    /// run their resolver, with the files that conflict.
+    to_resolve: VecDeque<(Queued, Vec<String>)>,
+    /// The settings resolvers run with, when `merge.resolver` names
+    /// another agent than the run's.
+    resolver_settings: Option<PathBuf>,
     board: Board,
     given_up: BTreeMap<String, (GiveUp, String)>,
     /// Stories whose worktree another ralph still holds, and when to try again.
@@ -108,11 +119,29 @@ impl Pool {
     /// Stories at work, queued, given up or waiting here.
     fn busy_here(&self) -> Vec<String> {
         let mut busy: Vec<String> = self.slots.iter().map(|s| s.story.clone()).collect();
-        busy.extend(self.queue.iter().map(|q| q.story.clone()));
+        busy.extend(self.in_flight());
         busy.extend(self.given_up.keys().cloned());
         let now = Instant::now();
         busy.extend(self.not_before.iter().filter(|(_, t)| **t > now).map(|(s, _)| s.clone()));
         busy
+    }
+
+    /// Stories at work in a worker, queued, being merged or resolved: what
+    /// a story that touches the same paths waits for.
+    fn in_flight(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.queue.iter().map(|q| q.story.clone()).collect();
+        ids.extend(self.to_resolve.iter().map(|(q, _)| q.story.clone()));
+        ids.extend(self.merging.iter().cloned());
+        ids.extend(self.slots.iter().map(|s| s.story.clone()));
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
+    /// Each story's predicted paths: what prd.json declares, what its
+    /// earlier attempts changed and where they conflicted.
+    fn footprints(&self, prd: &Prd) -> BTreeMap<String, Footprint> {
+        footprints(prd.stories(), &self.board)
     }
 
     fn save_board(&mut self, store: &crate::store::Store) {
@@ -143,6 +172,8 @@ impl Pool {
             })
             .collect();
         self.board.queue = self.queue.iter().map(|q| q.story.clone()).collect();
+        self.board.resolving_now =
+            self.slots.iter().filter(|s| s.job != Job::Story).map(|s| s.story.clone()).collect();
     }
 
     /// The branch a story is worked on: `<run branch>--<story slug>`.
@@ -156,6 +187,51 @@ impl Pool {
         if let Some(r) = self.remote.as_mut() {
             let _ = r.release(id, &branch);
         }
+    }
+
+    /// A worker's slot for `story` in `dir`, on `branch`, not yet started.
+    fn slot(&self, story: &crate::prd::Story, dir: PathBuf, branch: String, job: Job) -> Slot {
+        Slot {
+            no: self.free_worker_no(),
+            story: story.id.clone(),
+            title: story.title.clone(),
+            prd: dir.join(&self.prd_rel),
+            project: dir.join(&self.project_rel),
+            dir,
+            branch,
+            pid: 0,
+            since: Utc::now(),
+            end: None,
+            job,
+        }
+    }
+
+    /// The first story waiting for its resolver whose files no running
+    /// resolver has and no story in the merge queue touches: resolutions
+    /// of one file run one after the other, each on the tip the stories
+    /// before it merged.
+    fn next_to_resolve(&self, prd: &Prd) -> Option<usize> {
+        let fp = self.footprints(prd);
+        let mut busy: Vec<Footprint> =
+            self.resolving_files().into_iter().map(|f| Footprint::new(&f, &[])).collect();
+        let queued = self.queue.iter().map(|q| &q.story).chain(&self.merging);
+        busy.extend(queued.filter_map(|id| fp.get(id).cloned()));
+        self.to_resolve.iter().position(|(_, files)| {
+            let mine = Footprint::new(files, &[]);
+            busy.iter().all(|b| mine.overlap(b).is_none())
+        })
+    }
+
+    /// The files of each resolver at work: a queued story that touches
+    /// them waits for its resolution to merge first.
+    fn resolving_files(&self) -> Vec<Vec<String>> {
+        self.slots
+            .iter()
+            .filter_map(|s| match &s.job {
+                Job::Resolve { files, .. } => Some(files.clone()),
+                Job::Story => None,
+            })
+            .collect()
     }
 
     fn free_worker_no(&self) -> u32 {
@@ -234,6 +310,10 @@ impl Run<'_> {
                 if let Err(e) = self.merge_next(pool) {
                     return End::error(&e);
                 }
+                // Merges that keep failing stop the run like any stuck one.
+                if self.breaker.is_open() {
+                    return self.breaker_open();
+                }
                 continue;
             }
             if pool.slots.is_empty() {
@@ -266,22 +346,15 @@ impl Run<'_> {
             if self.state.iteration + pool.slots.len() as u32 >= self.state.max_iterations {
                 return Ok(None);
             }
-            let busy = pool.busy();
-            let runnable = plan::to_start(prd, &busy, usize::MAX);
-            let pick = match pool.remote.as_mut() {
-                Some(r) if r.first_claim => {
-                    r.first_claim = false;
-                    // Spread over the stories as the PRD lists them, claims
-                    // aside: the same list on every worker started together.
-                    let worker = r.worker.clone();
-                    let all = plan::to_start(prd, &pool.busy_here(), usize::MAX);
-                    let want = all.get(plan::first_pick(&worker, all.len()));
-                    want.and_then(|w| runnable.iter().position(|s| s.id == w.id)).unwrap_or(0)
-                }
-                _ => 0,
-            };
-            let Some(story) = runnable.get(pick).map(|s| (*s).clone()) else {
-                return Ok(None);
+            // A story waiting for its resolver goes first: stories that
+            // touch its files wait on it.
+            let resolve = pool.next_to_resolve(prd);
+            let story = match resolve {
+                Some(_) => None,
+                None => match self.next_story(pool, prd) {
+                    Some(story) => Some(story),
+                    None => return Ok(None),
+                },
             };
             let max_wait =
                 if self.cfg.limits.wait { self.cfg.limits.max_wait } else { Duration::ZERO };
@@ -303,6 +376,11 @@ impl Run<'_> {
                     return Ok(None);
                 }
             }
+            let Some(story) = story else {
+                let (q, files) = pool.to_resolve.remove(resolve.unwrap_or(0)).expect("a story");
+                self.start_resolver(pool, q, files)?;
+                continue;
+            };
             match self.start_worker(pool, &story)? {
                 Start::Started => {}
                 // Another machine claimed it first: the next story, at once
@@ -312,6 +390,29 @@ impl Run<'_> {
             }
         }
         Ok(None)
+    }
+
+    /// The story the next worker starts on: the best one that can start
+    /// and touches nothing a story in flight touches.
+    fn next_story(&self, pool: &mut Pool, prd: &Prd) -> Option<crate::prd::Story> {
+        let busy = pool.busy();
+        let at_work = pool.in_flight();
+        let fp = pool.footprints(prd);
+        let (runnable, _) = plan::schedule(prd.stories(), &busy, &at_work, &fp, usize::MAX);
+        let pick = match pool.remote.as_mut() {
+            Some(r) if r.first_claim => {
+                r.first_claim = false;
+                // Spread over the stories as the PRD lists them, claims
+                // aside: the same list on every worker started together.
+                let worker = r.worker.clone();
+                let here = pool.busy_here();
+                let (all, _) = plan::schedule(prd.stories(), &here, &at_work, &fp, usize::MAX);
+                let want = all.get(plan::first_pick(&worker, all.len()));
+                want.and_then(|w| runnable.iter().position(|s| s.id == w.id)).unwrap_or(0)
+            }
+            _ => 0,
+        };
+        runnable.get(pick).map(|s| (*s).clone())
     }
 
     /// Starts a worker on `story`, unless another machine claimed it first
@@ -336,10 +437,8 @@ impl Run<'_> {
             }
         }
         let (dir, branch) = self.worktree_for(pool, &story.id)?;
-        let no = pool.free_worker_no();
         let turns = pool.board.turns.entry(story.id.clone()).or_insert(0);
         *turns += 1;
-        let attempt = pool.board.sent_back.get(&story.id).copied().unwrap_or(0) + 1;
         let slug = plan::slug(&story.id);
         let feedback = match pool.board.feedback.get(&story.id) {
             Some(text) => {
@@ -349,19 +448,7 @@ impl Run<'_> {
             }
             None => None,
         };
-        let project = dir.join(&pool.project_rel);
-        let mut slot = Slot {
-            no,
-            story: story.id.clone(),
-            title: story.title.clone(),
-            prd: dir.join(&pool.prd_rel),
-            project,
-            dir,
-            branch,
-            pid: 0,
-            since: Utc::now(),
-            message: None,
-        };
+        let slot = pool.slot(story, dir, branch, Job::Story);
         // Each turn starts with what earlier turns of the story learned,
         // in this worktree or one removed since (but the feedback, which
         // the worker is given as it is). Carrying twice changes nothing.
@@ -381,13 +468,27 @@ impl Run<'_> {
                 story.id
             ));
         }
+        self.launch(pool, slot, feedback.as_deref(), claim_ms)?;
+        Ok(Start::Started)
+    }
+
+    /// Starts a worker process for `slot` and puts it to work.
+    fn launch(
+        &mut self,
+        pool: &mut Pool,
+        mut slot: Slot,
+        feedback: Option<&Path>,
+        claim_ms: Option<u64>,
+    ) -> Result<(), Error> {
+        let slug = plan::slug(&slot.story);
         let stderr = self.log_dir.join(format!("worker-{slug}.stderr"));
         let spec = workers::Spawn {
             settings: &pool.settings,
             log_dir: &self.log_dir,
             template: pool.template.as_deref(),
+            resolver_settings: pool.resolver_settings.as_deref(),
         };
-        slot.pid = workers::spawn(&slot, &spec, feedback.as_deref(), &stderr, pool.tx.clone())
+        slot.pid = workers::spawn(&slot, &spec, feedback, &stderr, pool.tx.clone())
             .map_err(|e| Error::io("start a worker", e))?;
         crate::process::keep_out_of_sweeps(slot.pid);
         if self.cfg.limits.calls_per_hour > 0 {
@@ -395,17 +496,17 @@ impl Run<'_> {
             let _ = self.limits.save(&self.paths.store);
         }
         self.reporter.emit(&Event::WorkerStart {
-            worker: no,
-            story_id: story.id.clone(),
-            story_title: story.title.clone(),
+            worker: slot.no,
+            story_id: slot.story.clone(),
+            story_title: slot.title.clone(),
             branch: slot.branch.clone(),
             worktree: slot.dir.display().to_string(),
-            attempt,
+            attempt: pool.board.sent_back.get(&slot.story).copied().unwrap_or(0) + 1,
             claim_ms,
         });
         pool.slots.push(slot);
         pool.save_board(&self.paths.store);
-        Ok(Start::Started)
+        Ok(())
     }
 
     /// Hands on what the workers report, for up to `wait`.
@@ -436,8 +537,8 @@ impl Run<'_> {
         let Some(slot) = pool.slots.iter_mut().find(|s| s.no == no) else { return };
         match &event {
             Event::RunStart { .. } => return,
-            Event::RunEnd { message, .. } => {
-                slot.message = Some(message.clone());
+            Event::RunEnd { outcome, message, .. } => {
+                slot.end = Some((*outcome, message.clone()));
                 return;
             }
             Event::IterationEnd { result, cost_usd, tokens, agent, .. } => {
@@ -449,6 +550,7 @@ impl Run<'_> {
                 if !matches!(result, IterationResult::Transient | IterationResult::Stopped) {
                     self.state.iteration += 1;
                     tally.iterations += 1;
+                    tally.resolves += u32::from(slot.job != Job::Story);
                 }
                 self.state.cost_usd += cost_usd.unwrap_or(0.0);
                 self.state.tokens += tokens.unwrap_or(0);
@@ -475,12 +577,15 @@ impl Run<'_> {
         let i = pool.slots.iter().position(|s| s.no == no)?;
         let slot = pool.slots.remove(i);
         crate::process::release(slot.pid);
-        let passes = Prd::load(&slot.prd)
-            .ok()
-            .and_then(|p| p.story(&slot.story).map(|s| s.passes))
-            .unwrap_or(false);
-        let turn = plan::turn(code, passes);
-        let message = slot.message.clone().unwrap_or_else(|| self.worker_stderr(&slot));
+        let turn = plan::turn(slot.end.as_ref().map(|(o, _)| *o), code);
+        let message = match &slot.end {
+            Some((_, m)) => m.clone(),
+            None => self.worker_stderr(&slot),
+        };
+        if slot.job != Job::Story {
+            return self.resolver_exited(pool, slot, turn, message);
+        }
+        self.learn_paths(pool, &slot);
         let (outcome, said) = match &turn {
             Turn::Passed => ("passes in its worktree", "queued for merging".to_string()),
             Turn::Again => ("turn over", String::new()),
@@ -519,6 +624,7 @@ impl Run<'_> {
                     dir: slot.dir.clone(),
                     project: slot.project.clone(),
                     branch: slot.branch.clone(),
+                    resolved_with: None,
                 });
                 None
             }
@@ -773,6 +879,28 @@ impl Run<'_> {
             self.warn(format!("the remote cannot be reached ({why}): retrying with back-off"));
         }
     }
+}
+
+/// Each story's predicted paths: declared in prd.json, learnt by the run.
+pub fn footprints(stories: &[crate::prd::Story], board: &Board) -> BTreeMap<String, Footprint> {
+    let none = std::collections::BTreeSet::new();
+    stories
+        .iter()
+        .map(|s| {
+            let learnt = board.learnt.get(&s.id).unwrap_or(&none);
+            (s.id.clone(), Footprint::new(&s.touches, learnt))
+        })
+        .collect()
+}
+
+/// Why each unfinished story not at work waits for one that is, as
+/// `ralph status` shows it while a parallel run goes on.
+pub fn waits(stories: &[crate::prd::Story], board: &Board) -> Vec<Overlap> {
+    let mut at_work: Vec<String> = board.workers.iter().map(|w| w.story.clone()).collect();
+    at_work.extend(board.queue.iter().cloned());
+    let mut busy = at_work.clone();
+    busy.extend(board.given_up.keys().cloned());
+    plan::schedule(stories, &busy, &at_work, &footprints(stories, board), 0).1
 }
 
 /// The worktrees' folder for a store.

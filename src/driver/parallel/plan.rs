@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::event::RunOutcome;
 use crate::exit;
-use crate::prd::{Prd, Story};
+use crate::prd::{Footprint, Prd, Story};
 
 /// What a worker's turn (one `ralph __worker` process) came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,28 +35,104 @@ pub(super) enum GiveUp {
     Breaker,
 }
 
-/// A worker's exit code (`None`: killed by a signal) and whether its
-/// story passes in its worktree, as a [`Turn`].
-pub(super) fn turn(code: Option<i32>, passes: bool) -> Turn {
-    let Some(code) = code.and_then(|c| u8::try_from(c).ok()) else { return Turn::Stopped };
-    match code {
-        exit::COMPLETE if passes => Turn::Passed,
-        exit::COMPLETE | exit::MAX_ITERATIONS => Turn::Again,
-        exit::RATE_LIMITED => Turn::UsageLimit,
-        exit::BLOCKED => Turn::GiveUp(GiveUp::Blocked),
-        exit::CIRCUIT_OPEN => Turn::GiveUp(GiveUp::Breaker),
-        exit::LOCKED => Turn::Busy,
-        exit::INTERRUPTED | exit::TERMINATED | exit::HANGUP => Turn::Stopped,
-        exit::BUDGET => Turn::Fatal(RunOutcome::Budget),
-        exit::GATE_DISAGREES => Turn::Again,
-        _ => Turn::Fatal(RunOutcome::Environment),
+/// What a worker's turn came to, from its typed `run_end` event (`None`:
+/// it never sent one: it failed to start, or a signal killed it) and, for
+/// a worker that sent none, its exit code (`None`: killed by a signal).
+pub(super) fn turn(end: Option<RunOutcome>, code: Option<i32>) -> Turn {
+    match end {
+        Some(RunOutcome::Complete) => Turn::Passed,
+        Some(RunOutcome::MaxIterations | RunOutcome::GateDisagrees) => Turn::Again,
+        Some(RunOutcome::RateLimited) => Turn::UsageLimit,
+        Some(RunOutcome::Blocked) => Turn::GiveUp(GiveUp::Blocked),
+        Some(RunOutcome::CircuitOpen) => Turn::GiveUp(GiveUp::Breaker),
+        Some(RunOutcome::Interrupted) => Turn::Stopped,
+        Some(RunOutcome::Budget) => Turn::Fatal(RunOutcome::Budget),
+        Some(RunOutcome::Environment) => Turn::Fatal(RunOutcome::Environment),
+        None => match code.and_then(|c| u8::try_from(c).ok()) {
+            None => Turn::Stopped,
+            Some(exit::LOCKED) => Turn::Busy,
+            Some(exit::INTERRUPTED | exit::TERMINATED | exit::HANGUP) => Turn::Stopped,
+            Some(_) => Turn::Fatal(RunOutcome::Environment),
+        },
     }
 }
 
-/// The stories to start now, best first, for `free` workers: unfinished,
-/// their dependencies passing, not in flight, queued or given up.
-pub(super) fn to_start<'a>(prd: &'a Prd, busy: &[String], free: usize) -> Vec<&'a Story> {
-    crate::prd::runnable(prd.stories(), busy).into_iter().take(free).collect()
+/// Why a story that could start waits: a story at work touches a path it
+/// is predicted to touch too.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Overlap {
+    pub story: String,
+    /// The story it waits for.
+    pub on: String,
+    /// What both touch.
+    pub path: String,
+}
+
+impl std::fmt::Display for Overlap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "waits for {}: both touch {}", self.on, self.path)
+    }
+}
+
+/// The stories to start now, best first, for up to `free` workers:
+/// unfinished, their dependencies passing, not `busy`, and touching no
+/// path a story `at_work` (or one picked before it) touches; and why each
+/// story that could otherwise start waits.
+pub(super) fn schedule<'a>(
+    stories: &'a [Story],
+    busy: &[String],
+    at_work: &[String],
+    footprints: &BTreeMap<String, Footprint>,
+    free: usize,
+) -> (Vec<&'a Story>, Vec<Overlap>) {
+    let none = Footprint::default();
+    let fp = |id: &str| footprints.get(id).unwrap_or(&none);
+    let mut taken: Vec<&str> = at_work.iter().map(String::as_str).collect();
+    let mut picked = Vec::new();
+    let mut waits = Vec::new();
+    for s in crate::prd::runnable(stories, busy) {
+        let clash = taken.iter().find_map(|t| fp(&s.id).overlap(fp(t)).map(|p| (*t, p)));
+        if let Some((on, path)) = clash {
+            waits.push(Overlap { story: s.id.clone(), on: on.to_string(), path });
+            continue;
+        }
+        if picked.len() < free {
+            picked.push(s);
+            taken.push(&s.id);
+        }
+    }
+    (picked, waits)
+}
+
+/// What a run with `jobs` workers would do, wave by wave, if every story
+/// passed at its first try: the stories of each wave, and why a story
+/// waits for a later one (for `--dry-run`).
+pub fn waves(
+    prd: &Prd,
+    footprints: &BTreeMap<String, Footprint>,
+    jobs: usize,
+) -> (Vec<Vec<String>>, Vec<Overlap>) {
+    let mut stories: Vec<Story> = prd.stories().to_vec();
+    let mut waves = Vec::new();
+    let mut waits: Vec<Overlap> = Vec::new();
+    loop {
+        let (picked, w) = schedule(&stories, &[], &[], footprints, jobs.max(1));
+        for wait in w {
+            if !waits.iter().any(|x| x.story == wait.story) {
+                waits.push(wait);
+            }
+        }
+        if picked.is_empty() {
+            break;
+        }
+        let ids: Vec<String> = picked.iter().map(|s| s.id.clone()).collect();
+        drop(picked);
+        for s in stories.iter_mut().filter(|s| ids.contains(&s.id)) {
+            s.passes = true;
+        }
+        waves.push(ids);
+    }
+    (waves, waits)
 }
 
 /// Which of `runnable` stories a remote worker claims first: workers
@@ -204,26 +280,30 @@ mod tests {
     }
 
     #[test]
-    fn a_workers_exit_says_what_its_turn_came_to() {
-        let cases: &[(Option<i32>, bool, Turn)] = &[
-            (Some(0), true, Turn::Passed),
-            (Some(0), false, Turn::Again),
-            (Some(1), false, Turn::Again),
-            (Some(1), true, Turn::Again),
-            (Some(4), false, Turn::UsageLimit),
-            (Some(5), false, Turn::GiveUp(GiveUp::Blocked)),
-            (Some(3), false, Turn::GiveUp(GiveUp::Breaker)),
-            (Some(8), false, Turn::Busy),
-            (Some(130), false, Turn::Stopped),
-            (Some(143), true, Turn::Stopped),
-            (None, false, Turn::Stopped),
-            (Some(6), false, Turn::Fatal(RunOutcome::Budget)),
-            (Some(7), false, Turn::Fatal(RunOutcome::Environment)),
-            (Some(2), false, Turn::Fatal(RunOutcome::Environment)),
-            (Some(-1), false, Turn::Stopped),
+    fn a_workers_run_end_says_what_its_turn_came_to() {
+        use RunOutcome as O;
+        let cases: &[(Option<RunOutcome>, Option<i32>, Turn)] = &[
+            (Some(O::Complete), Some(0), Turn::Passed),
+            (Some(O::MaxIterations), Some(1), Turn::Again),
+            (Some(O::GateDisagrees), Some(9), Turn::Again),
+            (Some(O::RateLimited), Some(4), Turn::UsageLimit),
+            (Some(O::Blocked), Some(5), Turn::GiveUp(GiveUp::Blocked)),
+            (Some(O::CircuitOpen), Some(3), Turn::GiveUp(GiveUp::Breaker)),
+            (Some(O::Interrupted), Some(143), Turn::Stopped),
+            (Some(O::Budget), Some(6), Turn::Fatal(O::Budget)),
+            (Some(O::Environment), Some(7), Turn::Fatal(O::Environment)),
+            // The event decides, whatever the exit code says.
+            (Some(O::Complete), Some(1), Turn::Passed),
+            // No run_end: it never started its run, or was killed.
+            (None, Some(8), Turn::Busy),
+            (None, Some(130), Turn::Stopped),
+            (None, None, Turn::Stopped),
+            (None, Some(-1), Turn::Stopped),
+            (None, Some(2), Turn::Fatal(O::Environment)),
+            (None, Some(0), Turn::Fatal(O::Environment)),
         ];
-        for (code, passes, want) in cases {
-            assert_eq!(&turn(*code, *passes), want, "{code:?} {passes}");
+        for (end, code, want) in cases {
+            assert_eq!(&turn(*end, *code), want, "{end:?} {code:?}");
         }
     }
 
@@ -247,6 +327,24 @@ mod tests {
         Prd::parse(json.as_bytes(), std::path::Path::new("prd.json")).unwrap()
     }
 
+    fn ids(v: &[&Story]) -> Vec<String> {
+        v.iter().map(|s| s.id.clone()).collect()
+    }
+
+    fn footprints(p: &Prd, learnt: &[(&str, &str)]) -> BTreeMap<String, Footprint> {
+        p.stories()
+            .iter()
+            .map(|s| {
+                let l: Vec<String> = learnt
+                    .iter()
+                    .filter(|(id, _)| *id == s.id)
+                    .map(|(_, p)| p.to_string())
+                    .collect();
+                (s.id.clone(), Footprint::new(&s.touches, &l))
+            })
+            .collect()
+    }
+
     #[test]
     fn stories_start_by_priority_once_what_they_depend_on_passes() {
         let p = prd(r#"{"userStories":[
@@ -254,11 +352,55 @@ mod tests {
             {"id":"B","priority":1,"passes":false},
             {"id":"C","priority":0,"passes":false,"dependsOn":["A"]},
             {"id":"D","priority":3,"passes":true}]}"#);
-        let ids = |v: Vec<&Story>| v.into_iter().map(|s| s.id.clone()).collect::<Vec<_>>();
-        assert_eq!(ids(to_start(&p, &[], 4)), ["B", "A"]);
-        assert_eq!(ids(to_start(&p, &[], 1)), ["B"]);
-        assert_eq!(ids(to_start(&p, &["B".into()], 4)), ["A"]);
-        assert!(to_start(&p, &["A".into(), "B".into()], 4).is_empty());
+        let fp = footprints(&p, &[]);
+        let start = |busy: &[String], free| ids(&schedule(p.stories(), busy, &[], &fp, free).0);
+        assert_eq!(start(&[], 4), ["B", "A"]);
+        assert_eq!(start(&[], 1), ["B"]);
+        assert_eq!(start(&["B".into()], 4), ["A"]);
+        assert!(start(&["A".into(), "B".into()], 4).is_empty());
+    }
+
+    #[test]
+    fn stories_that_touch_the_same_path_never_run_at_once() {
+        let p = prd(r#"{"userStories":[
+            {"id":"A","priority":1,"touches":["src/routes/**"]},
+            {"id":"B","priority":2,"touches":["src/routes/users.rs"]},
+            {"id":"C","priority":3,"touches":["db/schema.sql"]},
+            {"id":"D","priority":4},
+            {"id":"E","priority":5}]}"#);
+        // E's earlier attempt changed what C touches.
+        let fp = footprints(&p, &[("E", "db/schema.sql")]);
+        let (picked, waits) = schedule(p.stories(), &[], &[], &fp, 4);
+        assert_eq!(ids(&picked), ["A", "C", "D"]);
+        let said: Vec<String> = waits.iter().map(|w| format!("{}: {w}", w.story)).collect();
+        assert_eq!(
+            said,
+            [
+                "B: waits for A: both touch src/routes/users.rs (src/routes/**)",
+                "E: waits for C: both touch db/schema.sql"
+            ]
+        );
+        // With A at work (in a worker, queued or merging), B still waits; the rest start.
+        let (picked, waits) = schedule(p.stories(), &["A".into()], &["A".into()], &fp, 4);
+        assert_eq!(ids(&picked), ["C", "D"]);
+        assert_eq!(waits.len(), 2);
+        // Nothing at work: B starts (from A's merged tip, once A passes).
+        let (picked, _) = schedule(p.stories(), &["A".into()], &[], &fp, 1);
+        assert_eq!(ids(&picked), ["B"]);
+    }
+
+    #[test]
+    fn waves_put_overlapping_stories_in_different_waves() {
+        let p = prd(r#"{"userStories":[
+            {"id":"A","priority":1,"touches":["shared.txt"]},
+            {"id":"B","priority":2,"touches":["shared.txt"]},
+            {"id":"C","priority":3},
+            {"id":"D","priority":4,"dependsOn":["C"]}]}"#);
+        let (waves, waits) = waves(&p, &footprints(&p, &[]), 4);
+        assert_eq!(waves, [vec!["A", "C"], vec!["B", "D"]]);
+        assert_eq!(waits[0].to_string(), "waits for A: both touch shared.txt");
+        let (one, _) = super::waves(&p, &footprints(&p, &[]), 1);
+        assert_eq!(one.len(), 4, "{one:?}");
     }
 
     #[test]

@@ -36,6 +36,7 @@ impl Run<'_> {
         })?;
         let progress_rel = prd_rel.with_file_name("progress.txt");
         let settings = self.worker_settings()?;
+        let resolver_settings = self.resolver_settings(&settings)?;
         let template = self.worker_template();
         let old = Board::load(&self.paths.store);
         let mut board = match old.clone() {
@@ -58,7 +59,9 @@ impl Run<'_> {
             template,
             slots: Vec::new(),
             queue: Default::default(),
-            merging: None,
+            merging: Vec::new(),
+            to_resolve: Default::default(),
+            resolver_settings,
             given_up: Default::default(),
             not_before: Default::default(),
             tx,
@@ -167,6 +170,11 @@ impl Run<'_> {
                 self.notice(format!("finished merging {}, which ralph merged as it died", m.story));
             }
         }
+        // A resolution a crash or a stop cut short: the story's work back
+        // on its branch, to be merged (and resolved) again.
+        for story in pool.board.resolving.keys().cloned().collect::<Vec<_>>() {
+            self.restore_work(pool, &story);
+        }
         let prd = self.reload_prd().unwrap_or_else(|| self.good_prd.clone());
         for name in self.repo.worktrees(PREFIX) {
             let slug = &name[PREFIX.len()..];
@@ -258,6 +266,14 @@ impl Run<'_> {
     }
 }
 
+/// A kept attempt as a lesson names it: its short id and its ref.
+pub(super) fn describe_kept(repo: &Repo, name: &str) -> String {
+    match repo.ref_target(name) {
+        Some(at) => format!("{at:.7} ({name})"),
+        None => name.to_string(),
+    }
+}
+
 /// Folders in the worktrees' folder that git no longer lists as a
 /// worktree: what a crash in the middle of making or removing one left.
 fn remove_strays(repo: &Repo, dir: &Path) {
@@ -284,10 +300,19 @@ impl Pool {
     /// Keeps a sent-back attempt's commit reachable, under refs/ralph/:
     /// its short id, for the lesson.
     pub(super) fn keep_attempt(&self, repo: &Repo, q: &Queued) -> String {
-        let Some(tip) = repo.branch_tip(&q.branch) else { return "nothing".into() };
+        match self.keep_attempt_ref(repo, q) {
+            Some(name) => describe_kept(repo, &name),
+            None => "nothing".into(),
+        }
+    }
+
+    /// Keeps the story branch's tip under `refs/ralph/attempts/<story>/<n>`:
+    /// the ref's name.
+    pub(super) fn keep_attempt_ref(&self, repo: &Repo, q: &Queued) -> Option<String> {
+        let tip = repo.branch_tip(&q.branch)?;
         let n = self.board.sent_back.get(&q.story).copied().unwrap_or(0) + 1;
         let name = format!("refs/ralph/attempts/{}/{n}", plan::slug(&q.story));
         repo.keep_ref(&name, tip, "ralph: a sent-back attempt");
-        format!("{tip:.7} ({name})")
+        Some(name)
     }
 }

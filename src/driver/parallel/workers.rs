@@ -24,8 +24,20 @@ pub(super) struct Slot {
     /// Its process, which leads a process group of its own.
     pub pid: i32,
     pub since: chrono::DateTime<chrono::Utc>,
-    /// How its last run ended, in its words (its `run_end` event).
-    pub message: Option<String>,
+    /// How its run ended, as its `run_end` event said: the outcome, in words.
+    pub end: Option<(crate::event::RunOutcome, String)>,
+    /// What it is doing: its story, or resolving it onto the run branch.
+    pub job: Job,
+}
+
+/// What a worker process does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Job {
+    /// An iteration of its story.
+    Story,
+    /// A resolver iteration: the story's work merged onto the tip, where
+    /// it conflicts with these stories in these files.
+    Resolve { with: Vec<String>, files: Vec<String>, spec: PathBuf },
 }
 
 pub(super) enum Msg {
@@ -40,6 +52,9 @@ pub(super) struct Spawn<'a> {
     /// The run's log folder: each story's logs go in a folder of it.
     pub log_dir: &'a Path,
     pub template: Option<&'a Path>,
+    /// The settings a resolver runs with when `merge.resolver` names
+    /// another agent than the story's.
+    pub resolver_settings: Option<&'a Path>,
 }
 
 /// Starts the worker for `slot`; its events and its end arrive on `tx`.
@@ -54,7 +69,10 @@ pub(super) fn spawn(
     let mut cmd = Command::new(exe);
     cmd.arg("__worker")
         .arg("--settings")
-        .arg(spec.settings)
+        .arg(match (&slot.job, spec.resolver_settings) {
+            (Job::Resolve { .. }, Some(resolver)) => resolver,
+            _ => spec.settings,
+        })
         .arg("--story")
         .arg(&slot.story)
         .arg("--branch")
@@ -68,6 +86,9 @@ pub(super) fn spawn(
     }
     if let Some(f) = feedback {
         cmd.arg("--feedback").arg(f);
+    }
+    if let Job::Resolve { spec: file, .. } = &slot.job {
+        cmd.arg("--resolve").arg(file);
     }
     cmd.current_dir(&slot.project)
         .stdin(Stdio::null())

@@ -1,0 +1,252 @@
+//! Resolving a conflict at the merge queue: the story's worktree made into
+//! the resolver's starting point (its branch at the run branch's tip, the
+//! story's work on top with git's markers, its earlier work kept under
+//! `refs/ralph/attempts/`), a resolver worker started on it, and what its
+//! turn came to handed to the merge judge. Also what a story's turns teach
+//! the scheduler: the paths they changed.
+
+use std::path::PathBuf;
+
+use super::plan::{self, Turn};
+use super::workers::{Job, Slot};
+use super::{Pool, Queued};
+use crate::driver::judge::merge::{MergeGate, Met, judge_merge};
+use crate::driver::{End, OtherStory, ResolveSpec, Run};
+use crate::error::Error;
+use crate::event::Event;
+use crate::git::Repo;
+use crate::prd::Prd;
+
+impl Run<'_> {
+    /// Starts a resolver on `q`, whose work conflicts with the tip in
+    /// `files`. A story that merges cleanly by now goes back to the queue.
+    pub(super) fn start_resolver(
+        &mut self,
+        pool: &mut Pool,
+        q: Queued,
+        files: Vec<String>,
+    ) -> Result<(), Error> {
+        let (dir, branch) = self.worktree_for(pool, &q.story)?;
+        let (Some(tip), Some(work)) =
+            (self.repo.branch_tip(&pool.branch), self.repo.branch_tip(&branch))
+        else {
+            return Err(Error::Environment {
+                message: format!("the run branch or {branch} is gone"),
+                hint: None,
+            });
+        };
+        let base = self.repo.merge_base(tip, work).unwrap_or(tip);
+        let with = self.stories_merged_since(pool, base, tip, &files);
+        let labels = (
+            format!(
+                "run branch ({})",
+                if with.is_empty() { "its tip".into() } else { with.join(", ") }
+            ),
+            format!("{} ({})", q.story, q.title),
+        );
+        let skip = [pool.prd_rel.clone(), pool.progress_rel.clone()];
+        let Some(conflict) =
+            self.repo.squash_with_markers(tip, work, &skip, (&labels.0, &labels.1))?
+        else {
+            pool.queue.push_front(q);
+            return Ok(());
+        };
+        // The work as it was, before the worktree is reset: a failed
+        // resolution, a crash or a stop puts the branch back there.
+        let kept = pool.keep_attempt_ref(&self.repo, &q).ok_or_else(|| Error::Environment {
+            message: format!("{branch} has no commit to keep"),
+            hint: None,
+        })?;
+        let progress_rel = pool.progress_rel.clone();
+        let text = |oid| {
+            self.repo.file_at(oid, &progress_rel).map(|b| String::from_utf8_lossy(&b).into_owned())
+        };
+        let entry = self.progress_entry(pool, &q, text(base).as_deref().unwrap_or(""), work);
+        pool.board.resolving.insert(q.story.clone(), kept);
+        pool.save_board_durably(&self.paths.store)?;
+        Repo::discover(&dir)?.start_resolution(&branch, tip, conflict.tree)?;
+        // The resolution is committed with the story's mark and progress
+        // entry, as its turn left them: a resumed run finds it done.
+        let progress = plan::append(&text(tip).unwrap_or_default(), &entry);
+        std::fs::write(dir.join(&pool.progress_rel), progress)
+            .map_err(|e| Error::io("write the worktree's progress.txt", e))?;
+        let mut prd = match self.repo.file_at(tip, &pool.prd_rel) {
+            Some(b) => Prd::parse(&b, &self.paths.prd)?,
+            None => self.good_prd.clone(),
+        };
+        prd.set_passes(&q.story, true);
+        prd.save(&dir.join(&pool.prd_rel))
+            .map_err(|e| Error::io("write the worktree's prd.json", e))?;
+        let spec = ResolveSpec {
+            story: q.story.clone(),
+            branch: pool.branch.clone(),
+            others: with.iter().filter_map(|id| self.other_story(id)).collect(),
+            files: conflict.files.clone(),
+            hunks: conflict.hunks,
+        };
+        let n = pool.board.sent_back.get(&q.story).copied().unwrap_or(0) + 1;
+        let file = self.log_dir.join(format!("resolve-{}-{n}.json", plan::slug(&q.story)));
+        let json = serde_json::to_vec_pretty(&spec)
+            .map_err(|e| Error::io("write a resolver's task", std::io::Error::other(e)))?;
+        std::fs::write(&file, json).map_err(|e| Error::io("write a resolver's task", e))?;
+        let story = self.good_prd.story(&q.story).cloned().ok_or_else(|| Error::Environment {
+            message: format!("{} is no longer a story of prd.json", q.story),
+            hint: None,
+        })?;
+        let job = Job::Resolve { with, files: conflict.files, spec: file };
+        let slot = pool.slot(&story, dir, branch, job);
+        self.launch(pool, slot, None, None)
+    }
+
+    /// A resolver's turn ended: resolved, the story is merged next (gated on
+    /// the merged tree with every story's `verify`); not resolved, the merge
+    /// judge decides between a redo and giving up; stopped or limited, the
+    /// story's work goes back on its branch, to be resolved again.
+    pub(super) fn resolver_exited(
+        &mut self,
+        pool: &mut Pool,
+        slot: Slot,
+        turn: Turn,
+        message: String,
+    ) -> Option<End> {
+        let Job::Resolve { with, files, .. } = slot.job.clone() else { return None };
+        let outcome = match &turn {
+            Turn::Passed => "resolved",
+            Turn::GiveUp(_) => "not resolved",
+            Turn::UsageLimit => "usage limit",
+            Turn::Again | Turn::Busy => "to be resolved again",
+            Turn::Stopped => "stopped",
+            Turn::Fatal(_) => "failed",
+        };
+        self.reporter.emit(&Event::WorkerEnd {
+            worker: slot.no,
+            story_id: slot.story.clone(),
+            outcome: outcome.into(),
+            message: message.clone(),
+        });
+        let q = Queued {
+            story: slot.story.clone(),
+            title: slot.title.clone(),
+            dir: slot.dir.clone(),
+            project: slot.project.clone(),
+            branch: slot.branch.clone(),
+            resolved_with: None,
+        };
+        let end = match turn {
+            Turn::Passed => {
+                pool.board.resolving.remove(&q.story);
+                pool.queue.push_front(Queued { resolved_with: Some(with), ..q });
+                None
+            }
+            Turn::GiveUp(_) => {
+                let why = message.lines().next().unwrap_or("").to_string();
+                let facts = self.merge_facts(pool, &q, Met::ResolveFailed(why), MergeGate::NotRun);
+                let j = judge_merge(&facts);
+                self.carry_out_merge(pool, q, &j, None, files, 0);
+                None
+            }
+            Turn::UsageLimit | Turn::Again | Turn::Busy => {
+                if turn == Turn::UsageLimit {
+                    self.share_usage_limit(pool, &slot, slot.no);
+                }
+                self.restore_work(pool, &q.story);
+                pool.to_resolve.push_back((q, files));
+                None
+            }
+            Turn::Stopped => {
+                self.restore_work(pool, &q.story);
+                None
+            }
+            Turn::Fatal(outcome) => {
+                self.restore_work(pool, &q.story);
+                Some(End::new(outcome, format!("worker {} ({}): {message}", slot.no, slot.story)))
+            }
+        };
+        pool.save_board(&self.paths.store);
+        end
+    }
+
+    /// A story's branch back at the work kept before its resolution
+    /// started, its worktree removed (made again from the branch).
+    pub(super) fn restore_work(&mut self, pool: &mut Pool, story: &str) {
+        let Some(name) = pool.board.resolving.remove(story) else { return };
+        let Some(at) = self.repo.ref_target(&name) else { return };
+        pool.remove_worktree(&self.repo, story, false);
+        let branch = format!("{}--{}", pool.branch, plan::slug(story));
+        if let Err(e) = self.repo.set_branch(&branch, at) {
+            self.warn(format!("cannot put {story}'s work back on {branch}: {}", e.message));
+        }
+    }
+
+    /// The paths a story's branch changed since it forked from the run
+    /// branch: it touches them (ralph's own files aside).
+    pub(super) fn learn_paths(&mut self, pool: &mut Pool, slot: &Slot) {
+        let (Some(tip), Some(work)) =
+            (self.repo.branch_tip(&pool.branch), self.repo.branch_tip(&slot.branch))
+        else {
+            return;
+        };
+        let Some(base) = self.repo.merge_base(tip, work) else { return };
+        if let Ok(paths) = self.repo.changed_paths(base, work) {
+            let skip =
+                [pool.prd_rel.display().to_string(), pool.progress_rel.display().to_string()];
+            pool.board.learn(&slot.story, paths, &skip);
+        }
+    }
+
+    /// The stories merged onto the run branch after `base` whose commits
+    /// changed any of `files`: the ones a conflict is with.
+    fn stories_merged_since(
+        &self,
+        pool: &Pool,
+        base: git2::Oid,
+        tip: git2::Oid,
+        files: &[String],
+    ) -> Vec<String> {
+        let mut with: Vec<String> = pool
+            .board
+            .merged
+            .iter()
+            .filter_map(|(story, sha)| {
+                let commit: git2::Oid = sha.parse().ok()?;
+                let new = self.repo.contains(tip, commit) && !self.repo.contains(base, commit);
+                let parent = self.repo.first_parent(commit)?;
+                let changed = self.repo.changed_paths(parent, commit).ok()?;
+                (new && changed.iter().any(|c| files.contains(c))).then(|| story.clone())
+            })
+            .collect();
+        with.sort();
+        with
+    }
+
+    /// A story on the branch, as a resolver is told of it.
+    fn other_story(&self, id: &str) -> Option<OtherStory> {
+        let s = self.good_prd.story(id)?;
+        Some(OtherStory {
+            id: s.id.clone(),
+            title: s.title.clone(),
+            criteria: s.acceptance_criteria.clone(),
+        })
+    }
+
+    /// The settings resolvers run with when `merge.resolver` names another
+    /// agent than the run's: the workers' settings with that agent.
+    pub(super) fn resolver_settings(
+        &self,
+        workers: &std::path::Path,
+    ) -> Result<Option<PathBuf>, Error> {
+        let Some(tool) = self.cfg.merge.resolver.filter(|t| *t != self.cfg.agent.tool) else {
+            return Ok(None);
+        };
+        let mut layers = crate::config::Layers::load(None, workers, &|_| None)?;
+        layers.set("agent.tool", toml::Value::String(tool.to_string()));
+        layers.set("agent.command", toml::Value::Array(Vec::new()));
+        layers.set("agent.args", toml::Value::Array(Vec::new()));
+        layers.set("agent.model", toml::Value::String(String::new()));
+        layers.set("agent.fallback", toml::Value::Array(Vec::new()));
+        let file = self.log_dir.join("resolver-settings.toml");
+        std::fs::write(&file, layers.document())
+            .map_err(|e| Error::io(format!("write {}", file.display()), e))?;
+        Ok(Some(file))
+    }
+}
