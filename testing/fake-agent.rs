@@ -26,6 +26,8 @@
 //! commit), `resolve` (every file the prompt lists with conflict markers:
 //! both sides kept, the markers removed), `write PATH TEXT`, `append PATH TEXT`, `mark-pass [ID]`,
 //! `commit MESSAGE` ({id} and {title} are replaced), `progress TEXT`,
+//! `replace-line PATH MATCH NEW` (the first line equal to MATCH; `\n` in NEW
+//! starts a new line),
 //! `handoff JSON`, `print TEXT`, `stderr TEXT`, `output BYTES`, `binary`,
 //! `echo-prompt`, `status STATUS EXIT_SIGNAL`, `promise`, `sleep SECS`,
 //! `ignore-sigterm`, `spawn setsid|group|stubborn-setsid SECS`, `close-stdout`,
@@ -389,6 +391,33 @@ fn run(cmd: &str, rest: &str, task: &Task, prompt: &str, dir: &Path) -> Result<(
                 fs::create_dir_all(d).map_err(|e| e.to_string())?;
             }
             fs::write(path, format!("{text}\n")).map_err(|e| e.to_string())?;
+        }
+        "replace-line" => {
+            // replace-line PATH MATCH NEW: the first line equal to MATCH
+            // becomes NEW (`\n` in NEW starts another line).
+            let mut words = rest.splitn(3, ' ');
+            let (path, want, new) = (
+                words.next().unwrap_or(""),
+                words.next().unwrap_or(""),
+                words.next().unwrap_or(""),
+            );
+            let text = fs::read_to_string(path).map_err(|e| e.to_string())?;
+            let mut done = false;
+            let out: String = text
+                .lines()
+                .map(|l| {
+                    if !done && l == want {
+                        done = true;
+                        format!("{}\n", new.replace("\\n", "\n"))
+                    } else {
+                        format!("{l}\n")
+                    }
+                })
+                .collect();
+            if !done {
+                return Err(format!("no line {want:?} in {path}"));
+            }
+            fs::write(path, out).map_err(|e| e.to_string())?;
         }
         "append" => {
             let (path, text) = rest.split_once(' ').unwrap_or((rest, ""));

@@ -17,6 +17,7 @@ mod hooks;
 mod hostile;
 mod import;
 mod killed;
+mod merging;
 mod notify;
 mod openai_stub;
 mod parallel;

@@ -33,7 +33,7 @@ const TWO: &str = r#"{
 "#;
 
 /// Each agent run: (pid, start in ms since the epoch, story).
-fn runs(p: &Project) -> Vec<(i32, u128, String)> {
+pub(crate) fn runs(p: &Project) -> Vec<(i32, u128, String)> {
     let log = std::fs::read_to_string(p.agent_dir().join("runs.log")).unwrap_or_default();
     log.lines()
         .map(|l| {
@@ -45,12 +45,12 @@ fn runs(p: &Project) -> Vec<(i32, u128, String)> {
         .collect()
 }
 
-fn events(stdout: &str) -> Vec<Value> {
+pub(crate) fn events(stdout: &str) -> Vec<Value> {
     stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
 }
 
 /// Nothing of the run's own is left: no worktree, no story branch.
-fn assert_tidy(p: &Project) {
+pub(crate) fn assert_tidy(p: &Project) {
     let worktrees = p.git(&["worktree", "list"]);
     assert_eq!(worktrees.lines().count(), 1, "worktrees left: {worktrees}");
     let branches = p.git(&["branch", "--format=%(refname:short)"]);
@@ -59,7 +59,7 @@ fn assert_tidy(p: &Project) {
 }
 
 /// ralph's merge commits, story by story.
-fn merged(p: &Project) -> Vec<String> {
+pub(crate) fn merged(p: &Project) -> Vec<String> {
     p.log().into_iter().filter(|s| s.starts_with("feat: ")).collect()
 }
 
@@ -470,57 +470,4 @@ fn armed_rules_reach_every_parallel_worker() {
         let prompt = p.prompt(n);
         assert!(prompt.contains("RULE-MARKER"), "worker prompt {n} has no rules: {prompt}");
     }
-}
-
-/// Stories that each add a line to one file.
-fn shared_file_prd(n: usize) -> String {
-    let stories: Vec<String> = (1..=n)
-        .map(|i| {
-            format!(
-                r#"{{"id": "US-{i:03}", "title": "Line {i}", "priority": {i}, "passes": false, "acceptanceCriteria": ["src/shared.txt has line {i}"]}}"#
-            )
-        })
-        .collect();
-    format!(
-        "{{\"project\": \"Par\", \"branchName\": \"ralph/par\", \"userStories\": [{}]}}\n",
-        stories.join(",\n")
-    )
-}
-
-/// Every story merged, once, and the shared file holds every story's line.
-fn assert_all_lines(p: &Project, n: usize) {
-    let shared = p.read("src/shared.txt");
-    for i in 1..=n {
-        let id = format!("US-{i:03}");
-        assert!(p.passes(&id), "{id} does not pass");
-        assert_eq!(shared.matches(&format!("line of {id}\n")).count(), 1, "{id} in {shared}");
-    }
-    assert!(!shared.contains("<<<<<<<") && !shared.contains(">>>>>>>"), "{shared}");
-    assert_eq!(merged(p).len(), n, "{:?}", merged(p));
-}
-
-#[test]
-fn eight_stories_appending_to_one_file_all_merge_with_four_workers() {
-    let p = Project::with_prd(&shared_file_prd(8));
-    p.write("src/shared.txt", "# shared\n");
-    p.git(&["add", "-A"]);
-    p.git(&["commit", "-q", "-m", "shared file"]);
-    p.script("[run *]\nappend src/shared.txt line of {id}\nimplement\n");
-    // Every story's own line must be there: a resolution that dropped a
-    // side fails the gate.
-    let gate = "test -f src/shared.txt && ! grep -q '^<<<<<<<' src/shared.txt";
-    let r = p.run(&["40", "--jobs", "4", "--gate", gate, "--json"]);
-    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
-    assert_all_lines(&p, 8);
-    let ev = events(&r.stdout);
-    let merges: Vec<&Value> = ev.iter().filter(|e| e["event"] == "merge").collect();
-    assert!(merges.iter().all(|e| e["result"] != "blocked"), "a story was given up: {}", r.stdout);
-    assert_eq!(merges.iter().filter(|e| e["result"] == "merged").count(), 8, "{}", r.stdout);
-    // Each merge was gated on the merged tree.
-    let gated = merges
-        .iter()
-        .filter(|e| e["result"] == "merged")
-        .all(|e| e["message"].as_str().is_some_and(|m| m.contains("gated on the merged tree")));
-    assert!(gated, "{}", r.stdout);
-    assert_tidy(&p);
 }

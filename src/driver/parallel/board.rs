@@ -76,16 +76,9 @@ pub struct Merging {
 }
 
 impl Board {
-    /// Adds paths to what a story is known to touch (ralph's own
-    /// bookkeeping files aside).
-    pub(super) fn learn(
-        &mut self,
-        story: &str,
-        paths: impl IntoIterator<Item = String>,
-        skip: &[String],
-    ) {
-        let known = self.learnt.entry(story.to_string()).or_default();
-        known.extend(paths.into_iter().filter(|p| !skip.contains(p)));
+    /// Adds paths to what a story is known to touch.
+    pub(super) fn learn(&mut self, story: &str, paths: impl IntoIterator<Item = String>) {
+        self.learnt.entry(story.to_string()).or_default().extend(paths);
     }
 
     pub fn path(store: &Store) -> std::path::PathBuf {

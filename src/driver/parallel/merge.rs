@@ -222,7 +222,7 @@ impl Run<'_> {
             }
             Fate::Merged => (Met::Clean, if gated { MergeGate::Passed } else { MergeGate::None }),
             Fate::Conflict(files) => {
-                pool.board.learn(&q.story, files.iter().cloned(), &[]);
+                pool.board.learn(&q.story, files.iter().cloned());
                 (Met::Conflict(files.clone()), MergeGate::NotRun)
             }
             Fate::GateFailed(feedback) => {

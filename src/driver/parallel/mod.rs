@@ -189,6 +189,19 @@ impl Pool {
         }
     }
 
+    /// A path (relative to the repository's top) that is ralph's
+    /// bookkeeping, not a story's work: prd.json, progress.txt, `.ralph/`,
+    /// `.last-branch`. Every story changes these; none is a sign of overlap.
+    fn is_ralphs(&self, path: &str) -> bool {
+        let path = Path::new(path);
+        let own = self.project_rel.join(".ralph");
+        path == self.prd_rel
+            || path == self.progress_rel
+            || path == self.project_rel.join(".last-branch")
+            || path.starts_with(&own)
+            || path.starts_with(".ralph")
+    }
+
     /// A worker's slot for `story` in `dir`, on `branch`, not yet started.
     fn slot(&self, story: &crate::prd::Story, dir: PathBuf, branch: String, job: Job) -> Slot {
         Slot {

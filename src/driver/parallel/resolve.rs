@@ -188,9 +188,8 @@ impl Run<'_> {
         };
         let Some(base) = self.repo.merge_base(tip, work) else { return };
         if let Ok(paths) = self.repo.changed_paths(base, work) {
-            let skip =
-                [pool.prd_rel.display().to_string(), pool.progress_rel.display().to_string()];
-            pool.board.learn(&slot.story, paths, &skip);
+            let theirs: Vec<String> = paths.into_iter().filter(|p| !pool.is_ralphs(p)).collect();
+            pool.board.learn(&slot.story, theirs);
         }
     }
 
