@@ -26,9 +26,10 @@
 //!
 //! # What the stub answers
 //!
-//! A streamed [`Reply::text`] or [`Reply::bash`] is an SSE stream sent with
-//! chunked encoding: `message_start`, `ping`, per block `content_block_start`,
-//! `content_block_delta` (`text_delta`, or the Bash input JSON split over
+//! A streamed [`Reply::text`], [`Reply::bash`] or [`Reply::tool`] (`Read`,
+//! `Write`, any other tool) is an SSE stream sent with chunked encoding:
+//! `message_start`, `ping`, per block `content_block_start`,
+//! `content_block_delta` (`text_delta`, or the tool's input JSON split over
 //! several `input_json_delta`s), `content_block_stop`, then `message_delta`
 //! (`stop_reason` `tool_use` or `end_turn`; usage is always 100 in, 20 out)
 //! and `message_stop`. A request without `"stream": true` gets the same
@@ -438,6 +439,12 @@ pub enum Block {
         command: String,
         description: String,
     },
+    /// A call of any other tool of claude's (`Read`, `Write`, `Edit`, …)
+    /// with this input.
+    Tool {
+        name: String,
+        input: Value,
+    },
 }
 
 impl Reply {
@@ -458,6 +465,12 @@ impl Reply {
             command: command.to_owned(),
             description: description.to_owned(),
         }])
+    }
+
+    /// One call of the tool `name` (`Read`, `Write`, `Edit`, …) with this
+    /// input, `tool_use`.
+    pub fn tool(name: &str, input: Value) -> Reply {
+        Reply::message(vec![Block::Tool { name: name.to_owned(), input }])
     }
 
     /// Any status with a raw JSON body.
@@ -902,7 +915,8 @@ fn bash_input(command: &str, description: &str) -> Value {
 }
 
 fn stop_reason(blocks: &[Block]) -> &'static str {
-    if blocks.iter().any(|b| matches!(b, Block::Bash { .. })) { "tool_use" } else { "end_turn" }
+    let tool = |b: &Block| matches!(b, Block::Bash { .. } | Block::Tool { .. });
+    if blocks.iter().any(tool) { "tool_use" } else { "end_turn" }
 }
 
 fn model(request: &Request) -> Value {
@@ -967,6 +981,14 @@ fn message_events(request: &Request, blocks: &[Block], request_number: usize) ->
                     .map(|p| json!({"type": "input_json_delta", "partial_json": p}))
                     .collect(),
             ),
+            Block::Tool { name, input } => (
+                json!({"type": "tool_use", "id": tool_use_id(request_number, index),
+                       "name": name, "input": {}}),
+                pieces(&input.to_string(), 24)
+                    .into_iter()
+                    .map(|p| json!({"type": "input_json_delta", "partial_json": p}))
+                    .collect(),
+            ),
         };
         events.push(sse(&json!({
             "type": "content_block_start", "index": index, "content_block": start,
@@ -996,6 +1018,10 @@ fn message_json(request: &Request, blocks: &[Block], request_number: usize) -> V
             Block::Bash { command, description } => json!({
                 "type": "tool_use", "id": tool_use_id(request_number, index),
                 "name": "Bash", "input": bash_input(command, description),
+            }),
+            Block::Tool { name, input } => json!({
+                "type": "tool_use", "id": tool_use_id(request_number, index),
+                "name": name, "input": input,
             }),
         })
         .collect();
@@ -1141,6 +1167,33 @@ mod tests {
             requests[1].tool_result(),
             Some(ToolResult { is_error: false, content: "ok".to_owned() })
         );
+    }
+
+    #[test]
+    fn stub_streams_any_tool_call_with_its_input() {
+        let input = json!({"file_path": "/w/shared.txt", "content": "a\nb\n"});
+        let stub = Stub::start(Script::always(Reply::tool("Write", input.clone())));
+        let mut stream = TcpStream::connect(stub.addr).unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        post(&mut stream, &first_turn("Merge"), false);
+        let (status, _, body) = read_response(&mut reader);
+        assert_eq!(status, 200);
+        let events = sse_data(&body);
+        let start = events.iter().find(|e| e["type"] == "content_block_start").unwrap();
+        assert_eq!(start["content_block"]["type"], "tool_use");
+        assert_eq!(start["content_block"]["name"], "Write");
+        let streamed: String =
+            events.iter().filter_map(|e| e["delta"]["partial_json"].as_str()).collect();
+        assert_eq!(serde_json::from_str::<Value>(&streamed).unwrap(), input);
+        let stop = events.iter().find(|e| e["type"] == "message_delta").unwrap();
+        assert_eq!(stop["delta"]["stop_reason"], "tool_use");
+
+        post(&mut stream, &json!({"model": "m", "messages": []}), false);
+        let (_, _, body) = read_response(&mut reader);
+        let body: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["content"][0]["name"], "Write");
+        assert_eq!(body["content"][0]["input"], input);
+        assert_eq!(body["stop_reason"], "tool_use");
     }
 
     #[test]

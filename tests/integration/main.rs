@@ -23,6 +23,7 @@ mod openai_stub;
 mod parallel;
 mod real_aider;
 mod real_claude;
+mod real_claude_resolve;
 mod real_cli;
 mod real_codex;
 mod real_gemini;
