@@ -99,6 +99,7 @@ pub(crate) fn run(g: &Global, args: &DemoArgs) -> Result<u8, Error> {
     let (mut reporter, style) = reporter(g, &config);
     let paths = Paths::resolve(&dir, None)?;
     let opts = crate::driver::Options {
+        mode: crate::driver::Mode::for_jobs(config.run.jobs),
         config,
         max_iterations: 8,
         prompt_file: None,
@@ -106,8 +107,6 @@ pub(crate) fn run(g: &Global, args: &DemoArgs) -> Result<u8, Error> {
         explicit_max: true,
         agent_output: style.agent_output || g.json,
         layers: Some(layers),
-        worker: None,
-        remote: None,
     };
     if !g.json {
         print(&format!("ralph demo: a throw-away project in {}\n\n", paths.project.display()))?;

@@ -4,6 +4,7 @@
 //! remote as its coordinator (`driver::parallel::remote`).
 
 use std::path::Path;
+use std::time::Duration;
 
 use crate::cli::{Global, RemoteWorkerArgs};
 use crate::error::Error;
@@ -55,8 +56,7 @@ pub(crate) fn run(g: &Global, args: &RemoteWorkerArgs) -> Result<u8, Error> {
         // run's events.jsonl has them (the renderer leaves out what it hides).
         agent_output: true,
         layers: Some(layers),
-        worker: None,
-        remote: Some(crate::driver::RemoteWorker { id, lease }),
+        mode: crate::driver::Mode::Remote(crate::driver::RemoteWorker { id, lease }),
         config,
     };
     crate::driver::run(&paths, &opts, reporter.as_mut())
@@ -77,9 +77,15 @@ fn prepare(url: &str, dir: &Path, prd: Option<&Path>) -> Result<(), Error> {
         }
         remote::clone(url, dir)?;
     }
-    remote::fetch(dir)?;
     let repo = Repo::discover(dir)?;
+    // A worker killed in the middle of a ref update or a commit left git's
+    // lock files; one killed while bringing the work tree along left it
+    // half-advanced. Both are put right before anything moves again.
+    let cleared = repo.clear_stale_locks(std::time::SystemTime::now(), Duration::from_secs(5));
+    cleared.map_err(|e| Error::Environment { message: e.message, hint: e.hint })?;
     let paths = Paths::resolve(dir, prd)?;
+    crate::driver::finish_advance(&repo, &paths)?;
+    remote::fetch(dir)?;
     paths.require_prd()?;
     let prd = crate::prd::Prd::load(&paths.prd)?;
     let Some(branch) = prd.branch_name().map(str::to_string).or_else(|| repo.current_branch())
@@ -94,8 +100,7 @@ fn prepare(url: &str, dir: &Path, prd: Option<&Path>) -> Result<(), Error> {
         Some(tip) if repo.current_branch().as_deref() == Some(branch.as_str()) => {
             let local = repo.branch_tip(&branch).unwrap_or(head);
             if local != tip && repo.contains(tip, local) {
-                repo.move_branch(&branch, local, tip)?;
-                repo.advance_work_tree(local, tip)?;
+                crate::driver::advance_journalled(&repo, &paths, &branch, local, tip)?;
             }
         }
         Some(tip) => {

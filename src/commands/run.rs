@@ -22,10 +22,9 @@ pub(crate) fn run(g: &Global, args: &RunArgs) -> Result<u8, Error> {
             fresh: args.fresh,
             explicit_max: args.settings.max_iterations.is_some(),
             agent_output: false,
+            mode: crate::driver::Mode::for_jobs(config.run.jobs),
             config,
             layers: None,
-            worker: None,
-            remote: None,
         };
         let plan = crate::driver::dry_run(&paths, &opts)?;
         let text = if g.json {
@@ -49,10 +48,9 @@ pub(crate) fn run(g: &Global, args: &RunArgs) -> Result<u8, Error> {
         // The agent's lines are events whatever the terminal shows: the
         // run's events.jsonl has them (the renderer leaves out what it hides).
         agent_output: true,
+        mode: crate::driver::Mode::for_jobs(config.run.jobs),
         config,
         layers: Some(layers),
-        worker: None,
-        remote: None,
     };
     crate::driver::run(&paths, &opts, reporter.as_mut())
 }

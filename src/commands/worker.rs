@@ -25,7 +25,7 @@ pub(crate) fn run(args: &WorkerArgs) -> Result<u8, Error> {
         explicit_max: true,
         agent_output: true,
         layers: None,
-        worker: Some(crate::driver::Worker {
+        mode: crate::driver::Mode::Worker(crate::driver::Worker {
             story: args.story.clone(),
             branch: args.branch.clone(),
             feedback,
@@ -35,7 +35,6 @@ pub(crate) fn run(args: &WorkerArgs) -> Result<u8, Error> {
                 None => None,
             },
         }),
-        remote: None,
     };
     let mut reporter = crate::ui::Json::new(std::io::stdout());
     crate::driver::run(&paths, &opts, &mut reporter)

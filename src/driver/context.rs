@@ -148,12 +148,13 @@ impl Run<'_> {
     pub(super) fn prompt(&mut self, prd: &Prd, story: &Story, n: u32) -> (String, Vec<String>) {
         let gate = self.gate_command(story);
         let branch = self
+            .kit
             .branch
             .clone()
             .or_else(|| self.repo.current_branch())
             .unwrap_or_else(|| "(current)".into());
         let rendered = render(&PromptInputs {
-            template: &self.template,
+            template: &self.kit.template,
             paths: self.paths,
             prd,
             story,
@@ -173,7 +174,7 @@ impl Run<'_> {
 
     /// The command that verifies `story`, when there is a gate.
     pub(super) fn gate_command(&self, story: &Story) -> Option<Vec<String>> {
-        gate_command(&self.gate.as_ref()?.command, story)
+        gate_command(&self.kit.gate.as_ref()?.command, story)
     }
 }
 

@@ -100,7 +100,7 @@ impl Run<'_> {
     fn hook(&mut self, name: &str, command: &[String], mut env: Env) {
         let Some((program, args)) = command.split_first() else { return };
         // Output a hook writes changes the tree: scan it afresh next time.
-        self.reusable_snapshot = None;
+        self.kit.reusable_snapshot = None;
         env.extend([
             var("RALPH_RUN_ID", self.state.run_id.clone()),
             var("RALPH_PROJECT_DIR", self.paths.project.display().to_string()),

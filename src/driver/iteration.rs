@@ -65,10 +65,10 @@ impl Run<'_> {
         // its files get a suffix so the earlier attempt's log survives.
         let stem = (1..)
             .map(|k| if k == 1 { format!("iter-{n}") } else { format!("iter-{n}.retry-{k}") })
-            .find(|stem| !self.log_dir.join(format!("{stem}.log")).exists())
+            .find(|stem| !self.kit.log_dir.join(format!("{stem}.log")).exists())
             .unwrap_or_else(|| format!("iter-{n}"));
-        let prompt_path = self.log_dir.join(format!("{stem}.prompt.md"));
-        let log = self.log_dir.join(format!("{stem}.log"));
+        let prompt_path = self.kit.log_dir.join(format!("{stem}.prompt.md"));
+        let log = self.kit.log_dir.join(format!("{stem}.log"));
         std::fs::write(&prompt_path, prompt.as_bytes())
             .map_err(|e| Error::io(format!("write {}", prompt_path.display()), e))?;
         // A handoff left by an earlier iteration must never pass for this one's.
@@ -83,15 +83,15 @@ impl Run<'_> {
             max_iterations: self.state.max_iterations,
             story_id: story.id.clone(),
             story_title: story.title.clone(),
-            agent: self.agents.current_name().into(),
+            agent: self.kit.agents.current_name().into(),
             resolve: false,
         });
         let tally = self.state.stories.entry(story.id.clone()).or_default();
-        if !tally.agents.iter().any(|a| a == self.agents.current_name()) {
-            tally.agents.push(self.agents.current_name().into());
+        if !tally.agents.iter().any(|a| a == self.kit.agents.current_name()) {
+            tally.agents.push(self.kit.agents.current_name().into());
         }
         self.clear_stale_git_locks()?;
-        let before = match self.reusable_snapshot.take() {
+        let before = match self.kit.reusable_snapshot.take() {
             Some(s) => s,
             None => self.repo.snapshot()?,
         };
@@ -121,7 +121,7 @@ impl Run<'_> {
         log: &std::path::Path,
     ) -> Result<AgentRun, Error> {
         let mut invocation =
-            self.agents.current().invocation(prompt, prompt_path).map_err(Error::Usage)?;
+            self.kit.agents.current().invocation(prompt, prompt_path).map_err(Error::Usage)?;
         invocation.env_set.extend([
             ("RALPH_RUN_ID".to_string(), self.state.run_id.clone()),
             ("RALPH_PROJECT_DIR".to_string(), self.paths.project.display().to_string()),
@@ -140,10 +140,10 @@ impl Run<'_> {
             timeout: Some(self.cfg.agent.timeout).filter(|t| !t.is_zero()),
             idle: self.cfg.agent.idle_timeout,
             grace: self.cfg.agent.grace,
-            deadline: self.deadline,
+            deadline: self.clock.deadline,
             interruptible: true,
         };
-        let analyzer = Analyzer::with_patterns(invocation.format, self.patterns.clone());
+        let analyzer = Analyzer::with_patterns(invocation.format, self.kit.patterns.clone());
         let reporter = &mut *self.reporter;
         let mut snapshot = self.state.clone();
         let store = self.paths.store.clone();
@@ -165,7 +165,7 @@ impl Run<'_> {
             log,
             limits,
             analyzer,
-            &self.redactor,
+            &self.kit.redactor,
             agent::Watch { show: self.opts.agent_output, on_event: &mut on_event },
         );
         self.state.agent_pgid = None;
@@ -187,7 +187,7 @@ impl Run<'_> {
             && let Some(t) = run.outcome.tokens
         {
             let tokens_in = t.input + t.cache_read + t.cache_write;
-            let model = self.agents.current().model.as_deref();
+            let model = self.kit.agents.current().model.as_deref();
             let price = crate::history::cost::price(&self.cfg.cost.prices, model);
             if let Some(p) = price {
                 run.outcome.cost_usd = Some(p.cost(tokens_in, t.output));
@@ -202,13 +202,12 @@ impl Run<'_> {
     /// HEAD back on the run branch, and its history intact: what the agent
     /// did to either, and what ralph put right (see `git::Repo::check_integrity`).
     fn check_git(&mut self, before: &crate::git::Refs) -> GitCheck {
-        let Some(branch) = self.branch.clone().or_else(|| before.branch.clone()) else {
+        let Some(branch) = self.kit.branch.clone().or_else(|| before.branch.clone()) else {
             return GitCheck::default();
         };
         // A worker of a parallel run shares the branch list with the other
         // workers and the run, which move their own branches meanwhile.
-        let run =
-            self.opts.worker.as_ref().and_then(|w| w.branch.rsplit_once("--")).map(|(r, _)| r);
+        let run = self.opts.mode.worker().and_then(|w| w.branch.rsplit_once("--")).map(|(r, _)| r);
         let others_own = |name: &str| {
             run.is_some_and(|r| {
                 name == r || name.strip_prefix(r).is_some_and(|s| s.starts_with("--"))
@@ -216,7 +215,7 @@ impl Run<'_> {
         };
         let i = self.repo.check_integrity(before, &branch, &others_own);
         if !i.findings.is_empty() || i.fatal.is_some() {
-            self.reusable_snapshot = None;
+            self.kit.reusable_snapshot = None;
         }
         GitCheck { findings: i.findings, fatal: i.fatal }
     }
@@ -259,11 +258,11 @@ impl Run<'_> {
                 && !story.passes;
         let after = self.repo.snapshot()?;
         let changes = self.repo.changes(before, &after);
-        if self.gate.is_none() && self.cfg.hooks.on_iteration_end.is_empty() {
-            self.reusable_snapshot = Some(after.clone());
+        if self.kit.gate.is_none() && self.cfg.hooks.on_iteration_end.is_empty() {
+            self.kit.reusable_snapshot = Some(after.clone());
         }
         let (evidence, leftovers) = self.evidence(&changes, &after);
-        if self.gate.is_some() {
+        if self.kit.gate.is_some() {
             self.checkpoint(Phase::Gate);
         }
         let (gate, verdict) = if git.fatal.is_some() {
@@ -308,7 +307,7 @@ impl Run<'_> {
         };
         Ok(Collected {
             n,
-            agent: self.agents.current_name(),
+            agent: self.kit.agents.current_name(),
             story: story.clone(),
             facts,
             prd: agent_prd,
@@ -353,13 +352,13 @@ impl Run<'_> {
         story: &Story,
         agent: Option<&crate::analyze::AgentError>,
     ) -> (GateRun, Option<Verdict>) {
-        let (Some(gate), Some(cmd)) = (self.gate.clone(), self.gate_command(story)) else {
+        let (Some(gate), Some(cmd)) = (self.kit.gate.clone(), self.gate_command(story)) else {
             return (GateRun::None, None);
         };
         if !judge::needs_gate(agent) {
             return (GateRun::Skipped, None);
         }
-        let log = self.log_dir.join(format!("gate-{n}.log"));
+        let log = self.kit.log_dir.join(format!("gate-{n}.log"));
         let v = match gate.run(&cmd, &self.paths.project, Some(&log)) {
             Ok(v) => v,
             Err(e) => return (GateRun::CannotRun { message: e.message, hint: e.hint }, None),
@@ -375,7 +374,7 @@ impl Run<'_> {
             duration_ms: v.duration.as_millis() as u64,
             summary: v.summary(),
         });
-        self.last_gate_passed = Some(v.passed);
+        self.kit.last_gate_passed = Some(v.passed);
         let run = if v.passed {
             GateRun::Passed
         } else {

@@ -47,7 +47,9 @@ use crate::state::RunState;
 pub use crate::paths::Paths;
 pub use dry_run::dry_run;
 pub(crate) use judge::merge::ResolveMode;
-pub use parallel::{Board, RemoteRun, StoryState, remote_runs, waits};
+pub use parallel::{
+    Board, RemoteRun, StoryState, advance_journalled, finish_advance, remote_runs, waits,
+};
 pub use resolve::{OtherStory, ResolveSpec};
 
 /// Everything a run needs beyond the paths.
@@ -66,11 +68,44 @@ pub struct Options {
     pub agent_output: bool,
     /// The configuration as layers: a parallel run hands it to its workers.
     pub layers: Option<crate::config::Layers>,
-    /// Set in a worker process of a parallel run (`ralph __worker`).
-    pub worker: Option<Worker>,
-    /// `ralph worker --remote`: the run is shared with other machines
-    /// through the clone's `origin`.
-    pub remote: Option<RemoteWorker>,
+    /// How this process takes part in the run.
+    pub mode: Mode,
+}
+
+/// How a process takes part in a run.
+#[derive(Debug, Clone)]
+pub enum Mode {
+    /// The loop itself: one story at a time, in the project.
+    Single,
+    /// `--jobs N`: the coordinator of worker processes on this machine.
+    Parallel,
+    /// `ralph worker --remote`: a coordinator that shares the run with
+    /// other machines' through the clone's `origin`.
+    Remote(RemoteWorker),
+    /// A worker process of a parallel run (`ralph __worker`): one turn of
+    /// one story.
+    Worker(Worker),
+}
+
+impl Mode {
+    /// The mode a `ralph` run takes: parallel with more than one job.
+    pub fn for_jobs(jobs: u32) -> Mode {
+        if jobs > 1 { Mode::Parallel } else { Mode::Single }
+    }
+
+    pub fn worker(&self) -> Option<&Worker> {
+        match self {
+            Mode::Worker(w) => Some(w),
+            _ => None,
+        }
+    }
+
+    pub fn remote(&self) -> Option<&RemoteWorker> {
+        match self {
+            Mode::Remote(r) => Some(r),
+            _ => None,
+        }
+    }
 }
 
 /// Who this machine's worker is, and how long its claims last unrenewed.
@@ -144,7 +179,8 @@ impl End {
     }
 }
 
-/// One run of the loop: what it holds between iterations.
+/// One run of the loop: what the whole run owns, and (`kit`) what each
+/// iteration is built and judged with.
 struct Run<'a> {
     paths: &'a Paths,
     opts: &'a Options,
@@ -153,14 +189,20 @@ struct Run<'a> {
     /// Held for the whole run; released when the run (this value) ends.
     lock: crate::store::Lock,
     repo: Repo,
-    /// The configured agent, its fallbacks, and the one in use.
-    agents: Agents,
-    gate: Option<Gate>,
     state: RunState,
     breaker: Breaker,
     limits: Limits,
     /// The last PRD that was valid, for restoring what an agent breaks.
     good_prd: Prd,
+    clock: Clock,
+    /// Budgets this process already warned are 80% spent.
+    budget_warned: Vec<crate::event::BudgetKind>,
+    kit: Kit,
+}
+
+/// The run's time: when this process started it, what earlier processes
+/// of the run spent, and when its time budget runs out.
+struct Clock {
     started: Instant,
     /// When this process started the run: git locks older than this are a
     /// dead writer's.
@@ -168,27 +210,35 @@ struct Run<'a> {
     /// Run time spent by earlier processes of this run (from the checkpoint).
     elapsed_before: u64,
     deadline: Option<Instant>,
-    log_dir: PathBuf,
+}
+
+/// What an iteration is built and judged with: the agents, the prompt's
+/// template, the gate, where its logs go, and what it reads the agent's
+/// output by.
+struct Kit {
+    /// The configured agent, its fallbacks, and the one in use.
+    agents: Agents,
+    gate: Option<Gate>,
     template: String,
+    /// The branch the run works on.
     branch: Option<String>,
-    /// Verdict of the most recent gate run (baseline included).
-    last_gate_passed: Option<bool>,
+    log_dir: PathBuf,
     /// Keeps secrets out of logs, events and prompts.
     redactor: crate::redact::Redactor,
+    /// The error texts the analyser classifies by (built in + config).
+    patterns: crate::analyze::Patterns,
     /// The end-of-iteration snapshot, when nothing touched the work tree
     /// since (no gate, no hook, no prd.json write): the next iteration's
     /// starting point without a second scan of the tree.
     reusable_snapshot: Option<crate::git::Snapshot>,
-    /// The error texts the analyser classifies by (built in + config).
-    patterns: crate::analyze::Patterns,
-    /// Budgets this process already warned are 80% spent.
-    budget_warned: Vec<crate::event::BudgetKind>,
+    /// Verdict of the most recent gate run (baseline included).
+    last_gate_passed: Option<bool>,
 }
 
 /// Runs the loop. Returns the exit code; `Err` for fatal setup errors.
 pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result<u8, Error> {
     // A worker's events go to its run, which records them.
-    if opts.worker.is_some() {
+    if opts.mode.worker().is_some() {
         return run_loop(paths, opts, reporter);
     }
     let cfg = &opts.config;
@@ -205,11 +255,10 @@ pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result
 
 fn run_loop(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result<u8, Error> {
     let mut run = setup::start(paths, opts, reporter)?;
-    let parallel = opts.config.run.jobs > 1 || opts.remote.is_some();
-    let end = match &opts.worker {
-        Some(Worker { resolve: Some(spec), .. }) => run.resolve_once(spec),
-        None if parallel => run.parallel_loop(),
-        _ => run.main_loop(),
+    let end = match &opts.mode {
+        Mode::Worker(Worker { resolve: Some(spec), .. }) => run.resolve_once(spec),
+        Mode::Parallel | Mode::Remote(_) => run.parallel_loop(),
+        Mode::Single | Mode::Worker(_) => run.main_loop(),
     };
     run.finish(end)
 }
@@ -248,7 +297,7 @@ impl Run<'_> {
             if let Some(end) = self.over_budget().or_else(|| self.wait_for_limits()) {
                 return end;
             }
-            let next = match &self.opts.worker {
+            let next = match &self.opts.mode.worker() {
                 Some(w) => prd.story(&w.story).filter(|s| !s.passes),
                 None => prd.next_story(),
             };
@@ -289,14 +338,14 @@ impl Run<'_> {
 
     /// Every story passes: complete, unless the gate disagrees.
     fn done(&self, prd: &Prd) -> Option<End> {
-        if let Some(w) = &self.opts.worker {
+        if let Some(w) = &self.opts.mode.worker() {
             let passes = prd.story(&w.story).is_some_and(|s| s.passes);
             return passes.then(|| End::new(RunOutcome::Complete, format!("{} passes", w.story)));
         }
         if !prd.all_pass() {
             return None;
         }
-        if self.last_gate_passed == Some(false) {
+        if self.kit.last_gate_passed == Some(false) {
             return Some(End::new(
                 RunOutcome::GateDisagrees,
                 "every story is marked passing, but the gate fails: fix what the gate reports, \
@@ -336,14 +385,14 @@ impl Run<'_> {
     /// Runs the gate once before the first iteration: it must be able to
     /// run at all, and its verdict is the baseline.
     fn baseline(&mut self) -> Option<End> {
-        let gate = self.gate.clone()?;
-        if !self.cfg.gate.baseline || gate.command.is_empty() || self.opts.worker.is_some() {
+        let gate = self.kit.gate.clone()?;
+        if !self.cfg.gate.baseline || gate.command.is_empty() || self.opts.mode.worker().is_some() {
             return None;
         }
-        let log = self.log_dir.join("gate-baseline.log");
+        let log = self.kit.log_dir.join("gate-baseline.log");
         match gate.run(&gate.command, &self.paths.project, Some(&log)) {
             Ok(v) => {
-                self.last_gate_passed = Some(v.passed);
+                self.kit.last_gate_passed = Some(v.passed);
                 let detail = if v.passed || v.summary().is_empty() {
                     String::new()
                 } else {
@@ -371,7 +420,7 @@ impl Run<'_> {
     /// says so), before ralph or an agent writes to the repository.
     fn clear_stale_git_locks(&mut self) -> Result<(), Error> {
         let wait = std::time::Duration::from_secs(5);
-        let cleared = self.repo.clear_stale_locks(self.started_at, wait);
+        let cleared = self.repo.clear_stale_locks(self.clock.started_at, wait);
         // Another git command at work is the machine's state, not a usage error.
         let cleared =
             cleared.map_err(|e| Error::Environment { message: e.message, hint: e.hint })?;

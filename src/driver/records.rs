@@ -41,7 +41,7 @@ impl Run<'_> {
     }
 
     fn restore_prd(&mut self, why: &str) {
-        self.reusable_snapshot = None;
+        self.kit.reusable_snapshot = None;
         let good = self.good_prd.clone();
         match good.save(&self.paths.prd) {
             Ok(()) => {
@@ -54,7 +54,7 @@ impl Run<'_> {
     }
 
     pub(super) fn save_prd(&mut self, prd: &Prd) -> Result<(), Error> {
-        self.reusable_snapshot = None;
+        self.kit.reusable_snapshot = None;
         prd.save(&self.paths.prd)
             .map_err(|e| Error::io(format!("write {}", self.paths.prd.display()), e))?;
         self.good_prd = prd.clone();
@@ -104,7 +104,7 @@ impl Run<'_> {
     /// Run time so far: what earlier processes of this run spent, plus
     /// this process's time.
     pub(super) fn elapsed_ms(&self) -> u64 {
-        self.elapsed_before + self.started.elapsed().as_millis() as u64
+        self.clock.elapsed_before + self.clock.started.elapsed().as_millis() as u64
     }
 
     /// Tells the breaker about an iteration; true when it is open now.

@@ -17,7 +17,7 @@ impl Run<'_> {
             .stories()
             .iter()
             .map(|s| {
-                let verified = self.gate.as_ref().map(|_| self.state.verified.contains(&s.id));
+                let verified = self.kit.gate.as_ref().map(|_| self.state.verified.contains(&s.id));
                 let uncommitted = self.state.uncommitted.contains(&s.id);
                 let tally = self.state.stories.get(&s.id).cloned().unwrap_or_default();
                 StoryReport {
@@ -50,7 +50,7 @@ impl Run<'_> {
         // An interrupted run stays resumable; every other end closes the run.
         // A worker's turn ends after one iteration: its story's run goes on
         // at the next turn, with its feedback, handoff and breaker.
-        let turn_over = self.opts.worker.is_some()
+        let turn_over = self.opts.mode.worker().is_some()
             && matches!(end.outcome, RunOutcome::MaxIterations | RunOutcome::RateLimited);
         let resumable = end.outcome == RunOutcome::Interrupted || turn_over;
         self.state.outcome = Some(end.outcome.as_str().into());
@@ -80,7 +80,7 @@ impl Run<'_> {
             stories: prd.stories().len(),
             cost_usd: self.state.cost_usd,
             tokens: self.state.tokens,
-            duration_ms: self.started.elapsed().as_millis() as u64,
+            duration_ms: self.clock.started.elapsed().as_millis() as u64,
             message: end.message,
             report,
             best,

@@ -108,11 +108,11 @@ impl Run<'_> {
         self.state.story = Some(story.id.clone());
         let started = Instant::now();
         let prompt = render(spec, &story);
-        let prompt_path = self.log_dir.join(format!("iter-{n}.resolve.prompt.md"));
-        let log = self.log_dir.join(format!("iter-{n}.resolve.log"));
+        let prompt_path = self.kit.log_dir.join(format!("iter-{n}.resolve.prompt.md"));
+        let log = self.kit.log_dir.join(format!("iter-{n}.resolve.log"));
         std::fs::write(&prompt_path, prompt.as_bytes())
             .map_err(|e| Error::io(format!("write {}", prompt_path.display()), e))?;
-        let agent_name = self.agents.current_name();
+        let agent_name = self.kit.agents.current_name();
         self.reporter.emit(&Event::IterationStart {
             iteration: n,
             max_iterations: self.state.max_iterations,
@@ -143,7 +143,7 @@ impl Run<'_> {
             ) => Some(End::new(RunOutcome::MaxIterations, format!("not resolved: {e}"))),
             _ => None,
         };
-        let on_branch = self.repo.current_branch().as_deref() == self.branch.as_deref();
+        let on_branch = self.repo.current_branch().as_deref() == self.kit.branch.as_deref();
         let verdict = match stopped {
             Some(_) => None,
             None => {

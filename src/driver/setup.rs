@@ -102,7 +102,7 @@ pub(super) fn start<'a>(
         Some(s) => s.clone(),
         None => RunState::new(crate::state::new_run_id(Local::now()), now, opts.max_iterations),
     };
-    let log_dir = match &opts.worker {
+    let log_dir = match opts.mode.worker() {
         Some(w) => w.log_dir.clone(),
         None => paths.store.run_log_dir(&state.run_id),
     };
@@ -130,32 +130,36 @@ pub(super) fn start<'a>(
         reporter,
         lock,
         repo,
-        agents,
-        gate,
         breaker,
         limits,
         good_prd: prd.clone(),
-        started: Instant::now(),
-        started_at: std::time::SystemTime::now(),
-        elapsed_before: state.elapsed_ms,
-        deadline,
-        log_dir,
-        template,
-        branch: match &opts.worker {
-            Some(w) => Some(w.branch.clone()),
-            None => prd.branch_name().map(str::to_string),
+        clock: super::Clock {
+            started: Instant::now(),
+            started_at: std::time::SystemTime::now(),
+            elapsed_before: state.elapsed_ms,
+            deadline,
         },
-        last_gate_passed: None,
-        patterns: crate::analyze::Patterns::configured(&cfg.patterns)
-            .map_err(|e| Error::Config(e.into()))?,
-        reusable_snapshot: None,
         budget_warned: Vec::new(),
-        redactor,
+        kit: super::Kit {
+            agents,
+            gate,
+            template,
+            branch: match opts.mode.worker() {
+                Some(w) => Some(w.branch.clone()),
+                None => prd.branch_name().map(str::to_string),
+            },
+            log_dir,
+            redactor,
+            patterns: crate::analyze::Patterns::configured(&cfg.patterns)
+                .map_err(|e| Error::Config(e.into()))?,
+            reusable_snapshot: None,
+            last_gate_passed: None,
+        },
         state,
     };
     run.clear_stale_git_locks()?;
     // A worker's worktree is already on its story's branch.
-    if opts.worker.is_none() {
+    if opts.mode.worker().is_none() {
         run.setup_branch(&prd)?;
     }
     if let Some(old) = &unfinished {
@@ -166,7 +170,7 @@ pub(super) fn start<'a>(
     if let Some(old) = &resume {
         run.resume(old, opts.explicit_max.then_some(opts.max_iterations));
     }
-    if let Some(feedback) = opts.worker.as_ref().and_then(|w| w.feedback.clone()) {
+    if let Some(feedback) = opts.mode.worker().and_then(|w| w.feedback.clone()) {
         run.state.feedback = Some(feedback);
     }
     if resume.is_none() {
@@ -178,7 +182,7 @@ pub(super) fn start<'a>(
         project: prd.project().map(str::to_string),
         branch: run.repo.current_branch(),
         prd: paths.prd.display().to_string(),
-        agent: describe(&run.agents),
+        agent: describe(&run.kit.agents),
         max_iterations: run.state.max_iterations,
         stories: prd.stories().len(),
         passing: prd.passing(),
@@ -188,8 +192,8 @@ pub(super) fn start<'a>(
             max_duration_s: cfg.budget.max_duration.map(|d| d.as_secs()),
             max_tokens: cfg.budget.max_tokens,
         },
-        tool: Some(run.agents.current().tool.to_string()),
-        model: run.agents.current().model.clone(),
+        tool: Some(run.kit.agents.current().tool.to_string()),
+        model: run.kit.agents.current().model.clone(),
     });
     run.save_checkpoint(Phase::Idle)?;
     Ok(run)
@@ -370,7 +374,7 @@ impl Run<'_> {
         // A remote worker's clone only follows the run branch: its stories'
         // worktrees make progress.txt, and the first delivery brings it in
         // (one made here would stand in its way on every delivery).
-        if self.opts.remote.is_none()
+        if self.opts.mode.remote().is_none()
             && crate::archive::ensure_progress(&p.progress, Local::now())
                 .map_err(|e| Error::io(format!("create {}", p.progress.display()), e))?
         {
@@ -514,7 +518,7 @@ impl Run<'_> {
             String::new()
         };
         // A worker resumes its story's run at every turn: nothing to tell.
-        if self.opts.worker.is_none() {
+        if self.opts.mode.worker().is_none() {
             self.notice(format!(
                 "resuming run {} ({used}){again}; --fresh starts over",
                 old.run_id

@@ -163,7 +163,7 @@ impl Run<'_> {
                 );
                 let _ = self.limits.save(&self.paths.store);
                 let at = resume.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S");
-                self.notice(if self.agents.all().len() > 1 {
+                self.notice(if self.kit.agents.all().len() > 1 {
                     format!(
                         "usage limit of {}: {message} — it can be called again at {at}",
                         c.agent
@@ -276,11 +276,11 @@ impl Run<'_> {
         paths: &[PathBuf],
         message: &str,
     ) -> Result<(), Error> {
-        self.reusable_snapshot = None;
+        self.kit.reusable_snapshot = None;
         if let Err(e) = self.clear_stale_git_locks() {
             return self.commit_failed(id, kind, &e.to_string(), e.hint());
         }
-        let result = match &self.branch {
+        let result = match &self.kit.branch {
             Some(branch) if self.repo.current_branch().as_deref() != Some(branch.as_str()) => {
                 Err(crate::git::GitError {
                     message: format!("HEAD is not on the run branch {branch}"),

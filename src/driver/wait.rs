@@ -32,7 +32,7 @@ impl Run<'_> {
         loop {
             let max_wait = self.max_wait();
             let now = Utc::now();
-            let hold = match self.agents.choose(&self.limits, now, self.fallback_after()) {
+            let hold = match self.kit.agents.choose(&self.limits, now, self.fallback_after()) {
                 Ok(agent) => {
                     self.switch_agent(agent);
                     None
@@ -62,7 +62,7 @@ impl Run<'_> {
                     ));
                 }
                 // A worker does not wait alone: its run pauses every worker.
-                Wait::Until { at, why: Why::UsageLimit } if self.opts.worker.is_some() => {
+                Wait::Until { at, why: Why::UsageLimit } if self.opts.mode.worker().is_some() => {
                     return Some(End::new(
                         RunOutcome::RateLimited,
                         format!("{} until {}", why_text(Why::UsageLimit, at), at.to_rfc3339()),
@@ -83,8 +83,8 @@ impl Run<'_> {
     fn why_text(&self, why: Why, hold: Option<Hold>, at: DateTime<Utc>) -> String {
         match (why, hold) {
             (Why::CallsPerHour, _) => "the calls-per-hour limit".into(),
-            (Why::UsageLimit, Some(h)) if h.at == at && self.agents.all().len() > 1 => {
-                let name = self.agents.name(h.agent);
+            (Why::UsageLimit, Some(h)) if h.at == at && self.kit.agents.all().len() > 1 => {
+                let name = self.kit.agents.name(h.agent);
                 if h.every {
                     format!("every agent's usage limit ({name}'s resets first)")
                 } else {
@@ -98,11 +98,11 @@ impl Run<'_> {
     /// Makes `agent` the one the next iteration runs, saying so when that
     /// is a change.
     fn switch_agent(&mut self, agent: usize) {
-        let Some(s) = self.agents.switch_to(agent, &self.limits) else { return };
+        let Some(s) = self.kit.agents.switch_to(agent, &self.limits) else { return };
         let switch = crate::event::SwitchReport {
             iteration: self.state.iteration + 1,
-            from: self.agents.name(s.from).into(),
-            to: self.agents.name(s.to).into(),
+            from: self.kit.agents.name(s.from).into(),
+            to: self.kit.agents.name(s.to).into(),
             reason: s.reason,
             until: s.until,
         };
@@ -142,7 +142,7 @@ impl Run<'_> {
     /// A budget that is spent ends the run.
     pub(super) fn over_budget(&mut self) -> Option<End> {
         let b = &self.cfg.budget;
-        let message = if self.deadline.is_some_and(|d| Instant::now() >= d) {
+        let message = if self.clock.deadline.is_some_and(|d| Instant::now() >= d) {
             format!(
                 "the run's time budget (--max-duration {}) is spent",
                 humantime::format_duration(b.max_duration.unwrap_or_default())
@@ -197,7 +197,7 @@ impl Run<'_> {
     /// Sleeps, waking for signals and the run's deadline; emits a countdown.
     pub(super) fn sleep(&mut self, d: Duration) -> Option<End> {
         // A person may have edited the tree meanwhile: scan it afresh.
-        self.reusable_snapshot = None;
+        self.kit.reusable_snapshot = None;
         let until = Instant::now() + d;
         let mut last_tick = Instant::now();
         loop {
@@ -208,7 +208,7 @@ impl Run<'_> {
             if now >= until {
                 return None;
             }
-            if self.deadline.is_some_and(|dl| now >= dl) {
+            if self.clock.deadline.is_some_and(|dl| now >= dl) {
                 return self.over_budget();
             }
             if now.duration_since(last_tick) >= Duration::from_secs(1) {

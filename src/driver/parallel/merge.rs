@@ -46,7 +46,7 @@ impl Run<'_> {
         }
         let started = Instant::now();
         pool.merging = batch.iter().map(|q| q.story.clone()).collect();
-        let tries = if pool.remote.is_some() { 50 } else { 5 };
+        let tries = pool.peers.merge_tries();
         let mut tried = Ok(Tried::Raced);
         for _ in 0..tries {
             tried = self.try_batch(pool, &batch);
@@ -71,7 +71,7 @@ impl Run<'_> {
                 }
                 pool.board.merging = None;
                 pool.save_board(&self.paths.store);
-                let _ = self.reload_prd();
+                let _ = self.branch_prd(pool);
                 Ok(())
             }
             Tried::Raced => {
@@ -99,7 +99,7 @@ impl Run<'_> {
     /// stories that touch the files of a story being resolved, which wait
     /// for it; a resolved story is merged alone, so its checks are its own.
     fn take_batch(&self, pool: &mut Pool) -> Vec<Queued> {
-        let max = if pool.remote.is_some() { 1 } else { self.cfg.merge.batch.max(1) as usize };
+        let max = pool.peers.batch_limit(self.cfg.merge.batch as usize);
         let prd = self.good_prd.clone();
         let fp = pool.footprints(&prd);
         let resolving: Vec<crate::prd::Footprint> = pool
@@ -143,12 +143,10 @@ impl Run<'_> {
     }
 
     fn try_batch(&mut self, pool: &mut Pool, batch: &[Queued]) -> Result<Tried, Error> {
-        if pool.remote.is_some() {
-            // Onto the remote's tip as it is now: a merge onto a tip we
-            // could not fetch would only lose the race (after its gate).
-            if !self.sync_remote(pool, std::time::Duration::ZERO) {
-                return Ok(Tried::Unreachable("fetch failed".into()));
-            }
+        // Onto the shared tip as it is now: a merge onto a tip we could not
+        // fetch would only lose the race (after its gate).
+        if !self.sync_peers(pool, std::time::Duration::ZERO) {
+            return Ok(Tried::Unreachable("fetch failed".into()));
         }
         let tip = self.repo.branch_tip(&pool.branch).ok_or_else(|| Error::Environment {
             message: format!("the run branch {} is gone", pool.branch),
@@ -175,18 +173,16 @@ impl Run<'_> {
                 to: merged.tip.to_string(),
             });
             pool.save_board_durably(&self.paths.store)?;
-            if let Some(r) = pool.remote.as_mut() {
-                let q = &batch[0];
-                match r.deliver(&self.repo, merged.tip, &q.story, &q.branch) {
-                    Ok(Delivery::Landed) => {}
-                    Ok(Delivery::Raced) => {
-                        pool.board.merging = None;
-                        return Ok(Tried::Raced);
-                    }
-                    Err(e) => {
-                        pool.board.merging = None;
-                        return Ok(Tried::Unreachable(e.message));
-                    }
+            let q = &batch[0];
+            match pool.peers.deliver(&self.repo, merged.tip, &q.story, &q.branch) {
+                Ok(Delivery::Landed) => {}
+                Ok(Delivery::Raced) => {
+                    pool.board.merging = None;
+                    return Ok(Tried::Raced);
+                }
+                Err(e) => {
+                    pool.board.merging = None;
+                    return Ok(Tried::Unreachable(e.message));
                 }
             }
             if self.repo.move_branch(&pool.branch, tip, merged.tip).is_err() {
@@ -214,7 +210,7 @@ impl Run<'_> {
         other: Option<String>,
         ms: u64,
     ) {
-        let gated = self.gate.is_some();
+        let gated = self.kit.gate.is_some();
         let (met, gate) = match &fate {
             Fate::Merged if commit.is_none() => {
                 self.already_there(pool, &q);
@@ -315,7 +311,7 @@ impl Run<'_> {
         self.state.stories.entry(q.story.clone()).or_default().commit = Some(sha);
         // A remote delivery released the claim in the same push.
         pool.remove_worktree(&self.repo, &q.story, true);
-        if self.gate.is_some() {
+        if self.kit.gate.is_some() {
             self.state.note_verified(&q.story, true);
         }
         self.state.note_claimed(&q.story);
@@ -324,9 +320,7 @@ impl Run<'_> {
     /// Another worker delivered it already: nothing to merge twice.
     fn already_there(&mut self, pool: &mut Pool, q: &Queued) {
         pool.remove_worktree(&self.repo, &q.story, true);
-        if let Some(r) = pool.remote.as_mut() {
-            let _ = r.release(&q.story, &q.branch);
-        }
+        pool.peers.release(&q.story, &q.branch);
         self.notice(format!("{} passes on the run branch already: not merged again", q.story));
     }
 
@@ -343,10 +337,8 @@ impl Run<'_> {
         pool.board.failures.entry(q.story.clone()).or_default().push(why.clone());
         self.state.stories.entry(q.story.clone()).or_default().merge_failures.push(why.clone());
         pool.remove_worktree(&self.repo, &q.story, true);
-        if let Some(r) = pool.remote.as_mut() {
-            // Redone from the new tip, not from the pushed attempt.
-            let _ = r.delete_branch(&q.branch);
-        }
+        // Redone from the new tip, not from the pushed attempt.
+        pool.peers.drop_branch(&q.branch);
         let mut lesson = format!(
             "Your earlier work on {} did not reach the run branch: {why}. The story starts \
              again from the run branch's new tip, with the stories merged meanwhile; the earlier \
@@ -358,9 +350,7 @@ impl Run<'_> {
             lesson.push_str(f);
         }
         if j.action == MergeAction::GiveUp {
-            if let Some(r) = pool.remote.as_mut() {
-                let _ = r.claim(&self.repo, &q.story, Some(j.message.clone()));
-            }
+            pool.peers.give_up(&self.repo, &q.story, &j.message);
             let all = pool.board.failures.get(&q.story).cloned().unwrap_or_default();
             let reasons = all
                 .iter()
@@ -474,7 +464,7 @@ impl Merger for GitMerger<'_, '_> {
             q.title,
             q.branch,
             crate::text::count(turns as usize, "iteration", "iterations"),
-            if run.gate.is_some() { " after the gate passed on the merged tree" } else { "" },
+            if run.kit.gate.is_some() { " after the gate passed on the merged tree" } else { "" },
         );
         let commit = run.repo.commit_tree(tree, *tip, &message)?;
         self.commits.insert(i, commit);
@@ -482,7 +472,7 @@ impl Merger for GitMerger<'_, '_> {
     }
 
     fn gate(&mut self, tip: &Oid, members: &[usize]) -> Result<Gated, Error> {
-        let Some(gate) = self.run.gate.clone() else { return Ok(Gated::Passed) };
+        let Some(gate) = self.run.kit.gate.clone() else { return Ok(Gated::Passed) };
         let prd = self.run.good_prd.clone();
         // Each member's own check, and the `verify` of the stories a
         // resolved member was merged against.
@@ -507,7 +497,7 @@ impl Merger for GitMerger<'_, '_> {
             [_] => plan::slug(&last.story),
             _ => format!("batch-{}-{}", plan::slug(&self.items[members[0]].story), members.len()),
         };
-        let log = self.run.log_dir.join(format!("gate-merge-{name}.log"));
+        let log = self.run.kit.log_dir.join(format!("gate-merge-{name}.log"));
         for (cmd, other) in checks {
             let v = gate
                 .run(&cmd, &last.project, Some(&log))
@@ -515,7 +505,7 @@ impl Merger for GitMerger<'_, '_> {
             if v.interrupted {
                 return Ok(Gated::Interrupted);
             }
-            self.run.last_gate_passed = Some(v.passed);
+            self.run.kit.last_gate_passed = Some(v.passed);
             if !v.passed {
                 self.other = other;
                 return Ok(Gated::Failed(v.feedback(&cmd)));

@@ -17,6 +17,7 @@
 mod batch;
 mod board;
 mod merge;
+mod peers;
 mod plan;
 mod remote;
 mod remote_view;
@@ -32,9 +33,11 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 
 pub use board::Board;
+use peers::{Look, Peers};
 use plan::{GiveUp, Turn};
 pub use plan::{Overlap, waves};
 pub use remote_view::{RemoteRun, StoryState, remote_runs};
+pub use tidy::{advance_journalled, finish_advance};
 use workers::{Job, Msg, Slot};
 
 use super::{End, Run};
@@ -88,8 +91,9 @@ pub(super) struct Pool {
     rx: Receiver<Msg>,
     /// A limit pauses the workers: said once.
     paused: bool,
-    /// Shared with other machines through the git remote.
-    remote: Option<remote::Remote>,
+    /// The other workers of the run: none, or other machines' through the
+    /// git remote.
+    peers: Box<dyn Peers>,
     /// The remote could not be reached: said once until it can again.
     unreachable: bool,
     /// Another worker stopped the run (the shared state says so): this
@@ -110,9 +114,7 @@ impl Pool {
     /// ones other workers hold or gave up.
     fn busy(&self) -> Vec<String> {
         let mut busy = self.busy_here();
-        if let Some(r) = &self.remote {
-            busy.extend(r.taken(Utc::now()));
-        }
+        busy.extend(self.peers.taken(Utc::now()));
         busy
     }
 
@@ -181,12 +183,10 @@ impl Pool {
         format!("{}--{}", self.branch, plan::slug(id))
     }
 
-    /// Releases a story just claimed on the remote that is not to be worked.
+    /// Releases a story just claimed that is not to be worked.
     fn let_go(&mut self, id: &str) {
         let branch = self.story_branch(id);
-        if let Some(r) = self.remote.as_mut() {
-            let _ = r.release(id, &branch);
-        }
+        self.peers.release(id, &branch);
     }
 
     /// A path (relative to the repository's top) that is ralph's
@@ -265,8 +265,7 @@ impl Run<'_> {
         let whole_run = matches!(end.outcome, RunOutcome::Budget | RunOutcome::CircuitOpen);
         if whole_run
             && pool.stopped_by.is_none()
-            && let Some(r) = pool.remote.as_mut()
-            && let Err(e) = r.share_stop(&self.repo, end.outcome.as_str(), &end.message)
+            && let Err(e) = pool.peers.share_stop(&self.repo, end.outcome, &end.message)
         {
             self.notice(format!(
                 "cannot tell the other workers why this one stopped: {}",
@@ -299,7 +298,7 @@ impl Run<'_> {
             // it looks more often, to start (or end) as soon as they land.
             let waiting_on_others = pool.slots.is_empty() && pool.queue.is_empty();
             let every = if waiting_on_others { 250 } else { 1000 };
-            self.sync_remote(pool, Duration::from_millis(every));
+            self.sync_peers(pool, Duration::from_millis(every));
             if let Some(end) = pool.stopped_by.clone() {
                 return end;
             }
@@ -308,7 +307,7 @@ impl Run<'_> {
             if let Some(end) = self.pump(pool, wait) {
                 return end;
             }
-            let prd = self.reload_prd().unwrap_or_else(|| self.good_prd.clone());
+            let prd = self.branch_prd(pool);
             // Free workers start before the queue is merged: a merge (and
             // its gate) must not keep an agent waiting.
             if let Some(end) = self.over_budget() {
@@ -335,7 +334,7 @@ impl Run<'_> {
                 }
                 // Other machines' stories may yet pass (or be given up, or
                 // be left to take over): a remote worker waits for them.
-                let others = pool.remote.as_ref().is_some_and(|r| r.others_at_work(Utc::now()));
+                let others = pool.peers.others_at_work(Utc::now());
                 if let Some((outcome, message)) = plan::stuck(&prd, &pool.given_up)
                     && !others
                 {
@@ -345,10 +344,26 @@ impl Run<'_> {
                     return end;
                 }
             }
-            let waiting = !pool.not_before.is_empty() || pool.remote.is_some();
+            let waiting = !pool.not_before.is_empty() || pool.peers.expects_deliveries();
             if pool.slots.is_empty() && pool.queue.is_empty() && waiting {
                 std::thread::sleep(Duration::from_millis(100));
             }
+        }
+    }
+
+    /// prd.json as the run branch's tip has it: in a parallel run only
+    /// ralph writes the branch, so that is where the stories stand (the
+    /// work tree's copy may lag behind, or hold a person's edit that no
+    /// merge carries). The work tree's copy when the tip has none.
+    fn branch_prd(&mut self, pool: &Pool) -> Prd {
+        let tip = self.repo.branch_tip(&pool.branch);
+        let bytes = tip.and_then(|t| self.repo.file_at(t, &pool.prd_rel));
+        match bytes.and_then(|b| Prd::parse(&b, &self.paths.prd).ok()) {
+            Some(prd) => {
+                self.good_prd = prd.clone();
+                prd
+            }
+            None => self.reload_prd().unwrap_or_else(|| self.good_prd.clone()),
         }
     }
 
@@ -412,18 +427,17 @@ impl Run<'_> {
         let at_work = pool.in_flight();
         let fp = pool.footprints(prd);
         let (runnable, _) = plan::schedule(prd.stories(), &busy, &at_work, &fp, usize::MAX);
-        let pick = match pool.remote.as_mut() {
-            Some(r) if r.first_claim => {
-                r.first_claim = false;
-                // Spread over the stories as the PRD lists them, claims
-                // aside: the same list on every worker started together.
-                let worker = r.worker.clone();
-                let here = pool.busy_here();
-                let (all, _) = plan::schedule(prd.stories(), &here, &at_work, &fp, usize::MAX);
-                let want = all.get(plan::first_pick(&worker, all.len()));
+        // Workers started together spread their first claims over the
+        // stories as the PRD lists them, claims aside: the same list on
+        // every worker.
+        let here = pool.busy_here();
+        let (all, _) = plan::schedule(prd.stories(), &here, &at_work, &fp, usize::MAX);
+        let pick = match pool.peers.first_pick(all.len()) {
+            Some(i) => {
+                let want = all.get(i);
                 want.and_then(|w| runnable.iter().position(|s| s.id == w.id)).unwrap_or(0)
             }
-            _ => 0,
+            None => 0,
         };
         runnable.get(pick).map(|s| (*s).clone())
     }
@@ -431,31 +445,27 @@ impl Run<'_> {
     /// Starts a worker on `story`, unless another machine claimed it first
     /// or the remote cannot be reached.
     fn start_worker(&mut self, pool: &mut Pool, story: &crate::prd::Story) -> Result<Start, Error> {
-        let mut claim_ms = None;
-        if pool.remote.is_some() {
-            let started = Instant::now();
-            let claimed = self.claim_to_start(pool, &story.id);
-            claim_ms = Some(started.elapsed().as_millis() as u64);
-            match claimed {
-                Ok(true) => {}
-                Ok(false) => {
-                    pool.not_before
-                        .insert(story.id.clone(), Instant::now() + Duration::from_secs(2));
-                    return Ok(Start::Lost);
-                }
-                Err(e) => {
-                    self.remote_unreachable(pool, &e.message);
-                    return Ok(Start::Unreachable);
-                }
+        let started = Instant::now();
+        match self.claim_to_start(pool, &story.id) {
+            Ok(true) => {}
+            Ok(false) => {
+                pool.not_before.insert(story.id.clone(), Instant::now() + Duration::from_secs(2));
+                return Ok(Start::Lost);
+            }
+            Err(e) => {
+                self.remote_unreachable(pool, &e.message);
+                return Ok(Start::Unreachable);
             }
         }
+        // What claiming cost, where it costs a push.
+        let claim_ms = (!pool.peers.owns_branch()).then(|| started.elapsed().as_millis() as u64);
         let (dir, branch) = self.worktree_for(pool, &story.id)?;
         let turns = pool.board.turns.entry(story.id.clone()).or_insert(0);
         *turns += 1;
         let slug = plan::slug(&story.id);
         let feedback = match pool.board.feedback.get(&story.id) {
             Some(text) => {
-                let f = self.log_dir.join(format!("feedback-{slug}.md"));
+                let f = self.kit.log_dir.join(format!("feedback-{slug}.md"));
                 std::fs::write(&f, text).map_err(|e| Error::io("write a worker's feedback", e))?;
                 Some(f)
             }
@@ -494,10 +504,10 @@ impl Run<'_> {
         claim_ms: Option<u64>,
     ) -> Result<(), Error> {
         let slug = plan::slug(&slot.story);
-        let stderr = self.log_dir.join(format!("worker-{slug}.stderr"));
+        let stderr = self.kit.log_dir.join(format!("worker-{slug}.stderr"));
         let spec = workers::Spawn {
             settings: &pool.settings,
-            log_dir: &self.log_dir,
+            log_dir: &self.kit.log_dir,
             template: pool.template.as_deref(),
             resolver_settings: pool.resolver_settings.as_deref(),
         };
@@ -619,15 +629,13 @@ impl Run<'_> {
         if let Err(e) = lessons::carry(&worktree, &self.paths.store, &slot.story, None) {
             self.warn(format!("cannot keep the lessons of {}: {e}", slot.story));
         }
-        if let Some(r) = pool.remote.as_mut() {
-            // A takeover starts from what this turn left on the branch (a
-            // story about to be delivered needs no takeover).
-            if turn != Turn::Passed {
-                let _ = r.push_branch(&slot.branch);
-            }
-            if let Turn::GiveUp(_) = turn {
-                let _ = r.claim(&self.repo, &slot.story, Some(message.clone()));
-            }
+        // A takeover starts from what this turn left on the branch (a
+        // story about to be delivered needs no takeover).
+        if turn != Turn::Passed {
+            pool.peers.keep_turn(&slot.branch);
+        }
+        if let Turn::GiveUp(_) = turn {
+            pool.peers.give_up(&self.repo, &slot.story, &message);
         }
         let end = match turn {
             Turn::Passed => {
@@ -670,7 +678,7 @@ impl Run<'_> {
         // When the worker's next agent is free (its fallbacks counted).
         let now = Utc::now();
         let at = crate::limits::Limits::load(&store).ok().and_then(|(l, _)| {
-            let free = self.agents.choose(&l, now, self.fallback_after()).err();
+            let free = self.kit.agents.choose(&l, now, self.fallback_after()).err();
             let free = free.map(|h| h.at);
             free.or_else(|| l.usage_hold(now))
         });
@@ -683,9 +691,7 @@ impl Run<'_> {
         };
         let _ = self.limits.save(&self.paths.store);
         // The other machines' workers learn it from the remote.
-        if let Some(r) = pool.remote.as_mut()
-            && let Err(e) = r.share_limit(&self.repo, resume)
-        {
+        if let Err(e) = pool.peers.share_limit(&self.repo, resume) {
             self.remote_unreachable(pool, &e.message);
         }
         self.notice(format!(
@@ -698,7 +704,7 @@ impl Run<'_> {
     /// The last lines a worker wrote to stderr: its error, when it failed
     /// before it could report one.
     fn worker_stderr(&self, slot: &Slot) -> String {
-        let f = self.log_dir.join(format!("worker-{}.stderr", plan::slug(&slot.story)));
+        let f = self.kit.log_dir.join(format!("worker-{}.stderr", plan::slug(&slot.story)));
         let text = std::fs::read_to_string(&f).unwrap_or_default();
         let text = crate::text::tail_chars(text.trim(), 1500);
         if text.is_empty() { format!("see {}", f.display()) } else { text.to_string() }
@@ -742,54 +748,43 @@ impl Run<'_> {
 }
 
 impl Run<'_> {
-    /// With a remote: fetches (at most every `every`), brings the run
-    /// branch and the work tree up to the remote's tip, takes in a usage
-    /// limit another machine met, and renews this worker's leases (a lease
-    /// another worker took over stops the story here). Whether it fetched
-    /// (not when it did a moment ago, is backing off, or failed).
-    fn sync_remote(&mut self, pool: &mut Pool, every: Duration) -> bool {
-        let Some(r) = pool.remote.as_mut() else { return false };
-        let mut fetched = false;
-        match r.sync(&self.repo, every) {
-            Ok(false) => {}
-            Ok(true) => {
-                fetched = true;
-                if pool.unreachable {
-                    pool.unreachable = false;
-                    self.notice("the remote can be reached again");
-                }
-                let r = pool.remote.as_ref().expect("remote");
-                let tip = r.tip(&self.repo, &pool.branch);
-                let local = self.repo.branch_tip(&pool.branch);
-                if let (Some(tip), Some(local)) = (tip, local)
-                    && tip != local
-                    && self.repo.contains(tip, local)
-                    && self.repo.move_branch(&pool.branch, local, tip).is_ok()
-                {
-                    let _ = self.repo.advance_work_tree(local, tip);
-                }
-                let theirs = r.shared.usage_limit_until.filter(|t| *t > Utc::now());
-                if let Some(at) = theirs
-                    && self.limits.usage_resume_at().is_none_or(|ours| ours < at)
-                {
-                    self.limits.hold_usage_until(at);
-                    let _ = self.limits.save(&self.paths.store);
-                    self.notice(format!(
-                        "another worker met a usage limit: no agent starts before {}",
-                        at.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S")
-                    ));
-                }
-                let started = chrono::DateTime::<Utc>::from(self.started_at);
-                if let Some(stop) = remote::stop_for(&r.shared, &r.worker, started) {
-                    let outcome = match stop.outcome.as_str() {
-                        "circuit_open" => RunOutcome::CircuitOpen,
-                        _ => RunOutcome::Budget,
-                    };
-                    let why = format!("worker {} stopped the run: {}", stop.by, stop.message);
-                    pool.stopped_by = Some(End::new(outcome, why));
-                }
+    /// Looks at what the other workers did (at most every `every`): brings
+    /// the run branch and the work tree up to the shared tip, takes in a
+    /// usage limit another machine met or a stop it recorded, and renews
+    /// this process's claims (a claim another worker took over stops the
+    /// story here). Whether the view is current now (always, alone).
+    fn sync_peers(&mut self, pool: &mut Pool, every: Duration) -> bool {
+        let news = match pool.peers.look(&self.repo, &pool.branch, every) {
+            Ok(Look::Fresh(news)) => news,
+            Ok(Look::Stale) => return false,
+            Err(e) => {
+                self.remote_unreachable(pool, &e.message);
+                return false;
             }
-            Err(e) => self.remote_unreachable(pool, &e.message),
+        };
+        if pool.unreachable {
+            pool.unreachable = false;
+            self.notice("the remote can be reached again");
+        }
+        let local = self.repo.branch_tip(&pool.branch);
+        if let (Some(tip), Some(local)) = (news.tip, local)
+            && tip != local
+            && self.repo.contains(tip, local)
+        {
+            self.follow(pool, local, tip);
+        }
+        if let Some(at) = news.usage_limit_until
+            && self.limits.usage_resume_at().is_none_or(|ours| ours < at)
+        {
+            self.limits.hold_usage_until(at);
+            let _ = self.limits.save(&self.paths.store);
+            self.notice(format!(
+                "another worker met a usage limit: no agent starts before {}",
+                at.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S")
+            ));
+        }
+        if let Some((outcome, why)) = news.stop {
+            pool.stopped_by = Some(End::new(outcome, why));
         }
         // Only the stories at work here are renewed: a claim a killed
         // process of this worker left runs out, to be taken over (or
@@ -801,42 +796,42 @@ impl Run<'_> {
             .chain(pool.queue.iter().map(|q| q.story.clone()))
             .chain(pool.merging.clone())
             .collect();
-        // Renewed right after a fetch only, so on the claims as they are.
-        let Some(r) = pool.remote.as_mut().filter(|_| fetched) else { return fetched };
-        // A claim gone from the remote (deleted by hand, or dropped by a
-        // worker that thought the story delivered) is made again: a story
-        // at work here is never left unclaimed for another to start.
-        let now = Utc::now();
-        let renew: Vec<String> = r
-            .due(now)
-            .into_iter()
-            .filter(|s| here.contains(s))
-            .chain(here.iter().filter(|s| r.hold(s, now) == remote::Hold::Free).cloned())
-            .collect();
-        for story in renew {
-            match r.claim(&self.repo, &story, None) {
-                Ok(true) => {}
-                Ok(false) => {
-                    // Our lease ran out and another worker took the story over.
-                    if let Some(s) = pool.slots.iter().find(|s| s.story == story) {
-                        workers::signal(s, libc::SIGTERM);
-                    }
-                    pool.not_before.insert(story.clone(), Instant::now() + Duration::from_secs(5));
-                    self.warn(format!(
-                        "lost the claim on {story} to another worker: stopping it here"
-                    ));
-                }
-                Err(_) => break,
+        for story in pool.peers.renew(&self.repo, &here, Utc::now()) {
+            if let Some(s) = pool.slots.iter().find(|s| s.story == story) {
+                workers::signal(s, libc::SIGTERM);
             }
+            pool.not_before.insert(story.clone(), Instant::now() + Duration::from_secs(5));
+            self.warn(format!("lost the claim on {story} to another worker: stopping it here"));
         }
-        fetched
+        true
+    }
+
+    /// Moves the run branch and the work tree from `local` to another
+    /// machine's `tip`, journalled in parallel.json so a kill halfway is
+    /// finished by the next ralph ([`tidy::finish_advance`]).
+    fn follow(&mut self, pool: &mut Pool, local: git2::Oid, tip: git2::Oid) {
+        pool.board.merging = Some(board::Merging {
+            story: String::new(),
+            stories: Vec::new(),
+            from: local.to_string(),
+            to: tip.to_string(),
+        });
+        if pool.save_board_durably(&self.paths.store).is_err()
+            || self.repo.move_branch(&pool.branch, local, tip).is_err()
+        {
+            pool.board.merging = None;
+            return;
+        }
+        let _ = self.repo.advance_work_tree(local, tip);
+        pool.board.merging = None;
+        pool.save_board(&self.paths.store);
     }
 
     /// Claims `story` to work on it: `Ok(true)` when it is ours and still
     /// to do on the run branch's tip. The claim is made on the tip this
     /// worker has (see [`remote::Remote::claim_on_tip`]), so a story
     /// delivered and released after our last look is never worked twice;
-    /// when the tip moved, fetch and try again on the new one.
+    /// when the tip moved, look again and claim on the new one.
     fn claim_to_start(
         &mut self,
         pool: &mut Pool,
@@ -844,33 +839,31 @@ impl Run<'_> {
     ) -> Result<bool, remote::Unreachable> {
         for _ in 0..3 {
             let Some(tip) = self.repo.branch_tip(&pool.branch) else { break };
-            let r = pool.remote.as_mut().expect("remote");
-            match r.claim_on_tip(&self.repo, story, tip)? {
+            match pool.peers.claim_on_tip(&self.repo, story, tip)? {
                 remote::Claimed::Ours => return Ok(self.still_to_do(pool, story)),
                 remote::Claimed::Lost => return Ok(false),
                 remote::Claimed::Unchecked => return Ok(self.look_again(pool, story)),
                 // Not claimed: on a tip we could not fetch, not again.
                 remote::Claimed::Moved => {
-                    if !self.sync_remote(pool, Duration::ZERO) || self.passes_on_tip(pool, story) {
+                    if !self.sync_peers(pool, Duration::ZERO) || self.passes_on_tip(pool, story) {
                         return Ok(false);
                     }
                 }
             }
         }
         // The tip keeps moving (or this clone's is not the remote's): claim
-        // first, then fetch, and look again.
-        let r = pool.remote.as_mut().expect("remote");
-        if !r.claim(&self.repo, story, None)? {
+        // first, then look, and see again.
+        if !pool.peers.claim(&self.repo, story)? {
             return Ok(false);
         }
         Ok(self.look_again(pool, story))
     }
 
-    /// A story claimed without knowing the tip is current: fetched, still
-    /// to do? Unless the fetch went through, it is let go (a delivery we
-    /// have not seen must not be worked again).
+    /// A story claimed without knowing the tip is current: looked again,
+    /// still to do? Unless the look went through, it is let go (a delivery
+    /// we have not seen must not be worked again).
     fn look_again(&mut self, pool: &mut Pool, story: &str) -> bool {
-        if self.sync_remote(pool, Duration::ZERO) {
+        if self.sync_peers(pool, Duration::ZERO) {
             return self.still_to_do(pool, story);
         }
         pool.let_go(story);

@@ -85,7 +85,7 @@ impl Run<'_> {
             hunks: conflict.hunks,
         };
         let n = pool.board.sent_back.get(&q.story).copied().unwrap_or(0) + 1;
-        let file = self.log_dir.join(format!("resolve-{}-{n}.json", plan::slug(&q.story)));
+        let file = self.kit.log_dir.join(format!("resolve-{}-{n}.json", plan::slug(&q.story)));
         let json = serde_json::to_vec_pretty(&spec)
             .map_err(|e| Error::io("write a resolver's task", std::io::Error::other(e)))?;
         std::fs::write(&file, json).map_err(|e| Error::io("write a resolver's task", e))?;
@@ -243,7 +243,7 @@ impl Run<'_> {
         layers.set("agent.args", toml::Value::Array(Vec::new()));
         layers.set("agent.model", toml::Value::String(String::new()));
         layers.set("agent.fallback", toml::Value::Array(Vec::new()));
-        let file = self.log_dir.join("resolver-settings.toml");
+        let file = self.kit.log_dir.join("resolver-settings.toml");
         std::fs::write(&file, layers.document())
             .map_err(|e| Error::io(format!("write {}", file.display()), e))?;
         Ok(Some(file))

@@ -67,9 +67,18 @@ impl Run<'_> {
             tx,
             rx,
             paused: false,
-            remote: self.opts.remote.as_ref().map(|w| {
-                super::remote::Remote::new(w.id.clone(), w.lease, self.repo.workdir(), &branch)
-            }),
+            peers: match self.opts.mode.remote() {
+                Some(w) => Box::new(super::peers::Shared {
+                    remote: super::remote::Remote::new(
+                        w.id.clone(),
+                        w.lease,
+                        self.repo.workdir(),
+                        &branch,
+                    ),
+                    started: chrono::DateTime::<chrono::Utc>::from(self.clock.started_at),
+                }),
+                None => Box::new(super::peers::Alone),
+            },
             unreachable: false,
             stopped_by: None,
             board,
@@ -82,7 +91,7 @@ impl Run<'_> {
         // tree's bookkeeping files are the previous tip's.
         self.recover(&mut pool)?;
         // With a remote, the run branch is the remote's: nothing local to add.
-        if pool.remote.is_none() {
+        if pool.peers.owns_branch() {
             self.commit_bookkeeping(&pool.prd_rel, &pool.progress_rel)?;
         }
         pool.save_board(&self.paths.store);
@@ -141,7 +150,7 @@ impl Run<'_> {
             layers.set(key, Value::String(String::new()));
         }
         layers.set("notify.desktop", Value::Boolean(false));
-        let file = self.log_dir.join("worker-settings.toml");
+        let file = self.kit.log_dir.join("worker-settings.toml");
         std::fs::write(&file, layers.document())
             .map_err(|e| Error::io(format!("write {}", file.display()), e))?;
         Ok(file)
@@ -161,14 +170,14 @@ impl Run<'_> {
     /// work tree; worktrees and branches of stories that pass are removed;
     /// the others are kept, to be reused.
     fn recover(&mut self, pool: &mut Pool) -> Result<(), Error> {
-        if let Some(m) = pool.board.merging.take() {
-            let tip = self.repo.branch_tip(&pool.branch).map(|t| t.to_string());
-            if tip.as_deref() == Some(m.to.as_str())
-                && let (Ok(from), Ok(to)) = (m.from.parse(), m.to.parse())
-            {
-                self.repo.advance_work_tree(from, to)?;
-                self.notice(format!("finished merging {}, which ralph merged as it died", m.story));
-            }
+        if let Some(m) = pool.board.merging.take()
+            && advance_from_journal(&self.repo, &pool.branch, &m)?
+        {
+            self.notice(match m.story.as_str() {
+                "" => "brought the work tree up to the run branch, as ralph was doing as it died"
+                    .to_string(),
+                story => format!("finished merging {story}, which ralph merged as it died"),
+            });
         }
         // A resolution a crash or a stop cut short: the story's work back
         // on its branch, to be merged (and resolved) again.
@@ -212,7 +221,7 @@ impl Run<'_> {
                 hint: None,
             })?;
             // Taking over another machine's story: from what it pushed.
-            let pushed = pool.remote.as_ref().and_then(|r| r.story_branch(&self.repo, &branch));
+            let pushed = pool.peers.pushed_branch(&self.repo, &branch);
             if let Some(at) = pushed.filter(|_| self.repo.branch_tip(&branch).is_none()) {
                 self.repo.set_branch(&branch, at)?;
             }
@@ -264,6 +273,65 @@ impl Run<'_> {
             self.notice(format!("unfinished work is kept on {}", kept.join(", ")));
         }
     }
+}
+
+/// A run killed while it brought the work tree from one tip of the run
+/// branch to the next (after a merge, or after another machine's delivery)
+/// left it half-advanced: finished from the journal in parallel.json, before
+/// anything moves the branch again (`ralph worker --remote` fast-forwards
+/// its clone before the run's setup).
+pub fn finish_advance(repo: &Repo, paths: &crate::paths::Paths) -> Result<(), Error> {
+    let Some(board) = Board::load(&paths.store) else { return Ok(()) };
+    match &board.merging {
+        Some(m) => advance_from_journal(repo, &board.branch, m).map(|_| ()),
+        None => Ok(()),
+    }
+}
+
+/// Moves `branch` and the work tree from `from` to `to` (a fast-forward),
+/// journalled in parallel.json like every advance of a parallel run, so a
+/// kill halfway is finished by [`finish_advance`].
+pub fn advance_journalled(
+    repo: &Repo,
+    paths: &crate::paths::Paths,
+    branch: &str,
+    from: git2::Oid,
+    to: git2::Oid,
+) -> Result<(), Error> {
+    let mut board = Board::load(&paths.store).unwrap_or_default();
+    board.branch = branch.to_string();
+    board.merging = Some(super::board::Merging {
+        story: String::new(),
+        stories: Vec::new(),
+        from: from.to_string(),
+        to: to.to_string(),
+    });
+    let write = |b: &Board| {
+        crate::store::json_bytes(b)
+            .and_then(|bytes| crate::store::write_atomic(&Board::path(&paths.store), &bytes))
+            .map_err(|e| Error::io("record the work tree's advance", e))
+    };
+    paths.store.ensure().map_err(|e| Error::io("create ralph's store", e))?;
+    write(&board)?;
+    repo.move_branch(branch, from, to)?;
+    repo.advance_work_tree(from, to)?;
+    board.merging = None;
+    write(&board)
+}
+
+/// The work tree brought from the journal's `from` to its `to`, if the run
+/// branch got there (the move happened before the crash): whether it did.
+fn advance_from_journal(
+    repo: &Repo,
+    branch: &str,
+    m: &super::board::Merging,
+) -> Result<bool, Error> {
+    let (Ok(from), Ok(to)) = (m.from.parse(), m.to.parse()) else { return Ok(false) };
+    if !repo.branch_tip(branch).is_some_and(|tip| repo.contains(tip, to)) {
+        return Ok(false);
+    }
+    repo.advance_work_tree(from, to)?;
+    Ok(true)
 }
 
 /// A kept attempt as a lesson names it: its short id and its ref.
