@@ -20,7 +20,7 @@ pub const BUDGET: u8 = 6;
 /// The environment is broken: the agent or gate cannot run, authentication
 /// failed, the disk is full. Not the agent's fault, not a lack of progress.
 pub const ENVIRONMENT: u8 = 7;
-/// Another ralph holds this directory's lock.
+/// Another ralph holds this work tree (one run per work tree, whatever its PRD).
 pub const LOCKED: u8 = 8;
 /// Every story is marked passing but the gate fails: there is no story
 /// left to work on, and the project is not done. A person must look.
@@ -42,7 +42,7 @@ pub const TABLE: &[(u8, &str)] = &[
     (BLOCKED, "the agent reported BLOCKED"),
     (BUDGET, "budget spent (--max-duration, --max-cost, --max-tokens)"),
     (ENVIRONMENT, "environment error: agent or gate cannot run, auth failure, disk"),
-    (LOCKED, "another ralph holds this directory"),
+    (LOCKED, "another ralph holds this work tree (whatever its PRD)"),
     (GATE_DISAGREES, "every story is marked passing but the gate fails"),
     (HANGUP, "interrupted by SIGHUP"),
     (INTERRUPTED, "interrupted by SIGINT"),

@@ -316,6 +316,34 @@ pub fn holder_of(path: &Path) -> Option<u32> {
     })
 }
 
+/// The process that holds a `flock` on `path`, as the kernel tells it in
+/// `/proc/locks` (what names a run whose lock file an agent deleted).
+pub fn flock_holder(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    let text = std::fs::read_to_string("/proc/locks").ok()?;
+    let dev = meta.dev();
+    // glibc's gnu_dev_major / gnu_dev_minor.
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    flock_holder_in(&text, (major, minor, meta.ino()))
+}
+
+/// The holder of a granted `flock` on the file `(major, minor, inode)` in
+/// `/proc/locks` text: `1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF`
+/// (device numbers in hex; a waiting request has `->` after the number).
+fn flock_holder_in(text: &str, file: (u64, u64, u64)) -> Option<u32> {
+    text.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [_, kind, _, _, pid, id, ..] = fields.as_slice() else { return None };
+        let mut parts = id.split(':');
+        let major = u64::from_str_radix(parts.next()?, 16).ok()?;
+        let minor = u64::from_str_radix(parts.next()?, 16).ok()?;
+        let inode = parts.next()?.parse::<u64>().ok()?;
+        (*kind == "FLOCK" && (major, minor, inode) == file).then(|| pid.parse().ok()).flatten()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::process::CommandExt;
@@ -358,6 +386,24 @@ mod tests {
         assert!(!group_alive(pid));
         // Reaped already: std's wait finds no child.
         assert!(child.try_wait().is_err());
+    }
+
+    #[test]
+    fn flock_holders_are_read_from_proc_locks() {
+        let text = "1: POSIX  ADVISORY  WRITE 11 fd:01:77 0 EOF\n\
+                    2: FLOCK  ADVISORY  WRITE 22 fd:01:77 0 EOF\n\
+                    2: -> FLOCK  ADVISORY  WRITE 33 fd:01:77 0 EOF\n\
+                    3: FLOCK  ADVISORY  READ 44 00:2d:9 0 EOF\n\
+                    4: OFDLCK ADVISORY  READ -1 00:06:9 0 EOF\n";
+        let cases = [
+            ((0xfd, 1, 77), Some(22)),
+            ((0, 0x2d, 9), Some(44)),
+            ((0, 6, 9), None),
+            ((0xfd, 1, 78), None),
+        ];
+        for (file, want) in cases {
+            assert_eq!(flock_holder_in(text, file), want, "{file:?}");
+        }
     }
 
     #[test]

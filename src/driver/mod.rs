@@ -263,8 +263,8 @@ impl Run<'_> {
     fn still_ours(&mut self) -> Option<End> {
         match self.lock.hold() {
             Ok(()) => {}
-            Err(crate::store::LockError::Busy(pid)) => {
-                let e = Error::Locked { pid, lock: self.paths.store.lock_path() };
+            Err(crate::store::LockError::Busy(holder)) => {
+                let e = Error::Locked { holder, lock: self.paths.store.lock_path() };
                 return Some(End { code: e.exit_code(), ..End::error(&e) });
             }
             Err(crate::store::LockError::Io(e)) => {

@@ -32,10 +32,10 @@ pub(super) fn start<'a>(
         .store
         .ensure()
         .map_err(|e| Error::io(format!("create {}", paths.store.root().display()), e))?;
-    let (lock, previous) = match store::lock(&paths.store.lock_path()) {
+    let (lock, previous) = match paths.store.lock(&paths.prd) {
         Ok(l) => l,
-        Err(store::LockError::Busy(pid)) => {
-            return Err(Error::Locked { pid, lock: paths.store.lock_path() });
+        Err(store::LockError::Busy(holder)) => {
+            return Err(Error::Locked { holder, lock: paths.store.lock_path() });
         }
         Err(store::LockError::Io(e)) => return Err(Error::io("take the lock", e)),
     };

@@ -167,6 +167,15 @@ impl Project {
             .unwrap_or_default()
     }
 
+    /// Pids of the fake agent's runs, in order.
+    pub fn agent_pids(&self) -> Vec<i32> {
+        std::fs::read_to_string(self.agent_dir().join("runs.log"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|w| w.strip_prefix("pid=").and_then(|v| v.parse().ok()))
+            .collect()
+    }
+
     /// Pids the fake agent spawned.
     pub fn spawned_pids(&self) -> Vec<i32> {
         std::fs::read_to_string(self.agent_dir().join("pids"))

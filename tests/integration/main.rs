@@ -34,3 +34,4 @@ mod stopping;
 mod trust;
 mod ui;
 mod verify;
+mod work_tree;

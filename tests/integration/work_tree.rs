@@ -1,0 +1,56 @@
+//! One run per work tree, whatever its PRD, held by a lock no agent can
+//! delete.
+
+use std::time::Duration;
+
+use crate::harness::*;
+
+const OTHER: &str = r#"{"project":"Other","branchName":"ralph/other","userStories":[
+  {"id":"OT-001","title":"Other work","priority":1,"passes":false}]}"#;
+
+/// Ends `child` (our own ralph) with SIGTERM and waits for it.
+fn stop(mut child: std::process::Child) {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = child.wait();
+}
+
+#[test]
+fn a_second_run_in_the_work_tree_is_refused_whatever_its_prd() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.write("other/prd.json", OTHER);
+    p.git(&["add", "-A"]);
+    p.git(&["commit", "-q", "-m", "Another PRD"]);
+    p.script("[run *]\nsleep 60\n");
+    let first = p.spawn(&["5"]);
+    assert!(eventually(Duration::from_secs(20), || p.agent_runs().len() == 1));
+    // Two runs would switch HEAD under each other and commit each other's stories.
+    let second = p.run(&["1", "--prd", "other/prd.json", "--timeout", "2s"]);
+    let pid = first.id();
+    stop(first);
+    assert_eq!(second.code, code(exit::LOCKED), "{second:?}");
+    assert!(second.stderr.contains(&format!("pid {pid}, on ")), "{second:?}");
+    assert!(second.stderr.contains("prd.json) is already running in this work tree"), "{second:?}");
+    assert_eq!(p.agent_runs().len(), 1, "the second ralph ran an agent");
+}
+
+#[test]
+fn an_agent_that_deletes_the_lock_file_lets_no_second_ralph_take_over() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script(
+        "[run 1]\nrun rm -f .git/ralph/lock\ntouch-shared deleted\nsleep 60\n[run *]\nsleep 60\n",
+    );
+    let first = p.spawn(&["5"]);
+    assert!(eventually(Duration::from_secs(20), || p.agent_dir().join("deleted").exists()));
+    assert!(!p.path(".git/ralph/lock").exists());
+    let second = p.run(&["1", "--timeout", "2s"]);
+    let agent = p.agent_pids()[0];
+    let agent_alive = alive(agent);
+    let pid = first.id();
+    stop(first);
+    assert_eq!(second.code, code(exit::LOCKED), "{second:?}");
+    // The kernel still knows who holds the lock.
+    assert!(second.stderr.contains(&format!("pid {pid}")), "{second:?}");
+    assert!(agent_alive, "the second ralph ended the live run's agent as if it were left over");
+    assert_eq!(p.agent_runs().len(), 1, "the second ralph ran an agent");
+}
