@@ -340,6 +340,12 @@ branch after the gate passed on the merged tree, and go on until no story is lef
     /// One turn of one story of a parallel run, in its worktree (started by ralph)
     #[command(name = "__worker", hide = true)]
     Worker(WorkerArgs),
+    /// Ends what a run's children left running once that run is gone (started by ralph)
+    #[command(name = "__watchdog", hide = true)]
+    Watchdog {
+        /// The ralph process it watches (`<pid>.<start time>`)
+        instance: String,
+    },
 }
 
 #[derive(Debug, Args)]

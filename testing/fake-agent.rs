@@ -24,7 +24,8 @@
 //! `commit MESSAGE` ({id} and {title} are replaced), `progress TEXT`,
 //! `handoff JSON`, `print TEXT`, `stderr TEXT`, `output BYTES`, `binary`,
 //! `echo-prompt`, `status STATUS EXIT_SIGNAL`, `promise`, `sleep SECS`,
-//! `ignore-sigterm`, `spawn setsid|group|stubborn-setsid SECS`, `close-stdout`,
+//! `ignore-sigterm`, `spawn setsid|group|stubborn-setsid|stubborn-group SECS`
+//! (stubborn: it ignores SIGTERM), `close-stdout`,
 //! `skip-stdin`, `corrupt-prd invalid|delete|flip`, `cat FILE`,
 //! `usage-limit SECS`, `claude-result TEXT`, `claude-error STATUS TEXT`,
 //! `die SIGNAL` (it sends itself a signal by number: `die 9`, as `kill -9`

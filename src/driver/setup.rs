@@ -39,6 +39,16 @@ pub(super) fn start<'a>(
         }
         Err(store::LockError::Io(e)) => return Err(Error::io("take the lock", e)),
     };
+    // If ralph dies (kill -9), what its children started dies with it.
+    if let Err(e) = crate::watchdog::start() {
+        warn(
+            reporter,
+            Some(format!(
+                "cannot start ralph's watchdog ({e}): if ralph is killed, what its agent started \
+                 runs on until the next ralph"
+            )),
+        );
+    }
     if let store::PreviousHolder::Dead(pid) = previous {
         warn(
             reporter,

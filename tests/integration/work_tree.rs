@@ -1,5 +1,5 @@
 //! One run per work tree, whatever its PRD, held by a lock no agent can
-//! delete.
+//! delete; and nothing of the agent's outlives ralph.
 
 use std::time::Duration;
 
@@ -53,4 +53,28 @@ fn an_agent_that_deletes_the_lock_file_lets_no_second_ralph_take_over() {
     assert!(second.stderr.contains(&format!("pid {pid}")), "{second:?}");
     assert!(agent_alive, "the second ralph ended the live run's agent as if it were left over");
     assert_eq!(p.agent_runs().len(), 1, "the second ralph ran an agent");
+}
+
+#[test]
+fn nothing_of_the_agents_tree_outlives_a_killed_ralph() {
+    let p = Project::with_prd(THREE_STORIES);
+    // A test run in the agent's group and a dev server in a session of its
+    // own, both deaf to SIGTERM.
+    p.script("[run *]\nspawn stubborn-group 300\nspawn stubborn-setsid 300\nsleep 60\n");
+    let mut child = p.spawn(&["5"]);
+    assert!(eventually(Duration::from_secs(20), || p.spawned_pids().len() == 2));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    let dir = p.dir().canonicalize().unwrap();
+    let gone = eventually(Duration::from_secs(20), || processes_in(&dir).is_empty());
+    assert!(gone, "{:?} outlived ralph (spawned: {:?})", processes_in(&dir), p.spawned_pids());
+    for pid in p.spawned_pids().into_iter().chain(p.agent_pids()) {
+        assert!(!alive(pid), "{pid} outlived ralph");
+    }
+    // The resume has nothing left to end.
+    p.script("[run *]\nimplement\n");
+    let r = p.run(&["5"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(!r.stdout.contains("left running by the interrupted run"), "{r:?}");
 }
