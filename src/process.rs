@@ -320,11 +320,19 @@ fn others_where(keep: impl Fn(u32, &[u8]) -> bool) -> Vec<i32> {
 }
 
 /// This process, as no other process on this machine since its boot can
-/// be: `<pid>.<start time>` (a pid alone may be reused): what the watchdog
-/// finds the processes it must end by.
+/// be: `<pid>.<start time>` (a pid alone may be reused). What the
+/// checkpoint names its run's process by, and what the watchdog finds the
+/// processes it must end by.
 pub fn instance() -> String {
     let pid = std::process::id();
     format!("{pid}.{}", start_time(pid).unwrap_or(0))
+}
+
+/// Whether the process an [`instance`] names still runs.
+pub fn instance_running(instance: &str) -> bool {
+    let Some((pid, start)) = instance.split_once('.') else { return false };
+    let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else { return false };
+    running(pid as i32) && start_time(pid) == Some(start)
 }
 
 /// When a process started, in clock ticks after boot (`/proc/<pid>/stat`, field 22).
@@ -437,6 +445,12 @@ mod tests {
         assert_eq!(parse_start_time("42 (short) S 1 2"), None);
         let me = instance();
         assert!(me.starts_with(&format!("{}.", std::process::id())) && !me.ends_with(".0"));
+        assert!(instance_running(&me));
+        let (pid, start) = me.split_once('.').unwrap();
+        let reused = format!("{pid}.{}", start.parse::<u64>().unwrap() + 1);
+        for gone in [reused.as_str(), "99999999.1", "garbage", ""] {
+            assert!(!instance_running(gone), "{gone}");
+        }
     }
 
     #[test]

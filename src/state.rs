@@ -104,6 +104,10 @@ pub struct RunState {
     /// agent came back), for the report.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub switches: Vec<crate::event::SwitchReport>,
+    /// The ralph process working the run (`process::instance`): a run whose
+    /// process still lives is never resumed as an interrupted one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// One story's share of a run, for the final report.
@@ -158,6 +162,7 @@ impl RunState {
             last_failure: None,
             stories: Default::default(),
             switches: Vec::new(),
+            owner: None,
         }
     }
 

@@ -74,6 +74,9 @@ pub(super) fn start<'a>(
         RunState::load(&paths.store).map_err(|e| Error::io("read the checkpoint", e))?;
     warn(reporter, warning);
     let unfinished = checkpoint.filter(|s| s.phase != Phase::Ended);
+    if let Some(owner) = unfinished.as_ref().and_then(|s| s.owner.as_deref()) {
+        still_running(owner, paths)?;
+    }
     let resume = unfinished.clone().filter(|_| !opts.fresh);
     let crashed_mid_iteration =
         unfinished.as_ref().is_some_and(|s| matches!(s.phase, Phase::Agent | Phase::Gate));
@@ -108,10 +111,11 @@ pub(super) fn start<'a>(
     }
     breaker.save(&paths.store).map_err(|e| Error::io("write the circuit breaker", e))?;
 
-    let state = match &resume {
+    let mut state = match &resume {
         Some(s) => s.clone(),
         None => RunState::new(crate::state::new_run_id(Local::now()), now, opts.max_iterations),
     };
+    state.owner = Some(crate::process::instance());
     let log_dir = match &opts.worker {
         Some(w) => w.log_dir.clone(),
         None => paths.store.run_log_dir(&state.run_id),
@@ -203,6 +207,22 @@ pub(super) fn start<'a>(
     });
     run.save_checkpoint(Phase::Idle)?;
     Ok(run)
+}
+
+/// A run whose process still lives is never taken for an interrupted one,
+/// whatever happened to the lock: it is busy. A process that has let go of
+/// the lock and is on its way out is given a moment to finish.
+fn still_running(owner: &str, paths: &Paths) -> Result<(), Error> {
+    let until = Instant::now() + Duration::from_secs(3);
+    while crate::process::instance_running(owner) {
+        if Instant::now() >= until {
+            let pid = owner.split_once('.').and_then(|(pid, _)| pid.parse().ok());
+            let holder = store::Holder { pid, prd: Some(paths.prd.clone()) };
+            return Err(Error::Locked { holder, lock: paths.store.lock_path() });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
 }
 
 /// How the run's start names its agents: "claude (opus), then codex".

@@ -78,3 +78,24 @@ fn nothing_of_the_agents_tree_outlives_a_killed_ralph() {
     assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     assert!(!r.stdout.contains("left running by the interrupted run"), "{r:?}");
 }
+
+#[test]
+fn a_run_whose_process_lives_is_never_resumed_as_an_interrupted_one() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run 1]\nsleep 60\n[run *]\nimplement\n");
+    let mut child = p.spawn(&["5"]);
+    assert!(eventually(Duration::from_secs(20), || p.agent_runs().len() == 1));
+    kill_9_with_its_watchdog(&mut child);
+    // Its checkpoint says a live process (this test's) works the run, mid-agent.
+    let mut state: serde_json::Value =
+        serde_json::from_str(&p.read(".git/ralph/state.json")).unwrap();
+    let me = std::process::id();
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let start = stat.rsplit(')').next().unwrap().split_whitespace().nth(19).unwrap().to_string();
+    state["owner"] = format!("{me}.{start}").into();
+    p.write(".git/ralph/state.json", &state.to_string());
+    let r = p.run(&["5"]);
+    assert_eq!(r.code, code(exit::LOCKED), "{r:?}");
+    assert!(r.stderr.contains(&format!("pid {me}")), "{r:?}");
+    assert_eq!(p.agent_runs().len(), 1, "it resumed the live run");
+}
