@@ -104,6 +104,10 @@ pub struct RunState {
     /// agent came back), for the report.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub switches: Vec<crate::event::SwitchReport>,
+    /// When the running iteration's agent call was recorded for the
+    /// calls-per-hour limit: taken back if ralph's own end cuts the agent off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_at: Option<DateTime<Utc>>,
     /// The ralph process working the run (`process::instance`): a run whose
     /// process still lives is never resumed as an interrupted one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -162,6 +166,7 @@ impl RunState {
             last_failure: None,
             stories: Default::default(),
             switches: Vec::new(),
+            call_at: None,
             owner: None,
         }
     }

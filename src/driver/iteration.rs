@@ -94,8 +94,11 @@ impl Run<'_> {
             Some(s) => s,
             None => self.repo.snapshot()?,
         };
+        self.state.call_at = None;
         if self.cfg.limits.calls_per_hour > 0 {
-            self.limits.record_call(Utc::now());
+            let now = Utc::now();
+            self.limits.record_call(now);
+            self.state.call_at = Some(now);
             if let Err(e) = self.limits.save(&self.paths.store) {
                 return Err(Error::io(format!("write {}", self.paths.store.limits().display()), e));
             }

@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! setup.rs      lock → checkpoint (resume?) → prd → branch / archive → breaker → crash recovery
+//! resume.rs     a run that did not end: its N, an iteration ralph's end cut off, the notice
 //! mod.rs        the loop below
 //! iteration.rs  one iteration: prompt → agent → prd.json, git, gate, handoff → Facts
 //! judge.rs      Facts → Judgement (pure: what passes, what is committed, what counts)
@@ -25,6 +26,7 @@ mod learning;
 mod parallel;
 mod records;
 mod report;
+mod resume;
 mod setup;
 mod verdict;
 mod wait;

@@ -438,6 +438,30 @@ fn ralphs_own_crashes_are_neither_agent_failures_nor_used_iterations() {
 }
 
 #[test]
+fn an_agent_cut_off_by_ralphs_crash_is_not_a_call_of_the_hourly_limit() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run 1-2]\nsleep 60\n[run *]\nimplement\n");
+    p.write(".ralph/config.toml", "[limits]\ncalls_per_hour = 3\n");
+    for run in 1..=2 {
+        let mut child = p.spawn(&["3"]);
+        assert!(eventually(Duration::from_secs(20), || p.agent_runs().len() == run));
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        let _ = child.wait();
+    }
+    // Two crashes cost none of the hour's three calls: all three stories fit.
+    let r = p.run(&["3", "--no-wait"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(
+        r.stdout.contains("its agent call not counted against limits.calls_per_hour (the agent's API may have counted it)"),
+        "{r:?}"
+    );
+    let limits: serde_json::Value =
+        serde_json::from_str(&p.read(".git/ralph/limits.json")).unwrap();
+    assert_eq!(limits["calls"].as_array().map(Vec::len), Some(3), "{limits}");
+}
+
+#[test]
 fn an_interrupted_iteration_does_not_use_up_one_of_the_n() {
     let p = Project::with_prd(THREE_STORIES);
     p.script("[run 1]\nsleep 60\n[run *]\nimplement\n");
