@@ -104,6 +104,9 @@ pub struct RunState {
     /// agent came back), for the report.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub switches: Vec<crate::event::SwitchReport>,
+    /// Edits of prd.json the agents made and ralph set back, for the report.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prd_proposals: Vec<crate::event::PrdProposal>,
     /// When the running iteration's agent call was recorded for the
     /// calls-per-hour limit: taken back if ralph's own end cuts the agent off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -166,6 +169,7 @@ impl RunState {
             last_failure: None,
             stories: Default::default(),
             switches: Vec::new(),
+            prd_proposals: Vec::new(),
             call_at: None,
             owner: None,
         }
