@@ -3,7 +3,7 @@
 //! (`kill -9`, the OOM killer, a crash).
 //!
 //! ```text
-//!  ralph ──stdin pipe──► ralph __watchdog <instance>   (own process group, cwd /)
+//!  ralph ──stdin pipe──► ralph __watchdog <instance>   (own process group, cwd /, no environment)
 //!    │  "+<pgid>" a child's group starts, "-<pgid>" it was swept
 //!    │  every supervised child has RALPH_SUPERVISOR=<instance> in its environment
 //!    ▼
@@ -64,6 +64,9 @@ pub fn start() -> std::io::Result<()> {
     let instance = process::instance();
     let mut child = Command::new(std::env::current_exe()?)
         .args(["__watchdog", &instance])
+        // It needs nothing of ralph's environment, and carries none of its
+        // secrets or its children's markers.
+        .env_clear()
         .current_dir("/")
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
