@@ -217,6 +217,26 @@ fn outside_a_git_repository_is_a_clear_error() {
 }
 
 #[test]
+fn init_outside_a_git_repository_is_the_same_error_and_writes_nothing() {
+    let (tmp, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let out = std::process::Command::new(RALPH)
+        .current_dir(tmp.path())
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .arg("init")
+        .output()
+        .unwrap();
+    let r = to_run(out);
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
+    assert!(
+        r.stderr.contains("not inside a git repository") && r.stderr.contains("git init"),
+        "{r:?}"
+    );
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "init wrote files: {r:?}");
+}
+
+#[test]
 fn a_missing_agent_binary_is_named() {
     let p = Project::with_prd(THREE_STORIES);
     let r = p.run(&["--agent-cmd", "no-such-agent-binary --flag"]);
