@@ -194,6 +194,9 @@ pub(crate) struct SettingArgs {
     /// Start with a closed circuit breaker, whatever state it was left in
     #[arg(long, alias = "auto-reset-circuit")]
     pub(crate) auto_reset: bool,
+    /// Start a new run even over uncommitted changes to tracked files
+    #[arg(long)]
+    pub(crate) allow_dirty: bool,
 }
 
 /// The agents `--fallback-tool` may name: every tool but custom (the custom

@@ -479,6 +479,7 @@ impl Layers {
                 context: self.list("run.context"),
                 require_handoff: self.bool("run.require_handoff"),
                 commit_leftovers: self.bool("run.commit_leftovers"),
+                allow_dirty: self.bool("run.allow_dirty"),
             },
             gate: GateConfig {
                 command: self.gate_command("gate.command"),
@@ -642,6 +643,8 @@ pub(crate) struct RunConfig {
     pub(crate) context: Vec<String>,
     pub(crate) require_handoff: bool,
     pub(crate) commit_leftovers: bool,
+    /// A new run may start with tracked files changed (`--allow-dirty`).
+    pub(crate) allow_dirty: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -82,6 +82,7 @@ fn value(g: &Global, s: &SettingArgs, flag: &str) -> Option<Value> {
         "--no-wait" => given(s.no_wait, false),
         "--max-wait" => text(&s.max_wait),
         "--auto-reset" => given(s.auto_reset, true),
+        "--allow-dirty" => given(s.allow_dirty, true),
         "--color" => g.color.map(|c| Value::String(c.name().into())),
         "--progress" => g.progress.map(|p| Value::String(p.name().into())),
         _ => unreachable!("config::KEYS names {flag}, which commands::flags::value does not read"),

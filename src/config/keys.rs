@@ -176,6 +176,13 @@ pub(crate) const KEYS: &[Key] = &[
         "When a story passes with the agent's work uncommitted, ralph commits it (as feat: <ID> - <title>); false: the story does not count until the agent commits."
     ),
     key!(
+        "run.allow_dirty",
+        Bool,
+        "false",
+        flag "--allow-dirty",
+        "Start a new run on a work tree with uncommitted changes to tracked files (ralph's own prd.json, progress.txt and .ralph/ aside). Off: ralph refuses (exit 2), so the agent's commits never sweep up a person's edit."
+    ),
+    key!(
         "run.prompt",
         Str,
         "\"\"",

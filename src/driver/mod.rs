@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! setup.rs      lock → checkpoint (resume?) → prd → branch / archive → breaker → crash recovery
+//! dirty.rs      a new run refuses a person's uncommitted edits (--allow-dirty)
 //! resume.rs     a run that did not end: its N, an iteration ralph's end cut off, the notice
 //! mod.rs        the loop below
 //! iteration.rs  one iteration: prompt → agent → prd.json, git, gate, handoff → Facts
@@ -18,6 +19,7 @@
 //! ```
 
 mod context;
+mod dirty;
 mod dry_run;
 mod hooks;
 mod iteration;

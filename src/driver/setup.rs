@@ -78,6 +78,10 @@ pub(super) fn start<'a>(
         still_running(owner, paths)?;
     }
     let resume = unfinished.clone().filter(|_| !opts.fresh);
+    // A worker's worktree is ralph's; a resumed run's changes are its own.
+    if resume.is_none() && opts.worker.is_none() && !cfg.run.allow_dirty {
+        super::dirty::refuse_a_dirty_tree(paths)?;
+    }
     let crashed_mid_iteration =
         unfinished.as_ref().is_some_and(|s| matches!(s.phase, Phase::Agent | Phase::Gate));
     let prd = load_prd(paths, crashed_mid_iteration, reporter)?;

@@ -190,12 +190,39 @@ fn switching_branches_over_uncommitted_changes_is_refused() {
     p.git(&["checkout", "-q", "main"]);
     p.write("README.md", "uncommitted\n");
     p.script("[run *]\nimplement\n");
-    let r = p.run(&["1"]);
+    // Even a run allowed to start on a dirty tree does not switch over it.
+    let r = p.run(&["1", "--allow-dirty"]);
     assert_eq!(r.code, code(exit::USAGE), "{r:?}");
     assert!(r.stderr.contains("uncommitted changes in README.md"), "{r:?}");
     assert!(r.stderr.contains("hint:"), "{r:?}");
     assert_eq!(p.read("README.md"), "uncommitted\n");
     assert!(p.agent_runs().is_empty());
+}
+
+#[test]
+fn a_persons_uncommitted_edit_refuses_a_new_run() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.write("README.md", "my edit, not the agent's\n");
+    // ralph's own files may be changed, and untracked files do not count.
+    p.write("prd.json", &THREE_STORIES.replace("test project", "the test project"));
+    p.write("notes.txt", "untracked\n");
+    p.script("[run *]\nimplement\n");
+    let r = p.run(&["3"]);
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
+    assert!(
+        r.stderr.contains("uncommitted changes to tracked files: README.md; the agent's commits"),
+        "{r:?}"
+    );
+    assert!(r.stderr.contains("`git stash`") && r.stderr.contains("--allow-dirty"), "{r:?}");
+    assert!(p.agent_runs().is_empty(), "{r:?}");
+    assert!(!p.path(".git/ralph/state.json").exists(), "a run was started: {r:?}");
+    // Stashed, the run goes, and the edit comes back in none of its commits.
+    p.git(&["stash", "push", "-q", "README.md"]);
+    let r = p.run(&["3"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    p.git(&["stash", "pop", "-q"]);
+    assert_eq!(p.read("README.md"), "my edit, not the agent's\n");
+    assert!(p.git(&["log", "--format=%H", "--", "README.md"]).lines().count() == 1);
 }
 
 #[test]
@@ -425,7 +452,8 @@ fn ralphs_own_commits_take_the_agents_leftovers_and_leave_the_users_staging_alon
     p.git(&["add", "user.c"]);
     // The agent does the story's work, stages part of it, and commits nothing.
     p.script("[run *]\nwrite src/us-001.txt done\nwrite wip.c wip\nstage wip.c\n");
-    let r = p.run(&["1", "--gate", "test -f src/us-001.txt"]);
+    // A staged file is an uncommitted change: the person lets the run start over it.
+    let r = p.run(&["1", "--gate", "test -f src/us-001.txt", "--allow-dirty"]);
     assert!(p.passes("US-001"), "{r:?}");
     let files = p.git(&["show", "--name-only", "--format=", "HEAD"]);
     let files: Vec<&str> = files.split_whitespace().collect();
