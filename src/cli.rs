@@ -146,7 +146,7 @@ pub(crate) struct SettingArgs {
     pub(crate) fallback_tool: Vec<String>,
     /// Any other agent command (split like a shell splits words, never run by one);
     /// {prompt} / {prompt_file} put the prompt in argv / a file, else it goes to stdin
-    #[arg(long, value_name = "COMMAND", value_parser = command)]
+    #[arg(long, value_name = "COMMAND", value_parser = agent_command)]
     pub(crate) agent_cmd: Option<String>,
     /// Model for the agent CLI (passed as --model)
     #[arg(long, value_name = "MODEL")]
@@ -210,6 +210,10 @@ fn duration(s: &str) -> Result<String, String> {
 
 fn command(s: &str) -> Result<String, String> {
     crate::agent::words::split(s).map(|_| s.to_string())
+}
+
+fn agent_command(s: &str) -> Result<String, String> {
+    crate::agent::words::agent_command(s).map(|_| s.to_string())
 }
 
 fn usd(s: &str) -> Result<f64, String> {

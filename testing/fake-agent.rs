@@ -22,7 +22,8 @@
 //! Commands: `implement` (the happy path: file, passes, progress, handoff,
 //! commit), `write PATH TEXT`, `append PATH TEXT`, `mark-pass [ID]`,
 //! `commit MESSAGE` ({id} and {title} are replaced), `progress TEXT`,
-//! `handoff JSON`, `print TEXT`, `stderr TEXT`, `output BYTES`, `binary`,
+//! `handoff JSON`, `print TEXT`, `print-env NAME` (`NAME=its value`), `stderr TEXT`,
+//! `output BYTES`, `binary`,
 //! `echo-prompt`, `status STATUS EXIT_SIGNAL`, `promise`, `sleep SECS`,
 //! `ignore-sigterm`, `spawn setsid|group|stubborn-setsid|stubborn-group SECS`
 //! (stubborn: it ignores SIGTERM), `close-stdout`,
@@ -332,6 +333,10 @@ fn run(cmd: &str, rest: &str, task: &Task, prompt: &str, dir: &Path) -> Result<(
         "handoff" => fs::write(task.handoff.as_deref().ok_or("no handoff path")?, rest)
             .map_err(|e| e.to_string())?,
         "print" => println!("{rest}"),
+        "print-env" => {
+            let name = rest.trim();
+            println!("{name}={}", std::env::var(name).unwrap_or_else(|_| "(unset)".into()));
+        }
         "stderr" => eprintln!("{rest}"),
         "die" => {
             let signal: i32 = rest.trim().parse().map_err(|_| "die SIGNAL (a number)")?;

@@ -157,7 +157,7 @@ mod tests {
                 Kind::Duration => Some("7m"),
                 Kind::Int | Kind::Float => Some("7"),
                 Kind::Str | Kind::List => Some("x"),
-                Kind::Command => Some("my-agent --fast"),
+                Kind::Command | Kind::AgentCommand => Some("my-agent --fast"),
                 Kind::Tool | Kind::Tools | Kind::Format => Some("codex"),
                 Kind::Color => Some("never"),
                 Kind::Progress => Some("plain"),
@@ -195,7 +195,7 @@ mod tests {
         apply(&mut layers, &cli.global, &cli.run.settings).unwrap();
         let c = layers.resolve();
         assert_eq!(c.agent.tool, crate::agent::Tool::Codex);
-        assert_eq!(c.agent.command, ["my-codex"]);
+        assert_eq!(c.agent.command.argv, ["my-codex"]);
     }
 
     #[test]

@@ -281,10 +281,45 @@ fn the_agent_command_is_never_run_by_a_shell() {
     p.script("[run *]\nprint ok\n");
     let marker = p.tmp.path().join("pwned");
     let cmd = format!("{FAKE_AGENT} $(touch {0}) ';' touch {0}", marker.display());
+    // Refused with the reason, rather than run with `$(touch` as an argument.
+    let r = p.run(&["1", "--agent-cmd", &cmd]);
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
+    assert!(r.stderr.contains("has shell syntax (expansion)"), "{r:?}");
+    assert!(!marker.exists(), "a shell ran the command");
+    assert!(p.agent_runs().is_empty(), "{r:?}");
+    // Quoted, the same words are plain arguments.
+    let cmd = format!("{FAKE_AGENT} '$(touch {0})' ';' touch {0}", marker.display());
     p.run(&["1", "--agent-cmd", &cmd]);
     assert!(!marker.exists(), "a shell ran the command");
     let log = std::fs::read_to_string(p.agent_dir().join("runs.log")).unwrap();
     assert!(log.contains("args=$(touch"), "{log}");
+}
+
+#[test]
+fn an_agent_commands_variables_are_its_environment_and_a_pipeline_is_explained() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run *]\nprint-env FOO\nprint-env BAR\n");
+    let cmd = format!("FOO=1 BAR='two words' {FAKE_AGENT} --fast");
+    let r = p.run(&["1", "--agent-cmd", &cmd]);
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
+    assert!(r.stdout.contains("FOO=1") && r.stdout.contains("BAR=two words"), "{r:?}");
+    let log = std::fs::read_to_string(p.agent_dir().join("runs.log")).unwrap();
+    assert!(log.contains("args=--fast\n"), "{log}");
+    // A pipeline, from the command line or the config: refused, saying why
+    // the gate may have one and the agent may not.
+    let piped = format!("{FAKE_AGENT} | tee agent.out");
+    let r = p.run(&["1", "--agent-cmd", &piped]);
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
+    assert!(
+        r.stderr.contains("has shell syntax (|)") && r.stderr.contains("unlike a gate"),
+        "{r:?}"
+    );
+    p.write(".ralph/config.toml", &format!("[agent]\ntool = \"custom\"\ncommand = {piped:?}\n"));
+    let r = to_run(p.ralph().env_remove("RALPH_AGENT_COMMAND").arg("1").output().unwrap());
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
+    assert!(r.stderr.contains("has shell syntax (|)"), "{r:?}");
+    assert!(!p.path("agent.out").exists());
+    assert_eq!(p.agent_runs().len(), 1, "{r:?}");
 }
 
 #[test]
