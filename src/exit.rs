@@ -7,7 +7,8 @@
 pub const COMPLETE: u8 = 0;
 /// The iteration limit was reached with stories still unfinished.
 pub const MAX_ITERATIONS: u8 = 1;
-/// Bad flags, a bad prd.json, a bad config file: nothing was run.
+/// Bad flags, a bad prd.json, a bad config file, no git repository, a
+/// person's uncommitted changes: nothing was run.
 pub const USAGE: u8 = 2;
 /// The circuit breaker is open: the loop stopped making progress.
 pub const CIRCUIT_OPEN: u8 = 3;
@@ -36,7 +37,7 @@ pub const TERMINATED: u8 = 143;
 pub const TABLE: &[(u8, &str)] = &[
     (COMPLETE, "every story passes (verified by the gate when one is configured)"),
     (MAX_ITERATIONS, "iteration limit reached, stories remain"),
-    (USAGE, "usage or configuration error (flags, prd.json, config)"),
+    (USAGE, "usage error: flags, prd.json, config, no git repository, uncommitted changes"),
     (CIRCUIT_OPEN, "circuit breaker open: no progress"),
     (RATE_LIMITED, "rate or usage limit and not waiting (--no-wait or past --max-wait)"),
     (BLOCKED, "the agent reported BLOCKED"),
