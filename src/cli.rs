@@ -146,7 +146,7 @@ pub(crate) struct SettingArgs {
     pub(crate) fallback_tool: Vec<String>,
     /// Any other agent command (split like a shell splits words, never run by one);
     /// {prompt} / {prompt_file} put the prompt in argv / a file, else it goes to stdin
-    #[arg(long, value_name = "COMMAND", value_parser = command)]
+    #[arg(long, value_name = "COMMAND", value_parser = agent_command)]
     pub(crate) agent_cmd: Option<String>,
     /// Model for the agent CLI (passed as --model)
     #[arg(long, value_name = "MODEL")]
@@ -194,6 +194,9 @@ pub(crate) struct SettingArgs {
     /// Start with a closed circuit breaker, whatever state it was left in
     #[arg(long, alias = "auto-reset-circuit")]
     pub(crate) auto_reset: bool,
+    /// Start a new run even over uncommitted changes to tracked files
+    #[arg(long)]
+    pub(crate) allow_dirty: bool,
 }
 
 /// The agents `--fallback-tool` may name: every tool but custom (the custom
@@ -207,6 +210,10 @@ fn duration(s: &str) -> Result<String, String> {
 
 fn command(s: &str) -> Result<String, String> {
     crate::agent::words::split(s).map(|_| s.to_string())
+}
+
+fn agent_command(s: &str) -> Result<String, String> {
+    crate::agent::words::agent_command(s).map(|_| s.to_string())
 }
 
 fn usd(s: &str) -> Result<f64, String> {
@@ -340,6 +347,12 @@ branch after the gate passed on the merged tree, and go on until no story is lef
     /// One turn of one story of a parallel run, in its worktree (started by ralph)
     #[command(name = "__worker", hide = true)]
     Worker(WorkerArgs),
+    /// Ends what a run's children left running once that run is gone (started by ralph)
+    #[command(name = "__watchdog", hide = true)]
+    Watchdog {
+        /// The ralph process it watches (`<pid>.<start time>`)
+        instance: String,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -437,6 +437,15 @@ impl Layers {
         }
     }
 
+    /// The agent's command and the environment its text gives it
+    /// ([`crate::agent::words::agent_command`]).
+    fn agent_command(&self, key: &str) -> crate::agent::words::AgentCommand {
+        match self.get(key) {
+            toml::Value::String(s) => crate::agent::words::agent_command(s).unwrap_or_default(),
+            _ => crate::agent::words::AgentCommand { env: Vec::new(), argv: self.list(key) },
+        }
+    }
+
     fn command(&self, key: &str) -> Vec<String> {
         match self.get(key) {
             toml::Value::String(s) => crate::agent::words::split(s).unwrap_or_default(),
@@ -461,7 +470,7 @@ impl Layers {
             agent: AgentConfig {
                 tool,
                 fallback: self.list("agent.fallback").iter().filter_map(|t| tool_from(t)).collect(),
-                command: self.command("agent.command"),
+                command: self.agent_command("agent.command"),
                 format: format_from(&self.str("agent.format")).unwrap_or(Format::Text),
                 model: self.opt_str("agent.model"),
                 args: self.list("agent.args"),
@@ -479,6 +488,7 @@ impl Layers {
                 context: self.list("run.context"),
                 require_handoff: self.bool("run.require_handoff"),
                 commit_leftovers: self.bool("run.commit_leftovers"),
+                allow_dirty: self.bool("run.allow_dirty"),
             },
             gate: GateConfig {
                 command: self.gate_command("gate.command"),
@@ -632,7 +642,9 @@ pub(crate) struct AgentConfig {
     pub(crate) tool: Tool,
     /// Agents to go on with when `tool` meets a long usage limit, in order.
     pub(crate) fallback: Vec<Tool>,
-    pub(crate) command: Vec<String>,
+    /// `agent.command`: the program and its arguments, and the environment
+    /// its leading `NAME=value` words give the agent.
+    pub(crate) command: crate::agent::words::AgentCommand,
     pub(crate) format: Format,
     pub(crate) model: Option<String>,
     pub(crate) args: Vec<String>,
@@ -654,6 +666,8 @@ pub(crate) struct RunConfig {
     pub(crate) context: Vec<String>,
     pub(crate) require_handoff: bool,
     pub(crate) commit_leftovers: bool,
+    /// A new run may start with tracked files changed (`--allow-dirty`).
+    pub(crate) allow_dirty: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -19,8 +19,8 @@ pub enum Error {
     Config(crate::config::ConfigError),
     /// Not a git repository, or git refuses what the run needs.
     Git(crate::git::GitError),
-    /// Another ralph holds the directory lock.
-    Locked { pid: Option<u32>, lock: std::path::PathBuf },
+    /// Another ralph holds the work tree's lock (whatever its PRD).
+    Locked { holder: crate::store::Holder, lock: std::path::PathBuf },
     /// The agent or the gate cannot run, authentication failed, the disk is full.
     Environment { message: String, hint: Option<String> },
 }
@@ -38,9 +38,13 @@ impl Error {
         match self {
             Error::Git(e) => e.hint.clone(),
             Error::Environment { hint, .. } => hint.clone(),
-            Error::Locked { pid, lock } => Some(format!(
-                "wait for it to finish{}, or run ralph in another directory (lock: {})",
-                pid.map(|p| format!(" (`ralph status` shows its progress; pid {p})"))
+            Error::Locked { holder, lock } => Some(format!(
+                "wait for it to finish{}, or give the other work its own work tree \
+                 (`git worktree add`); one run at a time per work tree, whatever its PRD, as \
+                 runs would switch branches under each other (lock: {})",
+                holder
+                    .pid
+                    .map(|p| format!(" (`ralph status` shows its progress; pid {p})"))
                     .unwrap_or_default(),
                 lock.display()
             )),
@@ -75,11 +79,14 @@ impl fmt::Display for Error {
             Error::Prd(e) => write!(f, "{e}"),
             Error::Config(e) => write!(f, "{e}"),
             Error::Git(e) => write!(f, "{e}"),
-            Error::Locked { pid: Some(pid), .. } => {
-                write!(f, "another ralph (pid {pid}) is already running in this directory")
-            }
-            Error::Locked { pid: None, .. } => {
-                f.write_str("another ralph is already running in this directory")
+            Error::Locked { holder, .. } => {
+                let who = match (holder.pid, &holder.prd) {
+                    (Some(pid), Some(prd)) => format!(" (pid {pid}, on {})", prd.display()),
+                    (Some(pid), None) => format!(" (pid {pid})"),
+                    (None, Some(prd)) => format!(" (on {})", prd.display()),
+                    (None, None) => String::new(),
+                };
+                write!(f, "another ralph{who} is already running in this work tree")
             }
             Error::Environment { message, .. } => f.write_str(message),
         }

@@ -169,6 +169,19 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+/// Edits of prd.json an agent made that ralph set back (a story added or
+/// renamed, a priority, a `verify`): the agent's proposal, for the person.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrdProposal {
+    pub iteration: u32,
+    /// The story the iteration worked on.
+    pub story_id: String,
+    /// What it changed: `a new story (X)`, `US-002's "title"`.
+    pub changes: Vec<String>,
+    /// The agent's prd.json, kept in the run's log folder.
+    pub file: String,
+}
+
 /// An agent switch, for the final report: as the `agent_switch` event said it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SwitchReport {
@@ -359,6 +372,9 @@ pub enum Event {
         /// Every change of agent in the run, and why.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         switches: Vec<SwitchReport>,
+        /// Edits of prd.json the agents made and ralph set back: theirs to propose, the person's to make.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        prd_proposals: Vec<PrdProposal>,
     },
 }
 
@@ -532,6 +548,7 @@ mod tests {
                     reason: crate::agent::fallback::SwitchReason::UsageLimit,
                     until: Some(now),
                 }],
+                prd_proposals: vec![],
             },
         ]
     }

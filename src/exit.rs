@@ -7,7 +7,8 @@
 pub const COMPLETE: u8 = 0;
 /// The iteration limit was reached with stories still unfinished.
 pub const MAX_ITERATIONS: u8 = 1;
-/// Bad flags, a bad prd.json, a bad config file: nothing was run.
+/// Bad flags, a bad prd.json, a bad config file, no git repository, a
+/// person's uncommitted changes: nothing was run.
 pub const USAGE: u8 = 2;
 /// The circuit breaker is open: the loop stopped making progress.
 pub const CIRCUIT_OPEN: u8 = 3;
@@ -20,7 +21,7 @@ pub const BUDGET: u8 = 6;
 /// The environment is broken: the agent or gate cannot run, authentication
 /// failed, the disk is full. Not the agent's fault, not a lack of progress.
 pub const ENVIRONMENT: u8 = 7;
-/// Another ralph holds this directory's lock.
+/// Another ralph holds this work tree (one run per work tree, whatever its PRD).
 pub const LOCKED: u8 = 8;
 /// Every story is marked passing but the gate fails: there is no story
 /// left to work on, and the project is not done. A person must look.
@@ -36,13 +37,13 @@ pub const TERMINATED: u8 = 143;
 pub const TABLE: &[(u8, &str)] = &[
     (COMPLETE, "every story passes (verified by the gate when one is configured)"),
     (MAX_ITERATIONS, "iteration limit reached, stories remain"),
-    (USAGE, "usage or configuration error (flags, prd.json, config)"),
+    (USAGE, "usage error: flags, prd.json, config, no git repository, uncommitted changes"),
     (CIRCUIT_OPEN, "circuit breaker open: no progress"),
     (RATE_LIMITED, "rate or usage limit and not waiting (--no-wait or past --max-wait)"),
     (BLOCKED, "the agent reported BLOCKED"),
     (BUDGET, "budget spent (--max-duration, --max-cost, --max-tokens)"),
     (ENVIRONMENT, "environment error: agent or gate cannot run, auth failure, disk"),
-    (LOCKED, "another ralph holds this directory"),
+    (LOCKED, "another ralph holds this work tree (whatever its PRD)"),
     (GATE_DISAGREES, "every story is marked passing but the gate fails"),
     (HANGUP, "interrupted by SIGHUP"),
     (INTERRUPTED, "interrupted by SIGINT"),

@@ -488,8 +488,8 @@ impl Repo {
         Ok(())
     }
 
-    /// Tracked files with staged or unstaged changes.
-    fn tracked_changes(&self) -> Result<Vec<String>, GitError> {
+    /// Tracked files with staged or unstaged changes (paths relative to the work tree).
+    pub fn tracked_changes(&self) -> Result<Vec<String>, GitError> {
         let mut opts = StatusOptions::new();
         opts.include_untracked(false).include_ignored(false).exclude_submodules(true);
         let statuses =

@@ -36,6 +36,7 @@ mod state;
 mod store;
 mod text;
 mod ui;
+mod watchdog;
 
 /// Parses the command line, runs the command, prints a fatal error once
 /// (with its hint) and returns the exit code.

@@ -139,6 +139,15 @@ impl Limits {
         self.calls.push(now);
     }
 
+    /// Takes back the call recorded at `at` (one, if several share the
+    /// instant): an agent ralph's own death cut off was not one of the run's
+    /// calls. Returns whether there was one.
+    pub fn forget_call(&mut self, at: DateTime<Utc>) -> bool {
+        let Some(i) = self.calls.iter().position(|&c| c == at) else { return false };
+        self.calls.remove(i);
+        true
+    }
+
     /// Calls started in the 60 minutes up to `now`.
     pub fn calls_in_window(&self, now: DateTime<Utc>) -> usize {
         self.live_calls(now).count()

@@ -216,45 +216,6 @@ impl Prd {
         crate::store::write_atomic(path, self.to_json().as_bytes())
     }
 
-    /// Sets back what an agent may not change, compared with `before` (the
-    /// PRD at the start of its iteration on story `own`): another story's
-    /// `passes`, any story's `verify`, a new story marked passing. Only its
-    /// own story's `passes` is the agent's to change, and only ralph's gate
-    /// makes that stick.
-    pub fn set_back_tampering(&mut self, before: &Prd, own: &str) -> Tampering {
-        let mut t = Tampering::default();
-        for s in self.stories.clone() {
-            match before.story(&s.id) {
-                Some(b) => {
-                    if s.id != own && s.passes != b.passes {
-                        if s.passes {
-                            t.claimed.push(s.id.clone());
-                        }
-                        self.set_passes(&s.id, b.passes);
-                        t.findings.push(format!("{}'s \"passes\"", s.id));
-                    }
-                    if s.verify != b.verify {
-                        self.set_verify(&s.id, b.verify.as_deref());
-                        t.findings.push(format!("{}'s \"verify\"", s.id));
-                    }
-                }
-                None => {
-                    if s.passes {
-                        self.set_passes(&s.id, false);
-                        t.findings.push(format!("the new story {}'s \"passes\"", s.id));
-                    }
-                    // A gate is the user's command: one an agent wrote
-                    // into a story of its own would run as ralph's.
-                    if s.verify.is_some() {
-                        self.set_verify(&s.id, None);
-                        t.findings.push(format!("the new story {}'s \"verify\"", s.id));
-                    }
-                }
-            }
-        }
-        t
-    }
-
     /// Sets every story's `passes` and `verify` back to what `before` says,
     /// except the stories in `keep`; a story `before` does not have is set
     /// unfinished. Returns the ids whose `passes` changed.
@@ -376,15 +337,6 @@ fn with_numbers(text: &str, numbers: &[String]) -> String {
     }
     out.push_str(&text[at..]);
     out
-}
-
-/// What [`Prd::set_back_tampering`] set back.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Tampering {
-    /// What was changed, for people: `US-002's "passes"`.
-    pub findings: Vec<String>,
-    /// Other stories the agent marked passing.
-    pub claimed: Vec<String>,
 }
 
 /// The selection rule, shared by [`Prd`] and [`View`].
@@ -762,6 +714,10 @@ fn strip_position(message: &str) -> String {
         None => message.to_string(),
     }
 }
+
+mod tampering;
+
+pub use tampering::Tampering;
 
 #[cfg(test)]
 mod tests;

@@ -172,8 +172,8 @@ pub fn reap(procs: &[Proc], me: i32) {
 
 /// Makes the kernel SIGKILL the child `cmd` starts when ralph dies: if
 /// ralph is killed with SIGKILL it can stop nothing itself. (Grandchildren
-/// do not inherit this; the next ralph ends the dead run's process group
-/// when it resumes.) Linux only.
+/// do not inherit this: ralph's watchdog ends them, see `crate::watchdog`.)
+/// Linux only.
 pub fn die_with_parent(cmd: &mut Command) {
     signal_on_parent_death(cmd, libc::SIGKILL);
 }
@@ -218,6 +218,18 @@ pub fn pipe_capacity(pipe: &impl AsRawFd) -> usize {
     {
         let _ = pipe.as_raw_fd();
         0
+    }
+}
+
+/// Makes writes to `fd` fail with `WouldBlock` instead of waiting when its
+/// pipe is full.
+pub fn set_nonblocking(fd: &impl AsRawFd) {
+    // SAFETY: F_GETFL / F_SETFL on a descriptor the caller holds; no memory is involved.
+    unsafe {
+        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
     }
 }
 
@@ -280,21 +292,59 @@ pub fn belongs_to_run(environ: &[u8], cwd: Option<&Path>, run_id: &str, project:
 /// `project` ([`belongs_to_run`]): what a dead run's agents started in
 /// sessions of their own.
 pub fn processes_of_run(run_id: &str, project: &Path) -> Vec<i32> {
+    others_where(|pid, environ| {
+        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok();
+        belongs_to_run(environ, cwd.as_deref(), run_id, project)
+    })
+}
+
+/// Every process (other than this one) whose environment has `name=value`.
+pub fn processes_with_env(name: &str, value: &str) -> Vec<i32> {
+    let var = format!("{name}={value}");
+    others_where(|_, environ| environ.split(|&b| b == 0).any(|v| v == var.as_bytes()))
+}
+
+/// The processes other than this one whose environment (and pid) pass `keep`.
+fn others_where(keep: impl Fn(u32, &[u8]) -> bool) -> Vec<i32> {
     let me = std::process::id();
     let Ok(procs) = std::fs::read_dir("/proc") else { return Vec::new() };
     procs
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|&pid| pid != me)
-        .filter(|pid| {
-            let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
-                return false;
-            };
-            let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok();
-            belongs_to_run(&environ, cwd.as_deref(), run_id, project)
+        .filter(|&pid| {
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| keep(pid, &env))
         })
         .filter_map(|pid| i32::try_from(pid).ok())
         .collect()
+}
+
+/// This process, as no other process on this machine since its boot can
+/// be: `<pid>.<start time>` (a pid alone may be reused). What the
+/// checkpoint names its run's process by, and what the watchdog finds the
+/// processes it must end by.
+pub fn instance() -> String {
+    let pid = std::process::id();
+    format!("{pid}.{}", start_time(pid).unwrap_or(0))
+}
+
+/// Whether the process an [`instance`] names still runs.
+pub fn instance_running(instance: &str) -> bool {
+    let Some((pid, start)) = instance.split_once('.') else { return false };
+    let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else { return false };
+    running(pid as i32) && start_time(pid) == Some(start)
+}
+
+/// When a process started, in clock ticks after boot (`/proc/<pid>/stat`, field 22).
+fn start_time(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_start_time(&text)
+}
+
+fn parse_start_time(text: &str) -> Option<u64> {
+    // After `pid (comm) `, the state is field 3: the start time is 19 further on.
+    let rest = text.get(text.rfind(')')? + 2..)?;
+    rest.split_ascii_whitespace().nth(19)?.parse().ok()
 }
 
 /// Whether a process exists and is not a zombie.
@@ -313,6 +363,34 @@ pub fn holder_of(path: &Path) -> Option<u32> {
             && std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
                 fds.flatten().any(|fd| std::fs::read_link(fd.path()).is_ok_and(|p| p == target))
             })
+    })
+}
+
+/// The process that holds a `flock` on `path`, as the kernel tells it in
+/// `/proc/locks` (what names a run whose lock file an agent deleted).
+pub fn flock_holder(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    let text = std::fs::read_to_string("/proc/locks").ok()?;
+    let dev = meta.dev();
+    // glibc's gnu_dev_major / gnu_dev_minor.
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    flock_holder_in(&text, (major, minor, meta.ino()))
+}
+
+/// The holder of a granted `flock` on the file `(major, minor, inode)` in
+/// `/proc/locks` text: `1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF`
+/// (device numbers in hex; a waiting request has `->` after the number).
+fn flock_holder_in(text: &str, file: (u64, u64, u64)) -> Option<u32> {
+    text.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [_, kind, _, _, pid, id, ..] = fields.as_slice() else { return None };
+        let mut parts = id.split(':');
+        let major = u64::from_str_radix(parts.next()?, 16).ok()?;
+        let minor = u64::from_str_radix(parts.next()?, 16).ok()?;
+        let inode = parts.next()?.parse::<u64>().ok()?;
+        (*kind == "FLOCK" && (major, minor, inode) == file).then(|| pid.parse().ok()).flatten()
     })
 }
 
@@ -358,6 +436,39 @@ mod tests {
         assert!(!group_alive(pid));
         // Reaped already: std's wait finds no child.
         assert!(child.try_wait().is_err());
+    }
+
+    #[test]
+    fn start_times_and_instances() {
+        let stat = "42 (a) b) S 1 42 42 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 987654 1000 50";
+        assert_eq!(parse_start_time(stat), Some(987654));
+        assert_eq!(parse_start_time("42 (short) S 1 2"), None);
+        let me = instance();
+        assert!(me.starts_with(&format!("{}.", std::process::id())) && !me.ends_with(".0"));
+        assert!(instance_running(&me));
+        let (pid, start) = me.split_once('.').unwrap();
+        let reused = format!("{pid}.{}", start.parse::<u64>().unwrap() + 1);
+        for gone in [reused.as_str(), "99999999.1", "garbage", ""] {
+            assert!(!instance_running(gone), "{gone}");
+        }
+    }
+
+    #[test]
+    fn flock_holders_are_read_from_proc_locks() {
+        let text = "1: POSIX  ADVISORY  WRITE 11 fd:01:77 0 EOF\n\
+                    2: FLOCK  ADVISORY  WRITE 22 fd:01:77 0 EOF\n\
+                    2: -> FLOCK  ADVISORY  WRITE 33 fd:01:77 0 EOF\n\
+                    3: FLOCK  ADVISORY  READ 44 00:2d:9 0 EOF\n\
+                    4: OFDLCK ADVISORY  READ -1 00:06:9 0 EOF\n";
+        let cases = [
+            ((0xfd, 1, 77), Some(22)),
+            ((0, 0x2d, 9), Some(44)),
+            ((0, 6, 9), None),
+            ((0xfd, 1, 78), None),
+        ];
+        for (file, want) in cases {
+            assert_eq!(flock_holder_in(text, file), want, "{file:?}");
+        }
     }
 
     #[test]

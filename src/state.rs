@@ -104,6 +104,17 @@ pub struct RunState {
     /// agent came back), for the report.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub switches: Vec<crate::event::SwitchReport>,
+    /// Edits of prd.json the agents made and ralph set back, for the report.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prd_proposals: Vec<crate::event::PrdProposal>,
+    /// When the running iteration's agent call was recorded for the
+    /// calls-per-hour limit: taken back if ralph's own end cuts the agent off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_at: Option<DateTime<Utc>>,
+    /// The ralph process working the run (`process::instance`): a run whose
+    /// process still lives is never resumed as an interrupted one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// One story's share of a run, for the final report.
@@ -168,6 +179,9 @@ impl RunState {
             last_failure: None,
             stories: Default::default(),
             switches: Vec::new(),
+            prd_proposals: Vec::new(),
+            call_at: None,
+            owner: None,
         }
     }
 

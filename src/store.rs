@@ -61,6 +61,11 @@ const MOVED: &[&str] = &[
 pub struct Store {
     root: PathBuf,
     work: PathBuf,
+    /// The work tree's git directory (or, outside one, `.ralph/`): what its
+    /// lock locks, one run per work tree whatever the PRD.
+    tree: PathBuf,
+    /// The lock file naming who holds the work tree: `.git/ralph/lock`.
+    lock_file: PathBuf,
     /// Where `rules.json` and its lock are: the project's rules, shared by
     /// its linked worktrees (a parallel run's workers), which keep the rest
     /// of their state apart.
@@ -72,19 +77,20 @@ impl Store {
     /// repository (and for tests).
     pub fn new(project_dir: &Path) -> Store {
         let dir = project_dir.join(".ralph");
-        Store { root: dir.clone(), shared: dir.clone(), work: dir }
+        let lock_file = dir.join("lock");
+        Store { root: dir.clone(), shared: dir.clone(), tree: dir.clone(), work: dir, lock_file }
     }
 
     /// The store of the PRD at `prd` in `project`: state in the git
     /// directory of the repository holding the project, under a name that
     /// depends on where the PRD is (two ralphs on one prd.json, started
-    /// from different folders, share a store and its lock), and the work
-    /// tree's `.ralph/` in the project. Outside a repository, both are the
-    /// project's `.ralph/`.
+    /// from different folders, share a store), and the work tree's
+    /// `.ralph/` in the project. The lock is the work tree's, whatever the
+    /// PRD. Outside a repository, all of it is the project's `.ralph/`.
     pub fn for_project(project: &Path, prd: &Path) -> Store {
         let work = project.join(".ralph");
         let Ok(repo) = git2::Repository::discover(project) else {
-            return Store { root: work.clone(), shared: work.clone(), work };
+            return Store::new(project);
         };
         let workdir = repo.workdir().and_then(|w| w.canonicalize().ok());
         let prd = prd.canonicalize().unwrap_or_else(|_| prd.to_path_buf());
@@ -96,7 +102,8 @@ impl Store {
         };
         let root = repo.path().join("ralph").join(&sub);
         let shared = repo.commondir().join("ralph").join(&sub);
-        Store { root, work, shared }
+        let lock_file = repo.path().join("ralph/lock");
+        Store { root, work, shared, tree: repo.path().to_path_buf(), lock_file }
     }
 
     /// ralph's state folder.
@@ -150,8 +157,23 @@ impl Store {
         Ok(moved)
     }
 
+    /// The work tree's lock file: the same for every PRD in it
+    /// (`.git/ralph/lock`), naming the run that holds the work tree.
     pub fn lock_path(&self) -> PathBuf {
-        self.path("lock")
+        self.lock_file.clone()
+    }
+
+    /// Takes the work tree's lock for a run on `prd` (see [`lock`]).
+    pub fn lock(&self, prd: &Path) -> Result<(Lock, PreviousHolder), LockError> {
+        if let Some(dir) = self.lock_path().parent() {
+            fs::create_dir_all(dir).map_err(LockError::Io)?;
+        }
+        lock::lock(&self.lock_path(), &self.tree, prd)
+    }
+
+    /// Who holds the work tree's lock right now, if anyone.
+    pub fn lock_holder(&self) -> Option<Holder> {
+        lock_holder(&self.lock_path(), &self.tree)
     }
 
     /// The project's settings (the user's, in the work tree).
@@ -441,111 +463,9 @@ pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> io::Result<(Vec<T>, usize
     Ok((values, bad))
 }
 
-/// The directory lock, held for the whole run. Dropping it empties the
-/// file (so the next run does not mistake a clean exit for a crash) and
-/// releases the lock.
-#[derive(Debug)]
-pub struct Lock {
-    file: File,
-    path: PathBuf,
-}
+mod lock;
 
-impl Lock {
-    /// Makes sure the lock file at its path is still the one this run
-    /// holds. An agent may delete or replace it (`rm -rf`, `git clean`),
-    /// which would let a second ralph start: the lock is then taken again
-    /// on the new file — or, if another ralph already holds that one, the
-    /// run must stop (`Busy`).
-    pub fn hold(&mut self) -> Result<(), LockError> {
-        use std::os::unix::fs::MetadataExt;
-        let held = self.file.metadata().map_err(LockError::Io)?;
-        if fs::metadata(&self.path).is_ok_and(|m| m.dev() == held.dev() && m.ino() == held.ino()) {
-            return Ok(());
-        }
-        if let Some(dir) = self.path.parent() {
-            fs::create_dir_all(dir).map_err(LockError::Io)?;
-        }
-        // The old file's lock goes with it when it is replaced here.
-        self.file = acquire(&self.path)?.0;
-        Ok(())
-    }
-}
-
-impl Drop for Lock {
-    fn drop(&mut self) {
-        let _ = self.file.set_len(0);
-    }
-}
-
-/// Why the lock could not be taken.
-#[derive(Debug)]
-pub enum LockError {
-    /// Another process holds it; its pid if the lock file names one.
-    Busy(Option<u32>),
-    Io(io::Error),
-}
-
-/// What taking the lock found about the previous holder.
-#[derive(Debug, PartialEq, Eq)]
-pub enum PreviousHolder {
-    None,
-    /// The file names a pid that no longer runs: that run crashed or was killed.
-    Dead(u32),
-}
-
-/// Takes `.ralph/lock` for this process. The OS releases the lock when the
-/// process dies, however it dies, so a lock left by a crash never blocks;
-/// the pid in the file only tells us that there was one.
-pub fn lock(path: &Path) -> Result<(Lock, PreviousHolder), LockError> {
-    let (file, holder) = acquire(path)?;
-    Ok((Lock { file, path: path.to_path_buf() }, holder))
-}
-
-/// Opens (creating) and locks the lock file, writing this process's pid.
-fn acquire(path: &Path) -> Result<(File, PreviousHolder), LockError> {
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(LockError::Io)?;
-    let mut previous = String::new();
-    let _ = file.read_to_string(&mut previous);
-    let previous_pid = previous.trim().parse::<u32>().ok();
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(fs::TryLockError::WouldBlock) => return Err(LockError::Busy(previous_pid)),
-        Err(fs::TryLockError::Error(e)) => return Err(LockError::Io(e)),
-    }
-    let holder = match previous_pid {
-        Some(pid) if pid != std::process::id() && !crate::process::pid_alive(pid) => {
-            PreviousHolder::Dead(pid)
-        }
-        _ => PreviousHolder::None,
-    };
-    file.set_len(0).map_err(LockError::Io)?;
-    use std::io::Seek;
-    file.seek(io::SeekFrom::Start(0)).map_err(LockError::Io)?;
-    writeln!(file, "{}", std::process::id()).map_err(LockError::Io)?;
-    let _ = file.sync_data();
-    Ok((file, holder))
-}
-
-/// Who holds the lock right now, without taking it (for `ralph status`).
-pub fn lock_holder(path: &Path) -> Option<u32> {
-    let file = OpenOptions::new().read(true).open(path).ok()?;
-    match file.try_lock_shared() {
-        Ok(()) => {
-            let _ = file.unlock();
-            None
-        }
-        Err(_) => {
-            let text = fs::read_to_string(path).ok()?;
-            text.trim().parse().ok()
-        }
-    }
-}
+pub use lock::{Holder, Lock, LockError, PreviousHolder, lock_holder};
 
 #[cfg(test)]
 mod tests;

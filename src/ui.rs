@@ -63,6 +63,19 @@ pub fn decide(f: Facts, color: Color, progress: Progress) -> (Mode, bool) {
     (mode, colour)
 }
 
+/// An agent's edits of prd.json that ralph set back, proposed to the person
+/// (the end of a run, `report.md`).
+pub fn proposal_text(p: &crate::event::PrdProposal) -> String {
+    format!(
+        "proposed for prd.json by the agent in iteration {} ({}), set back for you to decide: {} \
+         — its version: {}",
+        p.iteration,
+        p.story_id,
+        p.changes.join(", "),
+        p.file
+    )
+}
+
 /// "agent claude → codex from iteration 2: claude's usage limit lasts until 19:00:02".
 pub(crate) fn switch_text(
     iteration: u32,
@@ -291,6 +304,7 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
             report,
             best,
             switches,
+            prd_proposals,
             ..
         } => {
             let mut s = format!(
@@ -335,6 +349,10 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
             for sw in switches {
                 s.push_str("\n  ");
                 s.push_str(&switch_text(sw.iteration, &sw.from, &sw.to, sw.reason, sw.until));
+            }
+            for p in prd_proposals {
+                s.push_str("\n  ");
+                s.push_str(&proposal_text(p));
             }
             if let Some(b) = best {
                 s.push_str(&format!(

@@ -28,16 +28,19 @@
 //! `commit MESSAGE` ({id} and {title} are replaced), `progress TEXT`,
 //! `replace-line PATH MATCH NEW` (the first line equal to MATCH; `\n` in NEW
 //! starts a new line),
-//! `handoff JSON`, `print TEXT`, `stderr TEXT`, `output BYTES`, `binary`,
+//! `handoff JSON`, `print TEXT`, `print-env NAME` (`NAME=its value`), `stderr TEXT`,
+//! `output BYTES`, `binary`,
 //! `echo-prompt`, `status STATUS EXIT_SIGNAL`, `promise`, `sleep SECS`,
-//! `ignore-sigterm`, `spawn setsid|group|stubborn-setsid SECS`, `close-stdout`,
+//! `ignore-sigterm`, `spawn setsid|group|stubborn-setsid|stubborn-group SECS`
+//! (stubborn: it ignores SIGTERM), `close-stdout`,
 //! `skip-stdin`, `corrupt-prd invalid|delete|flip`, `cat FILE`,
 //! `usage-limit SECS`, `claude-result TEXT`, `claude-error STATUS TEXT`,
 //! `die SIGNAL` (it sends itself a signal by number: `die 9`, as `kill -9`
 //! from outside would),
 //! `touch-shared NAME` (a file in FAKE_AGENT_DIR), `wait-shared NAME SECS`
 //! (until that file exists: two agents that wait for each other prove
-//! they run at once), `set-all-passing`, `set-verify COMMAND`, `stage PATH`, `exit CODE`,
+//! they run at once), `set-all-passing`, `set-verify COMMAND`, `add-story JSON` (appended to
+//! the PRD), `set-story ID FIELD JSON` (one field of a story), `stage PATH`, `exit CODE`,
 //! `write-story-file` (src/<id>.txt, uncommitted), `run PROGRAM ARGS` (no shell), `fifo handoff|prd` (a FIFO where ralph expects the file),
 //! `claude-tool-error TEXT` (a failed tool call's result, as claude
 //! streams it; `\n` in TEXT is a newline), `term-succeeds` (from now on SIGTERM makes it print a
@@ -443,6 +446,10 @@ fn run(cmd: &str, rest: &str, task: &Task, prompt: &str, dir: &Path) -> Result<(
         "handoff" => fs::write(task.handoff.as_deref().ok_or("no handoff path")?, rest)
             .map_err(|e| e.to_string())?,
         "print" => println!("{rest}"),
+        "print-env" => {
+            let name = rest.trim();
+            println!("{name}={}", std::env::var(name).unwrap_or_else(|_| "(unset)".into()));
+        }
         "stderr" => eprintln!("{rest}"),
         "die" => {
             let signal: i32 = rest.trim().parse().map_err(|_| "die SIGNAL (a number)")?;
@@ -628,6 +635,31 @@ fn run(cmd: &str, rest: &str, task: &Task, prompt: &str, dir: &Path) -> Result<(
                 s["passes"] = serde_json::Value::Bool(true);
             }
         })?,
+        "add-story" => {
+            let story: serde_json::Value =
+                serde_json::from_str(rest).map_err(|e| format!("add-story JSON: {e}"))?;
+            edit_prd(task.prd()?, |v| {
+                if let Some(a) = v["userStories"].as_array_mut() {
+                    a.push(story);
+                }
+            })?
+        }
+        "set-story" => {
+            let mut parts = rest.splitn(3, ' ');
+            let (Some(id), Some(field), Some(value)) = (parts.next(), parts.next(), parts.next())
+            else {
+                return Err("set-story ID FIELD JSON".into());
+            };
+            let value: serde_json::Value =
+                serde_json::from_str(value).map_err(|e| format!("set-story JSON: {e}"))?;
+            edit_prd(task.prd()?, |v| {
+                for s in v["userStories"].as_array_mut().into_iter().flatten() {
+                    if s["id"] == id {
+                        s[field] = value.clone();
+                    }
+                }
+            })?
+        }
         "set-verify" => edit_prd(task.prd()?, |v| {
             for s in v["userStories"].as_array_mut().into_iter().flatten() {
                 s["verify"] = serde_json::Value::String(rest.to_string());

@@ -148,6 +148,8 @@ pub struct Backend {
     pub gate_commands: Vec<Vec<String>>,
     /// Output format of a custom command.
     pub format: Format,
+    /// What the command's leading `NAME=value` words set in the agent's environment.
+    pub env: Vec<(String, String)>,
 }
 
 /// A ready-to-spawn command.
@@ -174,18 +176,23 @@ impl Backend {
     /// replaced by `agent.command`), or a custom command.
     pub(crate) fn configured(a: &crate::config::AgentConfig) -> Result<Backend, String> {
         let mut b = if a.tool == Tool::Custom {
-            if a.command.is_empty() {
+            if a.command.argv.is_empty() {
                 return Err("tool custom needs a command: --agent-cmd \"my-agent --flag\" or agent.command in .ralph/config.toml".into());
             }
-            Backend { command: a.command.clone(), format: a.format, ..Backend::new(Tool::Custom) }
+            Backend {
+                command: a.command.argv.clone(),
+                format: a.format,
+                ..Backend::new(Tool::Custom)
+            }
         } else {
             let mut b = Backend::new(a.tool);
-            if !a.command.is_empty() {
+            if !a.command.argv.is_empty() {
                 // A named tool with its program replaced (a wrapper, a pinned path).
-                b.command = a.command.clone();
+                b.command = a.command.argv.clone();
             }
             b
         };
+        b.env = a.command.env.clone();
         b.model = a.model.clone();
         b.extra_args = a.args.clone();
         b.safe = a.safe;
@@ -217,6 +224,7 @@ impl Backend {
             allowed_tools: default_allowed_tools(),
             gate_commands: Vec::new(),
             format: tool.format(),
+            env: Vec::new(),
         }
     }
 
@@ -412,6 +420,7 @@ impl Backend {
             // classifies itself, so a short inner retry is enough.
             env_set.push(("CLAUDE_CODE_MAX_RETRIES".to_string(), CLAUDE_RETRIES.to_string()));
         }
+        env_set.extend(self.env.iter().cloned());
         Ok(Invocation {
             program: self.program().to_string(),
             args,

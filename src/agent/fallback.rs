@@ -295,7 +295,10 @@ mod tests {
         let cfg = |tool, fallback| crate::config::AgentConfig {
             tool,
             fallback,
-            command: vec!["my-agent".into()],
+            command: crate::agent::words::AgentCommand {
+                env: Vec::new(),
+                argv: vec!["my-agent".into()],
+            },
             ..crate::config::Config::default().agent
         };
         let e = Agents::configured(&cfg(Tool::Claude, vec![Tool::Claude])).unwrap_err();

@@ -15,7 +15,10 @@
 //!
 //! Claude Code runs tool commands in new sessions, so a group kill misses
 //! them; ralph is a child subreaper ([`crate::signals::become_subreaper`])
-//! and the sweep walks its own descendants to end those too.
+//! and the sweep walks its own descendants to end those too. If ralph dies
+//! before it can, its watchdog ([`crate::watchdog`]) ends them: every child
+//! carries ralph's instance in its environment, and the watchdog is told
+//! each child's process group.
 
 use std::io::{self, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -168,12 +171,17 @@ pub fn run_watched<O: Sink, E: Sink>(
     for (k, v) in spec.env_set {
         cmd.env(k, v);
     }
+    // What ralph's watchdog finds the child's leftovers by, if ralph dies.
+    if let Some((k, v)) = crate::watchdog::env() {
+        cmd.env(k, v);
+    }
     let start = Instant::now();
     let mut child =
         cmd.spawn().map_err(|source| SpawnError { program: spec.program.to_string(), source })?;
     let pid = child.id();
-    watch(Supervised::Spawned(pid));
     let pgid = pid as i32;
+    crate::watchdog::watch_group(pgid);
+    watch(Supervised::Spawned(pid));
 
     if let (Some(bytes), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
         // A prompt that fits in the pipe's buffer cannot block: write it
@@ -251,6 +259,7 @@ pub fn run_watched<O: Sink, E: Sink>(
         None => limits.grace,
     };
     let leftovers = sweep(pgid, sweep_grace);
+    crate::watchdog::forget_group(pgid);
     // The pipes close once every process holding them is gone; a process
     // outside our reach could hold them forever, so the wait is bounded.
     let until = Instant::now() + Duration::from_secs(2);

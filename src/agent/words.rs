@@ -7,7 +7,9 @@
 //!
 //! [`shell_syntax`] says whether a text needs a shell to mean what it says
 //! (`cd tests && pytest`); only a gate, the user's own command, is then run
-//! by one ([`crate::gate::argv`]). Agents never are.
+//! by one ([`crate::gate::argv`]). Agents never are: an agent command's
+//! leading `NAME=value` words are its environment, and any other shell
+//! syntax is refused with the reason ([`agent_command`]).
 
 /// Splits `text` into words. Errors on an unterminated quote.
 ///
@@ -79,6 +81,76 @@ pub fn split(text: &str) -> Result<Vec<String>, String> {
         words.push(word);
     }
     Ok(words)
+}
+
+/// An agent command written as text: its argv, and the environment its
+/// leading `NAME=value` words give it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentCommand {
+    pub env: Vec<(String, String)>,
+    pub argv: Vec<String>,
+}
+
+/// Reads an agent command: `FOO=1 BAR="a b" my-agent --fast` is `my-agent
+/// --fast` with `FOO` and `BAR` set, as a shell would run it. Other shell
+/// syntax (`| tee log`, `&&`, `$VAR`, `$(…)`, a glob) is refused, saying
+/// why: ralph never runs an agent through a shell. A JSON array is the
+/// argv as it is.
+pub fn agent_command(text: &str) -> Result<AgentCommand, String> {
+    if let Some(argv) = json_argv(text) {
+        return argv.map(|argv| AgentCommand { env: Vec::new(), argv });
+    }
+    let mut rest = text.trim_start();
+    let mut env = Vec::new();
+    while shell_syntax(rest) == Some("assignment") {
+        let (word, after) = rest.split_at(first_word_end(rest));
+        let (name, raw) = word.split_once('=').unwrap_or((word, ""));
+        if let Some(what) = shell_syntax(raw) {
+            return Err(no_shell(text, what));
+        }
+        let value = split(raw)?.concat();
+        env.push((name.to_string(), value));
+        rest = after.trim_start();
+    }
+    if let Some(what) = shell_syntax(rest) {
+        return Err(no_shell(text, what));
+    }
+    let argv = split(rest)?;
+    if argv.is_empty() && !env.is_empty() {
+        return Err(format!("the agent command {text:?} sets variables but names no program"));
+    }
+    Ok(AgentCommand { env, argv })
+}
+
+/// Why an agent command with shell syntax is refused, and what to write instead.
+fn no_shell(text: &str, what: &str) -> String {
+    format!(
+        "the agent command {text:?} has shell syntax ({what}), and ralph runs an agent without a \
+         shell, unlike a gate: the process it starts must be the agent, whose exit code ralph \
+         judges, and the prompt ({{prompt}}) or ralph's own arguments must never pass through a \
+         shell. ralph keeps the agent's output itself (no `| tee` needed). Put the pipeline in a \
+         script and name the script, or write [\"sh\", \"-c\", \"…\"] to run a shell on purpose; \
+         leading NAME=value words are fine: they are the agent's environment"
+    )
+}
+
+/// Where the first word of `text` ends (quotes and backslashes kept whole).
+fn first_word_end(text: &str) -> usize {
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for (i, c) in text.char_indices() {
+        match (quote, c) {
+            _ if escaped => escaped = false,
+            (Some('\''), '\'') | (Some('"'), '"') => quote = None,
+            (Some('\''), _) => {}
+            (_, '\\') => escaped = true,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, c) if c.is_whitespace() => return i,
+            (None, _) => {}
+        }
+    }
+    text.len()
 }
 
 /// `text` as a JSON array of strings, when it is a JSON array.
@@ -307,6 +379,43 @@ mod tests {
         }
         assert!(split("a 'b").is_err());
         assert!(split("a \"b").is_err());
+    }
+
+    #[test]
+    fn agent_commands_take_their_environment_and_refuse_other_shell_syntax() {
+        let ok = |env: &[(&str, &str)], argv: &[&str]| {
+            Ok(AgentCommand {
+                env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+                argv: argv.iter().map(|s| s.to_string()).collect(),
+            })
+        };
+        #[rustfmt::skip]
+        let cases: &[(&str, Result<AgentCommand, &str>)] = &[
+            ("my-agent --fast", ok(&[], &["my-agent", "--fast"])),
+            ("FOO=1 my-agent", ok(&[("FOO", "1")], &["my-agent"])),
+            ("FOO=1 BAR=\"a b\" my-agent -x 'y z'", ok(&[("FOO", "1"), ("BAR", "a b")], &["my-agent", "-x", "y z"])),
+            ("  A_1='' claude", ok(&[("A_1", "")], &["claude"])),
+            ("my-agent X=1", ok(&[], &["my-agent", "X=1"])),
+            ("my-agent --prompt-file {prompt_file}", ok(&[], &["my-agent", "--prompt-file", "{prompt_file}"])),
+            (r#"["sh", "-c", "a | b"]"#, ok(&[], &["sh", "-c", "a | b"])),
+            ("my-agent | tee x", Err("has shell syntax (|)")),
+            ("FOO=1 my-agent && echo done", Err("has shell syntax (&&)")),
+            ("my-agent $(touch x)", Err("has shell syntax (expansion)")),
+            ("FOO=$(id) my-agent", Err("has shell syntax (expansion)")),
+            ("FOO=~/x my-agent", Err("has shell syntax (~)")),
+            ("cd sub; my-agent", Err("has shell syntax")),
+            ("FOO=1", Err("names no program")),
+            ("my-agent 'x", Err("unterminated")),
+        ];
+        for (text, want) in cases {
+            match (agent_command(text), want) {
+                (Ok(got), Ok(want)) => assert_eq!(&got, want, "{text}"),
+                (Err(e), Err(want)) => assert!(e.contains(want), "{text}: {e}"),
+                (got, want) => panic!("{text}: {got:?}, want {want:?}"),
+            }
+        }
+        let e = agent_command("cmd | tee x").unwrap_err();
+        assert!(e.contains("unlike a gate") && e.contains("[\"sh\", \"-c\""), "{e}");
     }
 
     #[test]

@@ -163,7 +163,7 @@ fn configured(agent: &crate::config::AgentConfig, is_root: bool) -> Configured {
         }
         Err(e) => Configured {
             agent: agent.tool.to_string(),
-            command: agent.command.clone(),
+            command: shown(agent),
             path: None,
             problems: vec![e],
             misconfigured: true,
@@ -171,13 +171,15 @@ fn configured(agent: &crate::config::AgentConfig, is_root: bool) -> Configured {
     }
 }
 
+/// The configured command as typed: its variables first (`FOO=1 my-agent --fast`).
+fn shown(agent: &crate::config::AgentConfig) -> Vec<String> {
+    let env = agent.command.env.iter().map(|(k, v)| format!("{k}={v}"));
+    env.chain(agent.command.argv.iter().cloned()).collect()
+}
+
 /// The program and the configured arguments, for the report.
 fn agent_command(backend: &Backend, agent: &crate::config::AgentConfig) -> Vec<String> {
-    if agent.command.is_empty() {
-        vec![backend.program().to_string()]
-    } else {
-        agent.command.clone()
-    }
+    if agent.command.argv.is_empty() { vec![backend.program().to_string()] } else { shown(agent) }
 }
 
 /// A PRD with no unfinished story: with no readable prd.json there are no

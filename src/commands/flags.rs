@@ -82,6 +82,7 @@ fn value(g: &Global, s: &SettingArgs, flag: &str) -> Option<Value> {
         "--no-wait" => given(s.no_wait, false),
         "--max-wait" => text(&s.max_wait),
         "--auto-reset" => given(s.auto_reset, true),
+        "--allow-dirty" => given(s.allow_dirty, true),
         "--color" => g.color.map(|c| Value::String(c.name().into())),
         "--progress" => g.progress.map(|p| Value::String(p.name().into())),
         _ => unreachable!("config::KEYS names {flag}, which commands::flags::value does not read"),
@@ -156,7 +157,7 @@ mod tests {
                 Kind::Duration => Some("7m"),
                 Kind::Int | Kind::Float => Some("7"),
                 Kind::Str | Kind::List => Some("x"),
-                Kind::Command => Some("my-agent --fast"),
+                Kind::Command | Kind::AgentCommand => Some("my-agent --fast"),
                 Kind::Tool | Kind::Tools | Kind::Format | Kind::MaybeTool => Some("codex"),
                 Kind::Resolve => Some("redo"),
                 Kind::Color => Some("never"),
@@ -195,7 +196,7 @@ mod tests {
         apply(&mut layers, &cli.global, &cli.run.settings).unwrap();
         let c = layers.resolve();
         assert_eq!(c.agent.tool, crate::agent::Tool::Codex);
-        assert_eq!(c.agent.command, ["my-codex"]);
+        assert_eq!(c.agent.command.argv, ["my-codex"]);
     }
 
     #[test]

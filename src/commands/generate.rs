@@ -274,6 +274,10 @@ const AGENT_ENV: &[(&str, &str)] = &[
     ("RALPH_PRD", "the path of prd.json (also given to hooks)"),
     ("RALPH_PROGRESS", "the path of progress.txt"),
     ("RALPH_HANDOFF", "where the agent writes its handoff"),
+    (
+        "RALPH_SUPERVISOR",
+        "the ralph process it belongs to (also given to gates and hooks): what ralph's watchdog ends it by if ralph is killed",
+    ),
 ];
 
 const HOOK_ENV: &[(&str, &str)] = &[

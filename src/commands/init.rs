@@ -105,6 +105,8 @@ pub(crate) fn run(g: &Global, args: &InitArgs) -> Result<u8, Error> {
     let dir: PathBuf = dir.canonicalize().map_err(|e| {
         Error::Usage(format!("cannot use {} as the project directory: {e}", dir.display()))
     })?;
+    // ralph runs only in a git repository: say so now, not at the first run.
+    crate::git::Repo::discover(&dir)?;
     // Where `ralph` will look: an existing project above, else the top of
     // the git repository (from tests/, init does not scaffold tests/).
     let paths = crate::paths::Paths::resolve(&dir, None)?;

@@ -59,6 +59,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<u8, Error> {
         Some(Command::DemoAgent { pace }) => Ok(demo::agent(pace)),
         Some(Command::DemoCheck { story }) => Ok(demo::check(&story)),
         Some(Command::Worker(args)) => worker::run(&args),
+        Some(Command::Watchdog { instance }) => Ok(crate::watchdog::serve(&instance)),
         Some(Command::RemoteWorker(args)) => remote_worker::run(g, &args),
         Some(Command::Init(args)) => init::run(g, &args),
         Some(Command::Import(args)) => import::run(g, &args),
@@ -108,6 +109,7 @@ fn name(command: &Command) -> &'static str {
         Command::DemoAgent { .. } => "__demo-agent",
         Command::DemoCheck { .. } => "__demo-check",
         Command::Worker(_) => "__worker",
+        Command::Watchdog { .. } => "__watchdog",
         Command::RemoteWorker(_) => "worker",
     }
 }

@@ -6,16 +6,16 @@ use chrono::Utc;
 use crate::circuit::Breaker;
 use crate::cli::Global;
 use crate::error::Error;
-use crate::store;
 
 use super::common::{eprint, print, print_json, project_dir};
 
 pub(crate) fn run(g: &Global) -> Result<u8, Error> {
-    let store = crate::paths::Paths::resolve(&project_dir(g)?, g.prd.as_deref())?.store;
-    // A running loop holds its own copy of the breaker and would overwrite
-    // the reset at its next save.
-    if let Some(pid) = store::lock_holder(&store.lock_path()) {
-        return Err(Error::Locked { pid: Some(pid), lock: store.lock_path() });
+    let paths = crate::paths::Paths::resolve(&project_dir(g)?, g.prd.as_deref())?;
+    let store = paths.store;
+    // A loop running on this PRD holds its own copy of the breaker and
+    // would overwrite the reset at its next save.
+    if let Some(holder) = store.lock_holder().filter(|h| h.works_on(&paths.prd)) {
+        return Err(Error::Locked { holder, lock: store.lock_path() });
     }
     store.ensure().map_err(|e| Error::io(format!("create {}", store.root().display()), e))?;
     let now = Utc::now();

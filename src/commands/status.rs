@@ -197,7 +197,7 @@ pub(crate) fn gather(
         calls_per_hour,
         usage_limit_until: limits.usage_hold(now),
         usage_limits: limits.agent_holds(now),
-        running_pid: store::lock_holder(&store.lock_path()),
+        running_pid: store.lock_holder().filter(|h| h.works_on(&paths.prd)).and_then(|h| h.pid),
         current_run: state.map(|s| RunLine {
             log_dir: store.run_log_dir(&s.run_id).display().to_string(),
             run_id: s.run_id,

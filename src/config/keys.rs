@@ -18,6 +18,10 @@ pub(crate) enum Kind {
     List,
     /// A command: an argv array, or a string split like a shell splits words.
     Command,
+    /// The agent's command: an argv array, or a string whose leading
+    /// `NAME=value` words are its environment, with no other shell syntax
+    /// (`agent::words::agent_command`).
+    AgentCommand,
     Tool,
     /// Agent names: a TOML array, or comma-separated in the environment.
     Tools,
@@ -43,6 +47,9 @@ impl Kind {
             Kind::List => "an array of strings",
             Kind::Command => {
                 "a command: an array of strings, or a string (split like a shell; in the environment also a JSON array of strings; a gate with shell syntax runs with sh -c)"
+            }
+            Kind::AgentCommand => {
+                "a command: an array of strings, or a string (split like a shell; leading NAME=value words set its environment; no other shell syntax, as the agent never runs in a shell)"
             }
             Kind::Tool => {
                 "one of claude, amp, codex, gemini, opencode, cursor-agent, aider, custom"
@@ -97,7 +104,7 @@ pub(crate) const KEYS: &[Key] = &[
     ),
     key!(
         "agent.command",
-        Command,
+        AgentCommand,
         "[]",
         flag "--agent-cmd",
         "Command for tool = custom (or to replace a named tool's program), e.g. [\"my-agent\", \"--fast\"]. {prompt} and {prompt_file} place the prompt in argv or a file; otherwise it goes to stdin."
@@ -182,6 +189,13 @@ pub(crate) const KEYS: &[Key] = &[
         Bool,
         "true",
         "When a story passes with the agent's work uncommitted, ralph commits it (as feat: <ID> - <title>); false: the story does not count until the agent commits."
+    ),
+    key!(
+        "run.allow_dirty",
+        Bool,
+        "false",
+        flag "--allow-dirty",
+        "Start a new run on a work tree with uncommitted changes to tracked files (ralph's own prd.json, progress.txt and .ralph/ aside). Off: ralph refuses (exit 2), so the agent's commits never sweep up a person's edit."
     ),
     key!(
         "run.prompt",
@@ -532,6 +546,10 @@ pub(super) fn check(key: &Key, value: &toml::Value) -> Result<(), String> {
         (Kind::List, V::Array(a)) => a.iter().all(V::is_str),
         (Kind::Command, V::Array(a)) => a.iter().all(V::is_str),
         (Kind::Command, V::String(s)) => crate::agent::words::split(s).is_ok(),
+        (Kind::AgentCommand, V::Array(a)) => a.iter().all(V::is_str),
+        (Kind::AgentCommand, V::String(s)) => {
+            return crate::agent::words::agent_command(s).map(|_| ());
+        }
         (Kind::Tool, V::String(s)) => tool_from(s).is_some(),
         (Kind::Tools, V::Array(a)) => return check_tools(a),
         (Kind::Format, V::String(s)) => format_from(s).is_some(),
@@ -581,7 +599,8 @@ pub(super) fn parse_text(key: &Key, text: &str) -> Result<toml::Value, String> {
         | Kind::Progress
         | Kind::Resolve
         | Kind::MaybeTool
-        | Kind::Command => V::String(text.into()),
+        | Kind::Command
+        | Kind::AgentCommand => V::String(text.into()),
         Kind::Bool => match text.to_ascii_lowercase().as_str() {
             "1" | "true" | "yes" | "on" => V::Boolean(true),
             "0" | "false" | "no" | "off" => V::Boolean(false),

@@ -95,8 +95,11 @@ impl Run<'_> {
             Some(s) => s,
             None => self.repo.snapshot()?,
         };
+        self.state.call_at = None;
         if self.cfg.limits.calls_per_hour > 0 {
-            self.limits.record_call(Utc::now());
+            let now = Utc::now();
+            self.limits.record_call(now);
+            self.state.call_at = Some(now);
             if let Err(e) = self.limits.save(&self.paths.store) {
                 return Err(Error::io(format!("write {}", self.paths.store.limits().display()), e));
             }
@@ -237,22 +240,24 @@ impl Run<'_> {
         let outcome = agent.outcome;
         // prd.json as the agent left it, with what it may not change set
         // back — unless history was lost: then it is what the branch says.
-        let (agent_prd, check, other_claims) = match self.read_prd() {
-            Ok(now) if git.fatal.is_some() => (Ok(now), PrdCheck::default(), Vec::new()),
+        let mut tampering = crate::prd::Tampering::default();
+        let (agent_prd, check) = match self.read_prd() {
+            Ok(now) if git.fatal.is_some() => (Ok(now), PrdCheck::default()),
             Ok(mut now) => {
-                let t = now.set_back_tampering(prd, &story.id);
-                (Ok(now), PrdCheck { damaged: false, tampered: t.findings }, t.claimed)
+                tampering = now.set_back_tampering(prd, &story.id);
+                let tampered = tampering.findings.clone();
+                (Ok(now), PrdCheck { damaged: false, tampered })
             }
-            Err(damage) => {
-                (Err(damage), PrdCheck { damaged: true, tampered: Vec::new() }, Vec::new())
-            }
+            Err(damage) => (Err(damage), PrdCheck { damaged: true, tampered: Vec::new() }),
         };
         if !check.tampered.is_empty() {
             self.warn(format!(
-                "the agent changed {} in prd.json: set back",
+                "the agent changed {} in prd.json: set back (only its own story's \"passes\" and \
+                 the stories' \"notes\" are the agent's to change)",
                 check.tampered.join(", ")
             ));
         }
+        self.keep_proposal(n, &story.id, &tampering);
         let marked =
             agent_prd.as_ref().ok().and_then(|p| p.story(&story.id)).is_some_and(|s| s.passes)
                 && !story.passes;
@@ -311,7 +316,7 @@ impl Run<'_> {
             story: story.clone(),
             facts,
             prd: agent_prd,
-            other_claims,
+            other_claims: tampering.claimed,
             changes,
             leftovers,
             verdict,
@@ -322,6 +327,28 @@ impl Run<'_> {
             started,
             applied,
         })
+    }
+
+    /// Keeps what the agent proposed for prd.json (set back) for the
+    /// person: its version in the run's log folder, the changes for the report.
+    fn keep_proposal(&mut self, n: u32, story: &str, t: &crate::prd::Tampering) {
+        let Some(theirs) = &t.theirs else { return };
+        let file = self.kit.log_dir.join(format!("iter-{n}.prd-proposed.json"));
+        if let Err(e) = crate::store::write_replace(&file, theirs.as_bytes()) {
+            self.warn(format!("cannot keep the agent's prd.json in {}: {e}", file.display()));
+            return;
+        }
+        self.notice(format!(
+            "the agent proposes {} for prd.json; its version is in {} (the report lists it for you)",
+            t.proposed.join(", "),
+            file.display()
+        ));
+        self.state.prd_proposals.push(crate::event::PrdProposal {
+            iteration: n,
+            story_id: story.to_string(),
+            changes: t.proposed.clone(),
+            file: file.display().to_string(),
+        });
     }
 
     /// What git shows: files of the project (not ralph's bookkeeping) that

@@ -471,7 +471,9 @@ fn prd_feedback(f: &Facts) -> Vec<String> {
     if !f.prd.tampered.is_empty() {
         feedback.push(format!(
             "You changed {} in prd.json; ralph set it back. Only the \"passes\" field of your own \
-             story ({}) is yours to change, and only ralph's gate makes it stick.",
+             story ({}) is yours to change, and only ralph's gate makes it stick; the stories' \
+             \"notes\" are yours too. The plan is the person's: if it needs a story added, split or \
+             renamed, say so in your handoff and notes, and ralph shows your version to them.",
             f.prd.tampered.join(", "),
             f.story.id
         ));

@@ -3,6 +3,8 @@
 //!
 //! ```text
 //! setup.rs      lock → checkpoint (resume?) → prd → branch / archive → breaker → crash recovery
+//! dirty.rs      a new run refuses a person's uncommitted edits (--allow-dirty)
+//! resume.rs     a run that did not end: its N, an iteration ralph's end cut off, the notice
 //! mod.rs        the loop below
 //! iteration.rs  one iteration: prompt → agent → prd.json, git, gate, handoff → Facts
 //! judge.rs      Facts → Judgement (pure: what passes, what is committed, what counts)
@@ -17,6 +19,7 @@
 //! ```
 
 mod context;
+mod dirty;
 mod dry_run;
 mod hooks;
 mod iteration;
@@ -26,6 +29,7 @@ mod parallel;
 mod records;
 mod report;
 mod resolve;
+mod resume;
 mod setup;
 mod verdict;
 mod wait;
@@ -322,8 +326,8 @@ impl Run<'_> {
     fn still_ours(&mut self) -> Option<End> {
         match self.lock.hold() {
             Ok(()) => {}
-            Err(crate::store::LockError::Busy(pid)) => {
-                let e = Error::Locked { pid, lock: self.paths.store.lock_path() };
+            Err(crate::store::LockError::Busy(holder)) => {
+                let e = Error::Locked { holder, lock: self.paths.store.lock_path() };
                 return Some(End { code: e.exit_code(), ..End::error(&e) });
             }
             Err(crate::store::LockError::Io(e)) => {

@@ -85,6 +85,7 @@ impl Run<'_> {
             report,
             best,
             switches: self.state.switches.clone(),
+            prd_proposals: self.state.prd_proposals.clone(),
         });
         Ok(end.code)
     }

@@ -32,13 +32,23 @@ pub(super) fn start<'a>(
         .store
         .ensure()
         .map_err(|e| Error::io(format!("create {}", paths.store.root().display()), e))?;
-    let (lock, previous) = match store::lock(&paths.store.lock_path()) {
+    let (lock, previous) = match paths.store.lock(&paths.prd) {
         Ok(l) => l,
-        Err(store::LockError::Busy(pid)) => {
-            return Err(Error::Locked { pid, lock: paths.store.lock_path() });
+        Err(store::LockError::Busy(holder)) => {
+            return Err(Error::Locked { holder, lock: paths.store.lock_path() });
         }
         Err(store::LockError::Io(e)) => return Err(Error::io("take the lock", e)),
     };
+    // If ralph dies (kill -9), what its children started dies with it.
+    if let Err(e) = crate::watchdog::start() {
+        warn(
+            reporter,
+            Some(format!(
+                "cannot start ralph's watchdog ({e}): if ralph is killed, what its agent started \
+                 runs on until the next ralph"
+            )),
+        );
+    }
     if let store::PreviousHolder::Dead(pid) = previous {
         warn(
             reporter,
@@ -64,7 +74,14 @@ pub(super) fn start<'a>(
         RunState::load(&paths.store).map_err(|e| Error::io("read the checkpoint", e))?;
     warn(reporter, warning);
     let unfinished = checkpoint.filter(|s| s.phase != Phase::Ended);
+    if let Some(owner) = unfinished.as_ref().and_then(|s| s.owner.as_deref()) {
+        still_running(owner, paths)?;
+    }
     let resume = unfinished.clone().filter(|_| !opts.fresh);
+    // A worker's worktree is ralph's; a resumed run's changes are its own.
+    if resume.is_none() && opts.mode.worker().is_none() && !cfg.run.allow_dirty {
+        super::dirty::refuse_a_dirty_tree(paths)?;
+    }
     let crashed_mid_iteration =
         unfinished.as_ref().is_some_and(|s| matches!(s.phase, Phase::Agent | Phase::Gate));
     let prd = load_prd(paths, crashed_mid_iteration, reporter)?;
@@ -98,10 +115,11 @@ pub(super) fn start<'a>(
     }
     breaker.save(&paths.store).map_err(|e| Error::io("write the circuit breaker", e))?;
 
-    let state = match &resume {
+    let mut state = match &resume {
         Some(s) => s.clone(),
         None => RunState::new(crate::state::new_run_id(Local::now()), now, opts.max_iterations),
     };
+    state.owner = Some(crate::process::instance());
     let log_dir = match opts.mode.worker() {
         Some(w) => w.log_dir.clone(),
         None => paths.store.run_log_dir(&state.run_id),
@@ -197,6 +215,22 @@ pub(super) fn start<'a>(
     });
     run.save_checkpoint(Phase::Idle)?;
     Ok(run)
+}
+
+/// A run whose process still lives is never taken for an interrupted one,
+/// whatever happened to the lock: it is busy. A process that has let go of
+/// the lock and is on its way out is given a moment to finish.
+fn still_running(owner: &str, paths: &Paths) -> Result<(), Error> {
+    let until = Instant::now() + Duration::from_secs(3);
+    while crate::process::instance_running(owner) {
+        if Instant::now() >= until {
+            let pid = owner.split_once('.').and_then(|(pid, _)| pid.parse().ok());
+            let holder = store::Holder { pid, prd: Some(paths.prd.clone()) };
+            return Err(Error::Locked { holder, lock: paths.store.lock_path() });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
 }
 
 /// How the run's start names its agents: "claude (opus), then codex".
@@ -479,56 +513,6 @@ impl Run<'_> {
         if !strays.is_empty() {
             let n = crate::text::count(strays.len(), "process", "processes");
             self.warn(format!("ended {n} of the interrupted run that had left its process group"));
-        }
-    }
-
-    /// Continues a run that did not end. An iteration cut off by ralph's
-    /// own death (a crash, `kill -9`) runs again: it is not counted against
-    /// the agent, nor against the run's N, and its prompt says to look for
-    /// partial work.
-    fn resume(&mut self, old: &RunState, more: Option<u32>) {
-        // An iteration whose verdict was recorded finished; only its last
-        // checkpoint was lost (a full disk).
-        let judged = old.story.as_ref().is_some_and(|id| old.verified.contains(id));
-        let cut_off = matches!(old.phase, Phase::Agent | Phase::Gate) && !judged;
-        if cut_off {
-            self.state.iteration = old.iteration.saturating_sub(1);
-        }
-        // `ralph N` on the command line means N more iterations for the
-        // resumed run; without a number its own limit stands.
-        if let Some(n) = more {
-            self.state.max_iterations = self.state.iteration.saturating_add(n);
-        }
-        let mut used = format!(
-            "{} of {} iteration{} used",
-            self.state.iteration,
-            self.state.max_iterations,
-            crate::text::plural(self.state.max_iterations as usize)
-        );
-        if self.state.cost_usd > 0.0 {
-            used.push_str(&format!(", ${:.2}", self.state.cost_usd));
-            if let Some(max) = self.cfg.budget.max_cost {
-                used.push_str(&format!(" of ${max:.2}"));
-            }
-            used.push_str(" spent");
-        }
-        let again = if cut_off {
-            format!("; iteration {} was cut off and runs again", old.iteration)
-        } else {
-            String::new()
-        };
-        // A worker resumes its story's run at every turn: nothing to tell.
-        if self.opts.mode.worker().is_none() {
-            self.notice(format!(
-                "resuming run {} ({used}){again}; --fresh starts over",
-                old.run_id
-            ));
-        }
-        if cut_off && let Some(id) = old.story.clone() {
-            self.state.feedback = Some(format!(
-                "The previous attempt at {id} was cut off (ralph stopped or crashed) before it \
-                 finished. Check the work tree and git log for partial work before going on."
-            ));
         }
     }
 }

@@ -207,7 +207,7 @@ impl Run<'_> {
         if damage.is_some() || !c.facts.prd.tampered.is_empty() || agents_mark != j.passes {
             self.save_prd(&prd)?;
         } else if prd.to_json() != self.good_prd.to_json() {
-            // The agent's own edits (notes, new stories): kept as they are.
+            // The agent's own edits (its mark, notes): kept as it wrote them.
             self.save_last_prd(&prd);
             self.good_prd = prd.clone();
         }

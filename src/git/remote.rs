@@ -271,6 +271,8 @@ mod tests {
     /// claim is the one we made; none of it once another worker's replaced it.
     #[test]
     fn an_atomic_push_with_a_lease_is_all_or_nothing() {
+        // Its git children are descendants the supervisor tests' sweeps would end.
+        let _serial = crate::agent::supervise::serial();
         let dir = tempfile::tempdir().unwrap();
         let sh = |args: &[&str]| {
             let out = Command::new("git").current_dir(dir.path()).args(args).output().unwrap();

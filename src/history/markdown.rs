@@ -156,6 +156,24 @@ pub fn markdown(r: &RunReport) -> String {
             );
         }
     }
+    if !r.prd_proposals.is_empty() {
+        let _ = writeln!(out, "\n## Changes the agent proposed to prd.json\n");
+        let _ = writeln!(
+            out,
+            "Set back by ralph (only a story's `passes` and `notes` are the agent's to change); \
+             yours to make or not.\n"
+        );
+        for p in &r.prd_proposals {
+            let _ = writeln!(
+                out,
+                "- iteration {} ({}): {} — the agent's version: `{}`",
+                p.iteration,
+                p.story_id,
+                cell(&p.changes.join(", ")),
+                p.file
+            );
+        }
+    }
     let notes: Vec<_> = r.stories.iter().filter_map(|s| s.note.as_ref().map(|n| (s, n))).collect();
     if !notes.is_empty() {
         let _ = writeln!(out, "\n## Notes\n");

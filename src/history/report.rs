@@ -85,6 +85,9 @@ pub struct RunReport {
     /// Each change of agent (a fallback for a usage limit, the way back).
     #[serde(default)]
     pub switches: Vec<SwitchReport>,
+    /// Edits of prd.json the agents made and ralph set back.
+    #[serde(default)]
+    pub prd_proposals: Vec<crate::event::PrdProposal>,
 }
 
 fn line(id: &str, title: &str) -> StoryLine {
@@ -218,6 +221,14 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
             _ => {}
         }
     }
+    let prd_proposals = events
+        .iter()
+        .rev()
+        .find_map(|r| match &r.event {
+            Event::RunEnd { prd_proposals, .. } => Some(prd_proposals.clone()),
+            _ => None,
+        })
+        .unwrap_or_default();
     // The end's report has every story, in the PRD's order, and the verdicts.
     if let Some(end) = events.iter().rev().find_map(|r| match &r.event {
         Event::RunEnd { report, .. } => Some(report),
@@ -258,5 +269,5 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
         retried_ms,
         lost_ms: waited_ms + retried_ms,
     };
-    RunReport { summary: summarize(run_id, events), stories, totals, switches }
+    RunReport { summary: summarize(run_id, events), stories, totals, switches, prd_proposals }
 }

@@ -91,6 +91,7 @@ fn end(outcome: RunOutcome) -> Event {
         report: vec![story("US-001", true), story("US-002", false)],
         best: None,
         switches: vec![],
+        prd_proposals: vec![],
     }
 }
 

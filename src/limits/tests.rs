@@ -62,6 +62,23 @@ fn window_fills_and_drains() {
 }
 
 #[test]
+fn a_call_cut_off_by_ralphs_end_is_taken_back() {
+    #[rustfmt::skip]
+    let cases: &[(&str, Minutes, i64, bool, Minutes)] = &[
+        ("the last call", &[-30, -20, -10], -10, true, &[-30, -20]),
+        ("one of two at the same instant", &[-20, -10, -10], -10, true, &[-20, -10]),
+        ("an older one", &[-30, -20, -10], -30, true, &[-20, -10]),
+        ("one already out of the file", &[-20, -10], -5, false, &[-20, -10]),
+        ("no calls", &[], -5, false, &[]),
+    ];
+    for (name, calls, at, found, left) in cases {
+        let mut limits = with_calls(calls);
+        assert_eq!(limits.forget_call(min(*at)), *found, "{name}");
+        assert_eq!(limits, with_calls(left), "{name}");
+    }
+}
+
+#[test]
 fn recorded_calls_stay_bounded_by_the_window() {
     let mut limits = Limits::new();
     for m in 0..5 * 60 {

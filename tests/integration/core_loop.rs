@@ -190,12 +190,39 @@ fn switching_branches_over_uncommitted_changes_is_refused() {
     p.git(&["checkout", "-q", "main"]);
     p.write("README.md", "uncommitted\n");
     p.script("[run *]\nimplement\n");
-    let r = p.run(&["1"]);
+    // Even a run allowed to start on a dirty tree does not switch over it.
+    let r = p.run(&["1", "--allow-dirty"]);
     assert_eq!(r.code, code(exit::USAGE), "{r:?}");
     assert!(r.stderr.contains("uncommitted changes in README.md"), "{r:?}");
     assert!(r.stderr.contains("hint:"), "{r:?}");
     assert_eq!(p.read("README.md"), "uncommitted\n");
     assert!(p.agent_runs().is_empty());
+}
+
+#[test]
+fn a_persons_uncommitted_edit_refuses_a_new_run() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.write("README.md", "my edit, not the agent's\n");
+    // ralph's own files may be changed, and untracked files do not count.
+    p.write("prd.json", &THREE_STORIES.replace("test project", "the test project"));
+    p.write("notes.txt", "untracked\n");
+    p.script("[run *]\nimplement\n");
+    let r = p.run(&["3"]);
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
+    assert!(
+        r.stderr.contains("uncommitted changes to tracked files: README.md; the agent's commits"),
+        "{r:?}"
+    );
+    assert!(r.stderr.contains("`git stash`") && r.stderr.contains("--allow-dirty"), "{r:?}");
+    assert!(p.agent_runs().is_empty(), "{r:?}");
+    assert!(!p.path(".git/ralph/state.json").exists(), "a run was started: {r:?}");
+    // Stashed, the run goes, and the edit comes back in none of its commits.
+    p.git(&["stash", "push", "-q", "README.md"]);
+    let r = p.run(&["3"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    p.git(&["stash", "pop", "-q"]);
+    assert_eq!(p.read("README.md"), "my edit, not the agent's\n");
+    assert!(p.git(&["log", "--format=%H", "--", "README.md"]).lines().count() == 1);
 }
 
 #[test]
@@ -217,6 +244,26 @@ fn outside_a_git_repository_is_a_clear_error() {
 }
 
 #[test]
+fn init_outside_a_git_repository_is_the_same_error_and_writes_nothing() {
+    let (tmp, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let out = std::process::Command::new(RALPH)
+        .current_dir(tmp.path())
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .arg("init")
+        .output()
+        .unwrap();
+    let r = to_run(out);
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
+    assert!(
+        r.stderr.contains("not inside a git repository") && r.stderr.contains("git init"),
+        "{r:?}"
+    );
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "init wrote files: {r:?}");
+}
+
+#[test]
 fn a_missing_agent_binary_is_named() {
     let p = Project::with_prd(THREE_STORIES);
     let r = p.run(&["--agent-cmd", "no-such-agent-binary --flag"]);
@@ -234,10 +281,45 @@ fn the_agent_command_is_never_run_by_a_shell() {
     p.script("[run *]\nprint ok\n");
     let marker = p.tmp.path().join("pwned");
     let cmd = format!("{FAKE_AGENT} $(touch {0}) ';' touch {0}", marker.display());
+    // Refused with the reason, rather than run with `$(touch` as an argument.
+    let r = p.run(&["1", "--agent-cmd", &cmd]);
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
+    assert!(r.stderr.contains("has shell syntax (expansion)"), "{r:?}");
+    assert!(!marker.exists(), "a shell ran the command");
+    assert!(p.agent_runs().is_empty(), "{r:?}");
+    // Quoted, the same words are plain arguments.
+    let cmd = format!("{FAKE_AGENT} '$(touch {0})' ';' touch {0}", marker.display());
     p.run(&["1", "--agent-cmd", &cmd]);
     assert!(!marker.exists(), "a shell ran the command");
     let log = std::fs::read_to_string(p.agent_dir().join("runs.log")).unwrap();
     assert!(log.contains("args=$(touch"), "{log}");
+}
+
+#[test]
+fn an_agent_commands_variables_are_its_environment_and_a_pipeline_is_explained() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run *]\nprint-env FOO\nprint-env BAR\n");
+    let cmd = format!("FOO=1 BAR='two words' {FAKE_AGENT} --fast");
+    let r = p.run(&["1", "--agent-cmd", &cmd]);
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
+    assert!(r.stdout.contains("FOO=1") && r.stdout.contains("BAR=two words"), "{r:?}");
+    let log = std::fs::read_to_string(p.agent_dir().join("runs.log")).unwrap();
+    assert!(log.contains("args=--fast\n"), "{log}");
+    // A pipeline, from the command line or the config: refused, saying why
+    // the gate may have one and the agent may not.
+    let piped = format!("{FAKE_AGENT} | tee agent.out");
+    let r = p.run(&["1", "--agent-cmd", &piped]);
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
+    assert!(
+        r.stderr.contains("has shell syntax (|)") && r.stderr.contains("unlike a gate"),
+        "{r:?}"
+    );
+    p.write(".ralph/config.toml", &format!("[agent]\ntool = \"custom\"\ncommand = {piped:?}\n"));
+    let r = to_run(p.ralph().env_remove("RALPH_AGENT_COMMAND").arg("1").output().unwrap());
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
+    assert!(r.stderr.contains("has shell syntax (|)"), "{r:?}");
+    assert!(!p.path("agent.out").exists());
+    assert_eq!(p.agent_runs().len(), 1, "{r:?}");
 }
 
 #[test]
@@ -405,7 +487,8 @@ fn ralphs_own_commits_take_the_agents_leftovers_and_leave_the_users_staging_alon
     p.git(&["add", "user.c"]);
     // The agent does the story's work, stages part of it, and commits nothing.
     p.script("[run *]\nwrite src/us-001.txt done\nwrite wip.c wip\nstage wip.c\n");
-    let r = p.run(&["1", "--gate", "test -f src/us-001.txt"]);
+    // A staged file is an uncommitted change: the person lets the run start over it.
+    let r = p.run(&["1", "--gate", "test -f src/us-001.txt", "--allow-dirty"]);
     assert!(p.passes("US-001"), "{r:?}");
     let files = p.git(&["show", "--name-only", "--format=", "HEAD"]);
     let files: Vec<&str> = files.split_whitespace().collect();

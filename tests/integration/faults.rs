@@ -87,11 +87,14 @@ fn kill_9_at_twenty_random_points_loses_nothing() {
     let p = Project::with_prd(FIVE_STORIES);
     // Each run does a little work, slowly enough to be caught mid-way;
     // every third run botches its story (no file), so the gate rejects it.
+    // Every run also starts a test run and a dev server of its own (in its
+    // group and in a session of its own), which must not outlive ralph.
     p.script(
         "[run 3]\nmark-pass\nsleep 0.05\ncommit botched\n\
          [run 6]\nmark-pass\nsleep 0.05\ncommit botched\n\
-         [run *]\nsleep 0.03\nimplement\nsleep 0.03\n",
+         [run *]\nspawn group 300\nspawn setsid 300\nsleep 0.03\nimplement\nsleep 0.03\n",
     );
+    let dir = p.dir().canonicalize().unwrap();
     p.write(
         ".ralph/config.toml",
         "[circuit]\nno_progress = 0\nsame_error = 0\nfailures = 0\n[limits]\ncalls_per_hour = 0\n",
@@ -104,17 +107,18 @@ fn kill_9_at_twenty_random_points_loses_nothing() {
         unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
         let _ = child.wait();
         // The agent dies with ralph (parent-death signal), not later.
-        let agents: Vec<i32> = std::fs::read_to_string(p.agent_dir().join("runs.log"))
-            .unwrap_or_default()
-            .split_whitespace()
-            .filter_map(|w| w.strip_prefix("pid=").and_then(|v| v.parse().ok()))
-            .collect();
-        for pid in agents {
+        for pid in p.agent_pids() {
             assert!(
                 eventually(Duration::from_secs(2), || !alive(pid)),
                 "agent {pid} outlived ralph"
             );
         }
+        // What it started is ended by ralph's watchdog, not by the next ralph.
+        assert!(
+            eventually(Duration::from_secs(20), || processes_in(&dir).is_empty()),
+            "seed {seed}, kill {kill}: {:?} outlived ralph",
+            processes_in(&dir)
+        );
         assert_state_files_parse(&p, &format!("seed {seed}, kill {kill} after {delay:?}"));
     }
     let r = p.run(&["50"]);
@@ -366,25 +370,23 @@ fn processes_that_left_the_group_are_ended_when_a_killed_run_resumes() {
     p.script("[run 1]\nspawn setsid 300\nsleep 60\n[run *]\nimplement\n");
     let mut child = p.spawn(&["5"]);
     assert!(eventually(Duration::from_secs(20), || p.spawned_pids().len() == 1));
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-    let _ = child.wait();
+    // With its watchdog killed too, nothing ends the stray but the resume.
+    kill_9_with_its_watchdog(&mut child);
     let stray = p.spawned_pids()[0];
-    assert!(alive(stray), "the setsid child should outlive a SIGKILLed ralph");
+    assert!(alive(stray), "the setsid child should outlive a SIGKILLed ralph and watchdog");
     let r = p.run(&["5"]);
     assert!(r.stdout.contains("left its process group"), "{r:?}");
     assert!(eventually(Duration::from_secs(5), || !alive(stray)), "{stray} survived the resume");
 }
 
 /// Starts a run whose first agent leaves a process in a session of its own,
-/// kills ralph with SIGKILL mid-agent, and returns that process's pid.
+/// kills ralph and its watchdog with SIGKILL mid-agent, and returns that
+/// process's pid.
 fn crash_leaving_a_stray(p: &Project) -> i32 {
     p.script("[run 1]\nspawn setsid 300\nsleep 60\n[run *]\nimplement\n");
     let mut child = p.spawn(&["5"]);
     assert!(eventually(Duration::from_secs(20), || p.spawned_pids().len() == 1));
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-    let _ = child.wait();
+    kill_9_with_its_watchdog(&mut child);
     p.spawned_pids()[0]
 }
 
@@ -433,6 +435,30 @@ fn ralphs_own_crashes_are_neither_agent_failures_nor_used_iterations() {
     assert!(!r.stdout.contains("circuit"), "{r:?}");
     assert_eq!(p.agent_runs().len(), 6, "{r:?}");
     assert!(r.stdout.contains("iteration 3/3 · US-003"), "{r:?}");
+}
+
+#[test]
+fn an_agent_cut_off_by_ralphs_crash_is_not_a_call_of_the_hourly_limit() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run 1-2]\nsleep 60\n[run *]\nimplement\n");
+    p.write(".ralph/config.toml", "[limits]\ncalls_per_hour = 3\n");
+    for run in 1..=2 {
+        let mut child = p.spawn(&["3"]);
+        assert!(eventually(Duration::from_secs(20), || p.agent_runs().len() == run));
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        let _ = child.wait();
+    }
+    // Two crashes cost none of the hour's three calls: all three stories fit.
+    let r = p.run(&["3", "--no-wait"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(
+        r.stdout.contains("its agent call not counted against limits.calls_per_hour (the agent's API may have counted it)"),
+        "{r:?}"
+    );
+    let limits: serde_json::Value =
+        serde_json::from_str(&p.read(".git/ralph/limits.json")).unwrap();
+    assert_eq!(limits["calls"].as_array().map(Vec::len), Some(3), "{limits}");
 }
 
 #[test]
@@ -579,8 +605,9 @@ fn the_end_of_a_burst_of_output_is_shown() {
 
 /// The soak the brief asks for: at least 200 kill -9s at random points of
 /// a run whose every story ends in ralph's own commit (the agent leaves its
-/// work uncommitted), so many land inside it. After each kill the files
-/// parse and no story passes without its work; every ralph that ends on
+/// work uncommitted), so many land inside it. After each kill nothing of
+/// the agent's outlives ralph, the files parse and no story passes without
+/// its work; every ralph that ends on
 /// its own ends well; the last run finishes every story, each one
 /// committed. `RALPH_SOAK_KILLS` sets the count; `RALPH_FAULT_SEED` the seed.
 #[test]
@@ -601,8 +628,10 @@ fn kill_9_soak() {
         r#"{{"project":"P","branchName":"ralph/soak","userStories":[{}]}}"#,
         stories.join(",")
     ));
-    // The work, the mark and the progress entry, never committed: ralph commits them.
-    p.script("[run *]\nsleep 0.02\nwrite-story-file\nmark-pass\nprogress done\n");
+    // The work, the mark and the progress entry, never committed: ralph
+    // commits them. And a process of the agent's, which must not outlive ralph.
+    p.script("[run *]\nspawn setsid 300\nsleep 0.02\nwrite-story-file\nmark-pass\nprogress done\n");
+    let dir = p.dir().canonicalize().unwrap();
     p.write(
         ".ralph/config.toml",
         "[circuit]\nno_progress = 0\nsame_error = 0\nfailures = 0\n[limits]\ncalls_per_hour = 0\n",
@@ -622,7 +651,10 @@ fn kill_9_soak() {
             unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
             let _ = child.wait();
         }
-        assert_state_files_parse_n(&p, &format!("seed {seed}, kill {kill} after {delay:?}"), n);
+        let at = format!("seed {seed}, kill {kill} after {delay:?}");
+        let gone = eventually(Duration::from_secs(20), || processes_in(&dir).is_empty());
+        assert!(gone, "{at}: {:?} outlived ralph", processes_in(&dir));
+        assert_state_files_parse_n(&p, &at, n);
     }
     assert!(ended_badly.is_empty(), "runs that did not resume well: {ended_badly:#?}");
     let r = p.run(&["500"]);

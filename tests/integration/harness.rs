@@ -167,6 +167,15 @@ impl Project {
             .unwrap_or_default()
     }
 
+    /// Pids of the fake agent's runs, in order.
+    pub fn agent_pids(&self) -> Vec<i32> {
+        std::fs::read_to_string(self.agent_dir().join("runs.log"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|w| w.strip_prefix("pid=").and_then(|v| v.parse().ok()))
+            .collect()
+    }
+
     /// Pids the fake agent spawned.
     pub fn spawned_pids(&self) -> Vec<i32> {
         std::fs::read_to_string(self.agent_dir().join("pids"))
@@ -231,6 +240,32 @@ pub fn processes_in(dir: &std::path::Path) -> Vec<i32> {
             std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c.starts_with(dir))
         })
         .collect()
+}
+
+/// The watchdog `ralph` started (`ralph __watchdog`), if it runs: a test
+/// that kills it with ralph sees what only a resume ends.
+pub fn watchdog_of(ralph: u32) -> Option<i32> {
+    let all = std::fs::read_dir("/proc").ok()?;
+    all.flatten().filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok())).find(
+        |pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat.rsplit(')').next().and_then(|r| r.split_whitespace().nth(1));
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            ppid == Some(&ralph.to_string())
+                && cmdline.split(|&b| b == 0).any(|a| a == b"__watchdog")
+        },
+    )
+}
+
+/// kill -9 of a ralph and of its watchdog: what is left only a resume ends.
+pub fn kill_9_with_its_watchdog(child: &mut Child) {
+    if let Some(w) = watchdog_of(child.id()) {
+        // SAFETY: signalling the watchdog of our own child.
+        unsafe { libc::kill(w, libc::SIGKILL) };
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
 }
 
 /// Whether a process exists (zombies count as gone).

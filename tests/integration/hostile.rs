@@ -248,3 +248,48 @@ fn numbers_and_fields_ralph_does_not_change_are_written_as_they_were() {
     // ralph set "passes" and nothing else.
     assert_eq!(p.read("prd.json"), text.replace("\"passes\": false", "\"passes\": true"));
 }
+
+#[test]
+fn an_agent_that_rewrites_the_plan_has_it_set_back_and_proposed_to_the_person() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script(
+        "[run 1]\n\
+         add-story {\"id\":\"EVIL-1\",\"title\":\"Invented\",\"priority\":0,\"passes\":false}\n\
+         set-story US-002 title \"Something else\"\n\
+         set-story US-001 notes \"tried the easy way first\"\n\
+         implement\n\
+         [run *]\nimplement\n",
+    );
+    let r = p.run(&["2", "--gate", "true"]);
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
+    // The invented story was never worked on, nor "verified" by the gate.
+    assert_eq!(p.agent_runs(), ["US-001", "US-002"], "{r:?}");
+    let prd = p.prd();
+    let stories = prd["userStories"].as_array().unwrap();
+    assert!(!stories.iter().any(|s| s["id"] == "EVIL-1"), "{prd}");
+    let story = |id: &str| stories.iter().find(|s| s["id"] == id).unwrap().clone();
+    assert_eq!(story("US-002")["title"], "Second", "{prd}");
+    // What is the agent's to change stays changed.
+    assert_eq!(story("US-001")["notes"], "tried the easy way first", "{prd}");
+    assert_eq!(story("US-001")["passes"], true, "{prd}");
+    // Named in the log and in the next prompt…
+    assert!(
+        r.stdout.contains(
+            "the agent changed US-002's \"title\", a new story (EVIL-1) in prd.json: set back"
+        ),
+        "{r:?}"
+    );
+    assert!(p.prompt(2).contains("US-002's \"title\", a new story (EVIL-1)"), "{}", p.prompt(2));
+    // …and proposed to the person in the report, with the agent's version kept.
+    assert!(
+        r.stdout.contains("proposed for prd.json by the agent in iteration 1 (US-001)"),
+        "{r:?}"
+    );
+    let logs = p.path(".git/ralph/logs");
+    let run = std::fs::read_dir(&logs).unwrap().flatten().find(|e| e.path().is_dir()).unwrap();
+    let report = std::fs::read_to_string(run.path().join("report.md")).unwrap();
+    assert!(report.contains("## Changes the agent proposed to prd.json"), "{report}");
+    assert!(report.contains("a new story (EVIL-1)"), "{report}");
+    let theirs = std::fs::read_to_string(run.path().join("iter-1.prd-proposed.json")).unwrap();
+    assert!(theirs.contains("EVIL-1") && theirs.contains("Something else"), "{theirs}");
+}

@@ -36,3 +36,4 @@ mod stopping;
 mod trust;
 mod ui;
 mod verify;
+mod work_tree;

@@ -319,7 +319,8 @@ fn parallel_kills(kills: usize, seed: u64) {
         r#"{{"project":"P","branchName":"ralph/soak","userStories":[{}]}}"#,
         stories.join(",")
     ));
-    p.script("[run *]\nsleep 0.05\nimplement\n");
+    // Each agent leaves a process in a session of its own: nothing may outlive ralph.
+    p.script("[run *]\nspawn setsid 300\nsleep 0.05\nimplement\n");
     // Every kill's workers are agent calls: no hourly limit for a soak.
     p.write(
         ".ralph/config.toml",

@@ -549,7 +549,8 @@ fn remote_kills(kills: usize, seed: u64) {
     // Enough work that the kills land while the workers are at it.
     let n = (kills * 2).clamp(8, 60);
     let s = Shared::new(&stories(n));
-    s.p.script("[run *]\nsleep 0.3\nimplement\n");
+    // Each agent leaves a process in a session of its own: nothing may outlive its worker.
+    s.p.script("[run *]\nspawn setsid 300\nsleep 0.3\nimplement\n");
     s.p.write(
         ".ralph/config.toml",
         "[circuit]\nno_progress = 0\nsame_error = 0\nfailures = 0\n[limits]\ncalls_per_hour = 0\n",

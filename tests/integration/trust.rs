@@ -296,7 +296,7 @@ fn the_example_prd_that_init_wrote_is_not_run() {
 }
 
 #[test]
-fn ralph_n_on_a_resume_means_n_more_iterations() {
+fn ralph_n_on_a_resume_is_the_runs_n() {
     let p = Project::with_prd(THREE_STORIES);
     p.script("[run 1]\nimplement\n[run 2]\nsleep 60\n[run *]\nimplement\n");
     let mut child = p.spawn(&["2"]);
@@ -304,9 +304,12 @@ fn ralph_n_on_a_resume_means_n_more_iterations() {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     let _ = child.wait();
+    // The same `ralph 2`: the run's two iterations, not two more.
     let r = p.run(&["2"]);
-    assert!(r.stdout.contains("(1 of 3 iterations used)"), "{r:?}");
-    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(r.stdout.contains("iteration 2 of 2, resumed"), "{r:?}");
+    assert!(r.stdout.contains("up to 2 iterations"), "{r:?}");
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
+    assert_eq!(p.agent_runs(), ["US-001", "US-002", "US-002"], "{r:?}");
 }
 
 #[test]
