@@ -183,6 +183,10 @@ pub(super) fn start<'a>(
     if let Some(old) = &unfinished {
         run.clean_up_after(old)?;
     }
+    // One story at a time now: a parallel run's worktrees have no owner.
+    if matches!(opts.mode, super::Mode::Single) {
+        run.put_away_parallel_leftovers();
+    }
     let prd = run.reload_prd().unwrap_or(prd);
     run.save_last_prd(&prd);
     if let Some(old) = &resume {

@@ -375,3 +375,35 @@ fn what_a_story_was_learnt_to_touch_survives_kill_9_and_keeps_it_apart_on_resume
         "{shared}"
     );
 }
+
+#[test]
+fn a_run_whose_every_merge_fails_stops_like_any_stuck_run() {
+    let prd = r#"{
+  "project": "Par",
+  "branchName": "ralph/par",
+  "userStories": [
+    {"id": "US-001", "title": "One", "priority": 1},
+    {"id": "US-002", "title": "Two", "priority": 2},
+    {"id": "US-003", "title": "Three", "priority": 3}
+  ]
+}
+"#;
+    let p = Project::with_prd(prd);
+    // Each story alone passes the gate; any two together fail it: after
+    // the first, every merge fails on the merged tree.
+    let waits: String = (1..=3).map(|i| format!("wait-shared started-US-00{i} 60\n")).collect();
+    p.script(&format!("[run *]\ntouch-shared started-{{id}}\n{waits}implement\n"));
+    let gate = "test $(ls src | wc -l) -le 1";
+    let mut ralph = p.ralph();
+    ralph.args(["20", "--jobs", "3", "--gate", gate, "--json"]);
+    ralph.env("RALPH_CIRCUIT_NO_PROGRESS", "2").env("RALPH_MERGE_ATTEMPTS", "5");
+    let r = to_run(ralph.output().unwrap());
+    assert_eq!(r.code, code(exit::CIRCUIT_OPEN), "{r:?}");
+    let ev = events(&r.stdout);
+    let failed =
+        ev.iter().filter(|e| e["event"] == "merge" && e["result"] == "gate_failed").count();
+    assert_eq!(failed, 2, "{}", r.stdout);
+    let end = ev.iter().find(|e| e["event"] == "run_end").unwrap();
+    assert!(end["message"].as_str().unwrap().contains("no progress in 2 iterations"), "{end}");
+    assert_eq!(merged(&p).len(), 1);
+}

@@ -345,6 +345,7 @@ fn parallel_kills(kills: usize, seed: u64) {
         feats.sort();
         feats.dedup();
         assert_eq!(feats.len(), all, "{at}: a story merged twice: {:?}", p.log());
+        assert_progress_once(&p, &at);
     }
     let r = p.run(&["200", "--jobs", "3", "--gate", "test -d src"]);
     assert_eq!(r.code, code(exit::COMPLETE), "seed {seed}: {r:?}");
@@ -353,13 +354,54 @@ fn parallel_kills(kills: usize, seed: u64) {
         assert!(p.passes(&format!("US-{i:03}")), "seed {seed}: US-{i:03}");
     }
     assert_tidy(&p);
+    assert_progress_once(&p, &format!("seed {seed}, the end"));
     let status = p.git(&["status", "--porcelain", "--untracked-files=no"]);
     assert!(status.trim().is_empty(), "seed {seed}: {status}");
+}
+
+/// Each story's progress entry is on the run branch at most once.
+fn assert_progress_once(p: &Project, at: &str) {
+    let progress = p.git(&["show", "ralph/soak:progress.txt"]);
+    let mut heads: Vec<&str> = progress.lines().filter(|l| l.starts_with("## ")).collect();
+    let all = heads.len();
+    heads.sort_unstable();
+    heads.dedup();
+    assert_eq!(heads.len(), all, "{at}: a progress entry twice:\n{progress}");
 }
 
 #[test]
 fn a_few_kill_9s_of_a_parallel_run_lose_and_double_nothing() {
     parallel_kills(6, 20261203);
+}
+
+/// A killed `--jobs 3` run resumed with `--jobs 1`: the resume finishes
+/// the stories in the project itself and leaves no worktree or branch of
+/// the parallel run behind.
+#[test]
+fn a_parallel_run_resumed_one_story_at_a_time_leaves_no_worktree_behind() {
+    let p = Project::with_prd(FIVE);
+    p.script("[run *]\ntouch-shared started-{id}\nwait-shared never 120\n");
+    let mut child = p.spawn(&["12", "--jobs", "3"]);
+    let started = || {
+        std::fs::read_dir(p.agent_dir()).map_or(0, |d| {
+            d.flatten().filter(|e| e.file_name().to_string_lossy().starts_with("started-")).count()
+        })
+    };
+    assert!(eventually(Duration::from_secs(60), || started() == 3), "three workers did not start");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    let dir = p.dir().canonicalize().unwrap();
+    assert!(eventually(Duration::from_secs(30), || processes_in(&dir).is_empty()));
+    assert_eq!(p.git(&["worktree", "list"]).lines().count(), 4, "the kill left its worktrees");
+    p.script("[run *]\nimplement\n");
+    let r = p.run(&["12", "--jobs", "1"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    for id in ["US-001", "US-002", "US-003", "US-004", "US-005"] {
+        assert!(p.passes(id), "{id}");
+    }
+    assert_tidy(&p);
+    assert!(!p.path(".git/ralph/parallel.json").exists());
 }
 
 #[test]

@@ -16,8 +16,10 @@
 //!    (a conflict with `resolve = "redo"` or after resolving, a resolver
 //!    that failed or left markers, a gate or another story's `verify` that
 //!    fails on the merged tree): redone from the new tip, and given up only
-//!    once `merge.attempts` attempts failed. The breaker counts it as an
-//!    iteration without progress, so a run whose every merge fails stops.
+//!    once `merge.attempts` attempts failed. The breaker counts a failed
+//!    resolution or check as an iteration without progress, so a run whose
+//!    every merge fails stops; a plain conflict is the cost of working
+//!    stories at once, not a sign the work is wrong, and counts nothing.
 //! 4. **A gate stopped by a signal decides nothing**: the story stays queued.
 
 use crate::event::MergeResult;
@@ -120,7 +122,7 @@ pub(crate) struct MergeJudgement {
 pub(crate) fn judge_merge(f: &MergeFacts) -> MergeJudgement {
     let resolved = f.resolved_with.is_some();
     let failed = |why: String, result: MergeResult, feedback: Option<String>| {
-        attempt_failed(f, why, result, feedback)
+        attempt_failed(f, why, result, feedback, MergeSignal::Failure)
     };
     match (&f.met, &f.gate) {
         (_, MergeGate::Interrupted) => MergeJudgement {
@@ -152,7 +154,7 @@ pub(crate) fn judge_merge(f: &MergeFacts) -> MergeJudgement {
         (Met::Conflict(files), _) => {
             let again = if resolved { " again, after it was resolved" } else { "" };
             let why = format!("conflicts with the run branch in {}{again}", files.join(", "));
-            failed(why, MergeResult::Conflict, None)
+            attempt_failed(f, why, MergeResult::Conflict, None, MergeSignal::Nothing)
         }
         (Met::Clean, MergeGate::Failed { feedback, other }) => {
             let why = match (other, resolved) {
@@ -197,6 +199,7 @@ fn attempt_failed(
     why: String,
     result: MergeResult,
     feedback: Option<String>,
+    breaker: MergeSignal,
 ) -> MergeJudgement {
     let failures = f.failures + 1;
     let attempts = f.attempts.max(1);
@@ -210,14 +213,7 @@ fn attempt_failed(
         );
         (MergeAction::Redo, result, message)
     };
-    MergeJudgement {
-        action,
-        result,
-        failure: Some(why),
-        message,
-        breaker: MergeSignal::Failure,
-        feedback,
-    }
+    MergeJudgement { action, result, failure: Some(why), message, breaker, feedback }
 }
 
 #[cfg(test)]
@@ -265,8 +261,8 @@ mod tests {
             (facts(conflict(), false, MergeGate::NotRun, 0), A::Resolve(vec!["src/shared.rs".into()]), R::Resolving, S::Nothing, None),
             (facts(conflict(), false, MergeGate::NotRun, 2), A::Resolve(vec!["src/shared.rs".into()]), R::Resolving, S::Nothing, None),
             // A conflict after resolving: the tip moved over the same lines.
-            (facts(conflict(), true, MergeGate::NotRun, 0), A::Redo, R::Conflict, S::Failure, Some("conflicts with the run branch in src/shared.rs again, after it was resolved")),
-            (facts(conflict(), true, MergeGate::NotRun, 2), A::GiveUp, R::Blocked, S::Failure, Some("conflicts with the run branch in src/shared.rs again, after it was resolved")),
+            (facts(conflict(), true, MergeGate::NotRun, 0), A::Redo, R::Conflict, S::Nothing, Some("conflicts with the run branch in src/shared.rs again, after it was resolved")),
+            (facts(conflict(), true, MergeGate::NotRun, 2), A::GiveUp, R::Blocked, S::Nothing, Some("conflicts with the run branch in src/shared.rs again, after it was resolved")),
             // A resolver that failed.
             (facts(Met::ResolveFailed("conflict markers left in src/shared.rs".into()), false, MergeGate::NotRun, 0), A::Redo, R::ResolveFailed, S::Failure, Some("the resolver could not merge it: conflict markers left in src/shared.rs")),
             (facts(Met::ResolveFailed("the agent failed".into()), false, MergeGate::NotRun, 2), A::GiveUp, R::Blocked, S::Failure, Some("the resolver could not merge it: the agent failed")),
@@ -339,7 +335,11 @@ mod tests {
                                 let lost =
                                     matches!(j.action, MergeAction::Redo | MergeAction::GiveUp);
                                 assert_eq!(lost, j.failure.is_some(), "{f:?}");
-                                assert_eq!(lost, j.breaker == MergeSignal::Failure, "{f:?}");
+                                // The breaker hears of every lost attempt but
+                                // a plain conflict.
+                                let conflict = matches!(met, Met::Conflict(_));
+                                let told = j.breaker == MergeSignal::Failure;
+                                assert_eq!(lost && !conflict, told, "{f:?}");
                                 assert_eq!(
                                     j.action == MergeAction::Merge,
                                     j.breaker == MergeSignal::Progress

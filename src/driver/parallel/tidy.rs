@@ -238,12 +238,67 @@ impl Run<'_> {
             pool.save_board(&self.paths.store);
             return;
         }
+        let prd = self.branch_prd(pool);
+        for story in pool.board.resolving.keys().cloned().collect::<Vec<_>>() {
+            self.restore_work(pool, &story);
+        }
+        self.put_away_worktrees(&prd, &pool.worktrees, &pool.branch);
+    }
+
+    /// A run resumed one story at a time (`--jobs 1`) after a parallel run
+    /// of it was cut off: the worktrees and branches that run left are put
+    /// away as its end would have (unfinished work kept, named, on its
+    /// branch), so none outlives the run.
+    pub(in crate::driver) fn put_away_parallel_leftovers(&mut self) {
+        let worktrees = worktrees_dir(&self.paths.store);
+        let board = Board::load(&self.paths.store);
+        if self.repo.worktrees(PREFIX).is_empty() && !worktrees.exists() && board.is_none() {
+            return;
+        }
+        let Some(branch) = board
+            .as_ref()
+            .map(|b| b.branch.clone())
+            .filter(|b| !b.is_empty())
+            .or_else(|| self.repo.current_branch())
+        else {
+            return;
+        };
+        // A resolution cut short: the story's work back on its branch.
+        for (story, kept) in board.iter().flat_map(|b| &b.resolving) {
+            let name = format!("{PREFIX}{}", plan::slug(story));
+            self.repo.remove_worktree(&name, &worktrees.join(plan::slug(story)));
+            if let Some(at) = self.repo.ref_target(kept) {
+                let _ = self.repo.set_branch(&format!("{branch}--{}", plan::slug(story)), at);
+            }
+        }
         let prd = self.reload_prd().unwrap_or_else(|| self.good_prd.clone());
+        self.put_away_worktrees(&prd, &worktrees, &branch);
+    }
+
+    /// The story branch at `work` changed more than ralph's bookkeeping
+    /// (prd.json, progress.txt, `.ralph/`) since it left the run branch.
+    fn holds_work(&self, tip: git2::Oid, work: git2::Oid) -> bool {
+        let Some(base) = self.repo.merge_base(tip, work) else { return true };
+        let own = [&self.paths.prd, &self.paths.progress]
+            .map(|p| self.repo.relative(p).unwrap_or_default());
+        let ralph = self.repo.relative(&self.paths.project.join(".ralph"));
+        let theirs = |p: &Path| {
+            !own.iter().any(|o| o == p) && !ralph.as_ref().is_some_and(|r| p.starts_with(r))
+        };
+        self.repo
+            .changed_paths(base, work)
+            .map_or(true, |paths| paths.iter().map(Path::new).any(theirs))
+    }
+
+    /// Every worktree of the run removed: an unfinished story's work is
+    /// committed on its branch, which is kept (and named) when it holds
+    /// work the run branch does not; every other story branch goes.
+    fn put_away_worktrees(&mut self, prd: &crate::prd::Prd, worktrees: &Path, run_branch: &str) {
         let mut kept = Vec::new();
         for name in self.repo.worktrees(PREFIX) {
             let slug = name[PREFIX.len()..].to_string();
-            let dir = pool.worktrees.join(&slug);
-            let branch = format!("{}--{slug}", pool.branch);
+            let dir = worktrees.join(&slug);
+            let branch = format!("{run_branch}--{slug}");
             let story = prd.stories().iter().find(|s| plan::slug(&s.id) == slug);
             if let Some(s) = story.filter(|s| !s.passes)
                 && let Ok(wt) = Repo::discover(&dir)
@@ -255,19 +310,21 @@ impl Run<'_> {
                 ));
             }
             self.repo.remove_worktree(&name, &dir);
-            let tip = self.repo.branch_tip(&pool.branch);
+            let tip = self.repo.branch_tip(run_branch);
             let work = self.repo.branch_tip(&branch);
             match (tip, work) {
                 (Some(t), Some(w))
-                    if story.is_some_and(|s| !s.passes) && !self.repo.contains(t, w) =>
+                    if story.is_some_and(|s| !s.passes)
+                        && !self.repo.contains(t, w)
+                        && self.holds_work(t, w) =>
                 {
                     kept.push(format!("{branch} ({})", story.map(|s| s.id.as_str()).unwrap_or("")));
                 }
                 _ => self.repo.delete_branch(&branch),
             }
         }
-        remove_strays(&self.repo, &pool.worktrees);
-        let _ = std::fs::remove_dir(&pool.worktrees);
+        remove_strays(&self.repo, worktrees);
+        let _ = std::fs::remove_dir(worktrees);
         let _ = std::fs::remove_file(Board::path(&self.paths.store));
         if !kept.is_empty() {
             self.notice(format!("unfinished work is kept on {}", kept.join(", ")));
