@@ -72,6 +72,9 @@ pub enum RunOutcome {
     Budget,
     Environment,
     GateDisagrees,
+    /// A parallel run gave stories up (their merges kept failing) and no
+    /// other story can start.
+    GivenUp,
     Interrupted,
 }
 
@@ -87,6 +90,7 @@ impl RunOutcome {
             RunOutcome::Budget => "budget",
             RunOutcome::Environment => "environment",
             RunOutcome::GateDisagrees => "gate_disagrees",
+            RunOutcome::GivenUp => "given_up",
             RunOutcome::Interrupted => "interrupted",
         }
     }

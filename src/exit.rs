@@ -26,6 +26,10 @@ pub const LOCKED: u8 = 8;
 /// Every story is marked passing but the gate fails: there is no story
 /// left to work on, and the project is not done. A person must look.
 pub const GATE_DISAGREES: u8 = 9;
+/// A parallel run gave stories up — their merges kept failing
+/// (`merge.attempts`) — and no other story can start: their work is kept
+/// under `refs/ralph/attempts/` for a person to look at.
+pub const GIVEN_UP: u8 = 10;
 /// Stopped by SIGHUP (the terminal went away): 128 + 1.
 pub const HANGUP: u8 = 129;
 /// Stopped by SIGINT (Ctrl-C): 128 + 2, as shells report it.
@@ -45,6 +49,7 @@ pub const TABLE: &[(u8, &str)] = &[
     (ENVIRONMENT, "environment error: agent or gate cannot run, auth failure, disk"),
     (LOCKED, "another ralph holds this work tree (whatever its PRD)"),
     (GATE_DISAGREES, "every story is marked passing but the gate fails"),
+    (GIVEN_UP, "a parallel run gave stories up (merges kept failing); nothing else can start"),
     (HANGUP, "interrupted by SIGHUP"),
     (INTERRUPTED, "interrupted by SIGINT"),
     (TERMINATED, "terminated by SIGTERM"),

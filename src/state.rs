@@ -107,6 +107,10 @@ pub struct RunState {
     /// Edits of prd.json the agents made and ralph set back, for the report.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prd_proposals: Vec<crate::event::PrdProposal>,
+    /// Stories a parallel run gave up, and why (where their work is kept):
+    /// for the report and `ralph status`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub given_up: std::collections::BTreeMap<String, String>,
     /// When the running iteration's agent call was recorded for the
     /// calls-per-hour limit: taken back if ralph's own end cuts the agent off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -182,6 +186,7 @@ impl RunState {
             prd_proposals: Vec::new(),
             call_at: None,
             owner: None,
+            given_up: Default::default(),
         }
     }
 

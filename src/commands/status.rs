@@ -75,6 +75,9 @@ pub(crate) struct StoryLine {
     /// touch ("waits for US-002: both touch src/routes.rs").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) waits_for: Option<String>,
+    /// The checkpoint's run gave it up, and why (where its work is kept).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) given_up: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -131,7 +134,13 @@ pub(crate) fn gather(
         Ok(p) => (Some(p), None),
         Err(e) => (None, Some(e.to_string())),
     };
-    let next = prd.as_ref().and_then(|p| p.next_story().map(|s| s.id.clone()));
+    let (state, state_warning) = RunState::load(store).unwrap_or((None, None));
+    let given_up = state.as_ref().map(|s| s.given_up.clone()).unwrap_or_default();
+    // The next story the run works, past the ones it gave up.
+    let next = prd.as_ref().and_then(|p| {
+        let skip: Vec<String> = given_up.keys().cloned().collect();
+        crate::prd::runnable(&p.stories, &skip).first().map(|s| s.id.clone())
+    });
     let parallel = crate::driver::Board::load(store);
     let worker_of = |id: &str| {
         parallel.as_ref().and_then(|b| b.workers.iter().find(|w| w.story == id).map(|w| w.worker))
@@ -158,6 +167,7 @@ pub(crate) fn gather(
                         .collect(),
                     worker: worker_of(&s.id),
                     waits_for: waits_for(&s.id),
+                    given_up: given_up.get(&s.id).filter(|_| !s.passes).cloned(),
                 })
                 .collect()
         })
@@ -168,8 +178,7 @@ pub(crate) fn gather(
     let report = breaker.report(cooldown);
     let (limits, w) = Limits::load(store).unwrap_or_else(|e| (Limits::new(), Some(e.to_string())));
     warnings.extend(w);
-    let (state, w) = RunState::load(store).unwrap_or((None, None));
-    warnings.extend(w);
+    warnings.extend(state_warning);
     let last_run = store::read_jsonl::<serde_json::Value>(&store.runs())
         .ok()
         .and_then(|(v, _)| v.into_iter().last());
@@ -248,6 +257,8 @@ pub(crate) fn render(s: &Status, color: bool) -> String {
         for st in &s.stories {
             let mark = if st.passes {
                 "✓"
+            } else if st.given_up.is_some() {
+                "✗"
             } else if st.worker.is_some() {
                 "▶"
             } else if st.next {
@@ -261,6 +272,10 @@ pub(crate) fn render(s: &Status, color: bool) -> String {
             };
             let waits = match &st.waits_for {
                 _ if st.passes => String::new(),
+                _ if st.given_up.is_some() => {
+                    let why = st.given_up.as_deref().unwrap_or("");
+                    format!("  (given up: {})", why.lines().next().unwrap_or(""))
+                }
                 Some(w) => format!("  ({w})"),
                 None if st.waiting_on.is_empty() => String::new(),
                 None => format!("  (waits on {})", st.waiting_on.join(", ")),

@@ -156,6 +156,7 @@ impl End {
             RunOutcome::Budget => exit::BUDGET,
             RunOutcome::Environment => exit::ENVIRONMENT,
             RunOutcome::GateDisagrees => exit::GATE_DISAGREES,
+            RunOutcome::GivenUp => exit::GIVEN_UP,
             RunOutcome::Interrupted => exit::TERMINATED,
         };
         End { outcome, code, message: message.into() }

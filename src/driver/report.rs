@@ -27,9 +27,13 @@ impl Run<'_> {
                         || self.state.passing_at_start.contains(&s.id),
                     verified,
                     passes: s.passes,
-                    note: uncommitted.then(|| {
-                        "its work passed but is not committed (run.commit_leftovers = false)".into()
-                    }),
+                    note: match self.state.given_up.get(&s.id) {
+                        Some(why) if !s.passes => Some(format!("given up: {why}")),
+                        _ => uncommitted.then(|| {
+                            "its work passed but is not committed (run.commit_leftovers = false)"
+                                .into()
+                        }),
+                    },
                     iterations: tally.iterations,
                     cost_usd: tally.cost_usd,
                     commit: tally.commit,

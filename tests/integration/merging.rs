@@ -225,6 +225,14 @@ fn a_resolver_that_leaves_markers_is_redone_from_the_new_tip_and_the_story_still
         told.contains("conflict markers left in shared.txt")
             && told.contains("refs/ralph/attempts/")
     );
+    // The story's iterations are numbered as its own: the first turn, the
+    // resolver, then the redo in a new worktree — not "iteration 1" again.
+    let numbers: Vec<u64> = ev
+        .iter()
+        .filter(|e| e["event"] == "iteration_end" && e["story_id"] == story.as_str())
+        .filter_map(|e| e["iteration"].as_u64())
+        .collect();
+    assert_eq!(numbers, [1, 2, 3], "{}", r.stdout);
     // The report lists the failed attempt.
     let end = ev.iter().find(|e| e["event"] == "run_end").unwrap();
     let entry =
@@ -241,7 +249,8 @@ fn a_story_is_given_up_only_when_merge_attempts_are_spent_with_every_reason() {
     let mut ralph = p.ralph();
     ralph.args(["10", "--jobs", "2", "--gate", "! grep -q '^<<<<<<<' shared.txt", "--json"]);
     let r = to_run(ralph.env("RALPH_MERGE_ATTEMPTS", "1").output().unwrap());
-    assert_eq!(r.code, code(exit::BLOCKED), "{r:?}");
+    // Its own exit code: not the agent's "blocked".
+    assert_eq!(r.code, code(exit::GIVEN_UP), "{r:?}");
     let ev = events(&r.stdout);
     let blocked = at(&ev, |e| e["event"] == "merge" && e["result"] == "blocked");
     assert!(blocked < ev.len(), "{}", r.stdout);
@@ -260,9 +269,22 @@ fn a_story_is_given_up_only_when_merge_attempts_are_spent_with_every_reason() {
             && why.contains("attempt 1: the resolver could not merge it"),
         "{why}"
     );
-    // Its work is not lost: kept under refs/ralph/attempts.
+    // Its work is not lost: kept under refs/ralph/attempts, and said so.
     let kept = p.git(&["for-each-ref", "--format=%(refname)", "refs/ralph/attempts"]);
     assert_eq!(kept.lines().count(), 1, "{kept}");
+    assert!(why.contains("its work is kept as") && why.contains(kept.trim()), "{why}");
+    // The report calls it what it is: claimed (it passed in its worktree), given up.
+    let entry = end["report"].as_array().unwrap().iter().find(|s| s["id"] == story).unwrap();
+    assert_eq!(entry["claimed"], true, "{entry}");
+    assert!(entry["note"].as_str().is_some_and(|n| n.starts_with("given up: ")), "{entry}");
+    // So does status, and it does not call it next.
+    let status = p.run(&["status"]);
+    let line = status.stdout.lines().find(|l| l.contains(story)).unwrap_or("").to_string();
+    assert!(line.contains("✗") && line.contains("(given up: "), "{status:?}");
+    assert!(!line.contains("(next)"), "{line}");
+    let json: Value = serde_json::from_str(&p.run(&["status", "--json"]).stdout).unwrap();
+    let s = json["stories"].as_array().unwrap().iter().find(|s| s["id"] == story).unwrap();
+    assert!(s["given_up"].as_str().is_some_and(|g| g.contains("refs/ralph/attempts/")), "{s}");
 }
 
 #[test]

@@ -21,6 +21,10 @@ pub struct Board {
     /// Stories given up, and why.
     #[serde(default)]
     pub given_up: BTreeMap<String, String>,
+    /// Of those, the ones whose merges failed `merge.attempts` times (the
+    /// others: the agent was blocked, or the story's breaker opened).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub given_up_merging: BTreeSet<String>,
     /// Times the merge queue sent a story back (its attempts that failed).
     #[serde(default)]
     pub sent_back: BTreeMap<String, u32>,

@@ -358,8 +358,13 @@ impl Run<'_> {
                 .map(|(n, r)| format!("attempt {}: {r}", n + 1))
                 .collect::<Vec<_>>()
                 .join("; ");
-            let why = format!("{}: given up ({reasons})", j.message.trim_end_matches(": given up"));
-            pool.given_up.insert(q.story.clone(), (GiveUp::Blocked, why.clone()));
+            let why = format!(
+                "{}: given up ({reasons}); its work is kept as {kept}",
+                j.message.trim_end_matches(": given up")
+            );
+            self.state.given_up.insert(q.story.clone(), why.clone());
+            pool.given_up.insert(q.story.clone(), (GiveUp::Merge, why.clone()));
+            pool.board.given_up_merging.insert(q.story.clone());
             pool.board.given_up.insert(q.story.clone(), why);
         } else {
             pool.board.feedback.insert(q.story.clone(), lesson.clone());

@@ -556,8 +556,12 @@ impl Run<'_> {
         }
     }
 
-    fn worker_event(&mut self, pool: &mut Pool, no: u32, event: Event) {
+    fn worker_event(&mut self, pool: &mut Pool, no: u32, mut event: Event) {
         let Some(slot) = pool.slots.iter_mut().find(|s| s.no == no) else { return };
+        // A worker numbers its iterations by its worktree's store, which a
+        // redo starts afresh: the story's own count is the one to show.
+        let done = self.state.stories.get(&slot.story).map_or(0, |t| t.iterations);
+        number_for_story(&mut event, done + 1);
         match &event {
             Event::RunStart { .. } => return,
             Event::RunEnd { outcome, message, .. } => {
@@ -639,6 +643,9 @@ impl Run<'_> {
         }
         let end = match turn {
             Turn::Passed => {
+                // The agent marked it and its gate passed in its worktree:
+                // claimed, whatever becomes of it at the merge.
+                self.state.note_claimed(&slot.story);
                 pool.queue.push_back(Queued {
                     story: slot.story.clone(),
                     title: slot.title.clone(),
@@ -660,6 +667,7 @@ impl Run<'_> {
             }
             Turn::GiveUp(why) => {
                 pool.board.given_up.insert(slot.story.clone(), message.clone());
+                self.state.given_up.insert(slot.story.clone(), message.clone());
                 pool.given_up.insert(slot.story.clone(), (why, message));
                 None
             }
@@ -884,6 +892,17 @@ impl Run<'_> {
             pool.unreachable = true;
             self.warn(format!("the remote cannot be reached ({why}): retrying with back-off"));
         }
+    }
+}
+
+/// A worker's event renumbered as the story's `n`-th iteration.
+fn number_for_story(event: &mut Event, n: u32) {
+    match event {
+        Event::IterationStart { iteration, .. }
+        | Event::IterationEnd { iteration, .. }
+        | Event::AgentOutput { iteration, .. }
+        | Event::Gate { iteration, .. } => *iteration = n,
+        _ => {}
     }
 }
 

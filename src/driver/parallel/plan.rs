@@ -31,8 +31,12 @@ pub(super) enum Turn {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum GiveUp {
+    /// The agent said it is blocked.
     Blocked,
+    /// The story's own breaker opened.
     Breaker,
+    /// Its merges failed `merge.attempts` times.
+    Merge,
 }
 
 /// What a worker's turn came to, from its typed `run_end` event (`None`:
@@ -48,6 +52,8 @@ pub(super) fn turn(end: Option<RunOutcome>, code: Option<i32>) -> Turn {
         Some(RunOutcome::Interrupted) => Turn::Stopped,
         Some(RunOutcome::Budget) => Turn::Fatal(RunOutcome::Budget),
         Some(RunOutcome::Environment) => Turn::Fatal(RunOutcome::Environment),
+        // Only a coordinator gives stories up at its merge queue.
+        Some(RunOutcome::GivenUp) => Turn::Fatal(RunOutcome::Environment),
         None => match code.and_then(|c| u8::try_from(c).ok()) {
             None => Turn::Stopped,
             Some(exit::LOCKED) => Turn::Busy,
@@ -196,9 +202,16 @@ pub(super) fn stuck(
     if !crate::prd::runnable(prd.stories(), &busy).is_empty() {
         return None;
     }
-    let breaker = given_up.values().any(|(why, _)| *why == GiveUp::Breaker);
-    let blocked = given_up.values().all(|(why, _)| *why == GiveUp::Blocked);
-    let outcome = if breaker && !blocked { RunOutcome::CircuitOpen } else { RunOutcome::Blocked };
+    // The agent asking for a person comes first, then a story that stopped
+    // making progress, then merges that kept failing.
+    let any = |kind: GiveUp| given_up.values().any(|(why, _)| *why == kind);
+    let outcome = if any(GiveUp::Blocked) || given_up.is_empty() {
+        RunOutcome::Blocked
+    } else if any(GiveUp::Breaker) {
+        RunOutcome::CircuitOpen
+    } else {
+        RunOutcome::GivenUp
+    };
     let mut lines: Vec<String> =
         given_up.iter().map(|(id, (_, why))| format!("{id}: {why}")).collect();
     let waiting: Vec<String> = prd
@@ -416,6 +429,25 @@ mod tests {
         assert!(why.contains("A: needs a key") && why.contains("B waits on A"), "{why}");
         given_up.insert("A".to_string(), (GiveUp::Breaker, "no progress".to_string()));
         assert_eq!(stuck(&p, &given_up).unwrap().0, RunOutcome::CircuitOpen);
+        given_up.insert("A".to_string(), (GiveUp::Merge, "3 attempts failed".to_string()));
+        assert_eq!(stuck(&p, &given_up).unwrap().0, RunOutcome::GivenUp);
+        // Which way a run stops when stories were given up for several reasons.
+        let q = prd(r#"{"userStories":[{"id":"A"},{"id":"B"},{"id":"C"}]}"#);
+        let kinds = |ks: &[GiveUp]| -> BTreeMap<String, (GiveUp, String)> {
+            ks.iter()
+                .zip(["A", "B", "C"])
+                .map(|(k, id)| (id.to_string(), (*k, String::new())))
+                .collect()
+        };
+        use GiveUp::{Blocked as Bl, Breaker as Br, Merge as Me};
+        for (ks, want) in [
+            (&[Bl, Br, Me][..], RunOutcome::Blocked),
+            (&[Br, Me, Me][..], RunOutcome::CircuitOpen),
+            (&[Me, Me, Me][..], RunOutcome::GivenUp),
+            (&[Bl, Bl, Bl][..], RunOutcome::Blocked),
+        ] {
+            assert_eq!(stuck(&q, &kinds(ks)).unwrap().0, want, "{ks:?}");
+        }
         let done = prd(r#"{"userStories":[{"id":"A","passes":true}]}"#);
         assert_eq!(stuck(&done, &BTreeMap::new()), None);
     }

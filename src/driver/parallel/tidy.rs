@@ -85,7 +85,12 @@ impl Run<'_> {
         };
         // Given up in an earlier process of this run stays given up.
         for (id, why) in pool.board.given_up.clone() {
-            pool.given_up.insert(id, (plan::GiveUp::Blocked, why));
+            let kind = if pool.board.given_up_merging.contains(&id) {
+                plan::GiveUp::Merge
+            } else {
+                plan::GiveUp::Blocked
+            };
+            pool.given_up.insert(id, (kind, why));
         }
         // A merge a crash cut short is finished first: before it, the work
         // tree's bookkeeping files are the previous tip's.
