@@ -108,7 +108,12 @@ pub fn markdown(r: &RunReport) -> String {
             cell(&st.id),
             cell(&st.title),
             st.attempts,
-            if st.retried > 0 { format!(" (+{} retried)", st.retried) } else { String::new() },
+            match (st.retried, st.resolves) {
+                (0, 0) => String::new(),
+                (r, 0) => format!(" (+{r} retried)"),
+                (0, k) => format!(" (+{k} resolving)"),
+                (r, k) => format!(" (+{r} retried, +{k} resolving)"),
+            },
             if st.first_pass { "yes" } else { "no" },
             duration(st.wall_ms),
             duration(st.agent_ms),
@@ -132,6 +137,22 @@ pub fn markdown(r: &RunReport) -> String {
                 |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
             );
             let _ = writeln!(out, "- {}", cell(&text));
+        }
+    }
+    let merges: Vec<_> = r.stories.iter().filter(|st| !st.merge_failures.is_empty()).collect();
+    if !merges.is_empty() {
+        let _ = writeln!(out, "\n## Merge attempts that failed\n");
+        for st in merges {
+            for (n, why) in st.merge_failures.iter().enumerate() {
+                let _ = writeln!(out, "- {} attempt {}: {}", st.id, n + 1, cell(why));
+            }
+        }
+    }
+    let noted: Vec<_> = r.stories.iter().filter(|st| st.note.is_some()).collect();
+    if !noted.is_empty() {
+        let _ = writeln!(out, "\n## Notes\n");
+        for st in noted {
+            let _ = writeln!(out, "- {}: {}", st.id, cell(st.note.as_deref().unwrap_or("")));
         }
     }
     let failed_gates: Vec<_> = r

@@ -25,6 +25,13 @@ pub struct StoryLine {
     pub attempts: u32,
     /// Iterations that hit an API limit and were retried.
     pub retried: u32,
+    /// Resolver iterations: a parallel run's agent merging the story's work
+    /// onto the run branch where it conflicted (not among `attempts`).
+    #[serde(default)]
+    pub resolves: u32,
+    /// Why each merge attempt of it that failed did (a parallel run).
+    #[serde(default)]
+    pub merge_failures: Vec<String>,
     /// It passes at the end of the run.
     pub passes: bool,
     /// The gate verified it (`None`: no gate).
@@ -96,6 +103,8 @@ fn line(id: &str, title: &str) -> StoryLine {
         title: title.to_string(),
         attempts: 0,
         retried: 0,
+        resolves: 0,
+        merge_failures: Vec::new(),
         passes: false,
         verified: None,
         delivered: false,
@@ -175,6 +184,7 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
                 tokens_out,
                 commit,
                 lessons,
+                resolve,
                 ..
             } => {
                 let s = get(&mut stories, story_id, "");
@@ -184,6 +194,7 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
                         retried_ms += duration_ms;
                     }
                     IterationResult::Stopped => {}
+                    _ if *resolve => s.resolves += 1,
                     _ => s.attempts += 1,
                 }
                 s.wall_ms += duration_ms;
@@ -200,7 +211,7 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
                     s.commit.clone_from(commit);
                 }
             }
-            Event::Merge { story_id, result, commit, .. } => {
+            Event::Merge { story_id, result, commit, message, .. } => {
                 let s = get(&mut stories, story_id, "");
                 match result {
                     MergeResult::Merged => {
@@ -208,12 +219,16 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
                         s.first_pass = s.attempts == 1 && !sent_back.contains(story_id);
                         s.commit.clone_from(commit);
                     }
+                    // Not yet a failure: the resolution's outcome is.
+                    MergeResult::Resolving => {
+                        sent_back.insert(story_id.clone());
+                    }
                     MergeResult::Conflict
                     | MergeResult::GateFailed
-                    | MergeResult::Resolving
                     | MergeResult::ResolveFailed
                     | MergeResult::Blocked => {
                         sent_back.insert(story_id.clone());
+                        s.merge_failures.push(message.clone());
                     }
                 }
             }

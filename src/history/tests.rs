@@ -218,6 +218,46 @@ fn a_parallel_story_is_delivered_when_merged() {
 }
 
 #[test]
+fn resolver_iterations_and_failed_merges_are_counted_as_such() {
+    let worker =
+        |e: Event| Event::Worker { worker: 1, story_id: "US-001".into(), inner: Box::new(e) };
+    let merge = |result, message: &str| Event::Merge {
+        story_id: "US-001".into(),
+        result,
+        commit: (result == MergeResult::Merged).then(|| "m1".into()),
+        files: vec![],
+        duration_ms: 1,
+        message: message.into(),
+    };
+    let mut resolver = iter_end(2, "US-001", R::Failed, false, Some(0.2), false);
+    if let Event::IterationEnd { resolve, .. } = &mut resolver {
+        *resolve = true;
+    }
+    let evs: Vec<Recorded> = vec![
+        start(None),
+        worker(iter_end(1, "US-001", R::Progress, true, Some(0.1), false)),
+        merge(MergeResult::Resolving, "conflicts: a resolver merges both"),
+        worker(resolver),
+        merge(MergeResult::ResolveFailed, "the resolver could not merge it: markers"),
+        worker(iter_end(3, "US-001", R::Progress, true, Some(0.1), false)),
+        merge(MergeResult::Merged, ""),
+    ]
+    .into_iter()
+    .map(|event| Recorded { ts: at(0), event })
+    .collect();
+    let r = report("r1", &evs);
+    let s = &r.stories[0];
+    assert_eq!((s.attempts, s.resolves), (2, 1));
+    assert_eq!(s.merge_failures, ["the resolver could not merge it: markers"]);
+    assert!(s.delivered && !s.first_pass);
+    // The resolver's cost is the story's.
+    assert!((s.cost_usd - 0.4).abs() < 1e-9, "{}", s.cost_usd);
+    let md = crate::history::markdown(&r);
+    assert!(md.contains("| 2 (+1 resolving) |"), "{md}");
+    assert!(md.contains("- US-001 attempt 1: the resolver could not merge it: markers"), "{md}");
+}
+
+#[test]
 fn lines_read_back_as_the_events_they_were() {
     let worker = Event::Worker {
         worker: 2,

@@ -155,7 +155,8 @@ function renderReport() {
     const gates = s.gates.length ? s.gates.length - failed + " passed" + (failed ? ", " + failed + " failed" : "") : "–";
     const notes = [...s.lessons.map((l) => "lesson: " + l), s.note].filter(Boolean).join(" · ");
     return el("tr", { "data-report": s.id },
-      el("td", {}, s.id + " " + s.title), el("td", {}, String(s.attempts)),
+      el("td", {}, s.id + " " + s.title),
+      el("td", {}, String(s.attempts) + (s.resolves ? " + " + s.resolves + " resolving" : "")),
       el("td", {}, s.first_pass ? "yes" : "no"),
       el("td", {}, s.verified === null || s.verified === undefined ? "–" : s.verified ? "yes" : "no"),
       el("td", {}, dur(s.wall_ms)), el("td", {}, dur(s.agent_ms)),
