@@ -35,6 +35,25 @@ impl fmt::Display for GitError {
 
 impl std::error::Error for GitError {}
 
+/// An index entry for `path` holding blob `id`: no stat data, which a
+/// tree written from an in-memory index does not need.
+pub(crate) fn index_entry(path: &[u8], id: Oid, mode: u32, size: usize) -> git2::IndexEntry {
+    git2::IndexEntry {
+        ctime: git2::IndexTime::new(0, 0),
+        mtime: git2::IndexTime::new(0, 0),
+        dev: 0,
+        ino: 0,
+        mode,
+        uid: 0,
+        gid: 0,
+        file_size: u32::try_from(size).unwrap_or(u32::MAX),
+        id,
+        flags: 0,
+        flags_extended: 0,
+        path: path.to_vec(),
+    }
+}
+
 pub(crate) fn err(message: impl Into<String>, e: git2::Error) -> GitError {
     GitError { message: format!("{}: {}", message.into(), e.message()), hint: None }
 }
@@ -590,20 +609,7 @@ impl Repo {
             };
             let blob =
                 self.repo.blob(&bytes).map_err(|e| err(format!("store {}", path.display()), e))?;
-            let entry = git2::IndexEntry {
-                ctime: git2::IndexTime::new(0, 0),
-                mtime: git2::IndexTime::new(0, 0),
-                dev: 0,
-                ino: 0,
-                mode,
-                uid: 0,
-                gid: 0,
-                file_size: bytes.len() as u32,
-                id: blob,
-                flags: 0,
-                flags_extended: 0,
-                path: path.to_string_lossy().as_bytes().to_vec(),
-            };
+            let entry = index_entry(path.to_string_lossy().as_bytes(), blob, mode, bytes.len());
             tree_index.add(&entry).map_err(|e| err(format!("stage {}", path.display()), e))?;
             // Keep the real index in step for these paths only, so the file
             // does not show up as changed after ralph's commit.

@@ -141,20 +141,7 @@ impl Repo {
             let blob = self.repo.blob(&content).map_err(|e| err("store a file", e))?;
             let mode = c.our.as_ref().or(c.their.as_ref()).map_or(0o100644, |e| e.mode);
             let _ = merged.conflict_remove(Path::new(&path));
-            let entry = git2::IndexEntry {
-                ctime: git2::IndexTime::new(0, 0),
-                mtime: git2::IndexTime::new(0, 0),
-                dev: 0,
-                ino: 0,
-                mode,
-                uid: 0,
-                gid: 0,
-                file_size: content.len() as u32,
-                id: blob,
-                flags: 0,
-                flags_extended: 0,
-                path: path.as_bytes().to_vec(),
-            };
+            let entry = super::index_entry(path.as_bytes(), blob, mode, content.len());
             merged.add(&entry).map_err(|e| err("stage", e))?;
             files.push(path);
         }

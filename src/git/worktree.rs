@@ -135,20 +135,9 @@ impl Repo {
         for path in skip {
             match base_tree.get_path(path) {
                 Ok(entry) => {
-                    let e = git2::IndexEntry {
-                        ctime: git2::IndexTime::new(0, 0),
-                        mtime: git2::IndexTime::new(0, 0),
-                        dev: 0,
-                        ino: 0,
-                        mode: entry.filemode() as u32,
-                        uid: 0,
-                        gid: 0,
-                        file_size: 0,
-                        id: entry.id(),
-                        flags: 0,
-                        flags_extended: 0,
-                        path: path.to_string_lossy().as_bytes().to_vec(),
-                    };
+                    let path = path.to_string_lossy();
+                    let mode = entry.filemode() as u32;
+                    let e = super::index_entry(path.as_bytes(), entry.id(), mode, 0);
                     theirs.add(&e).map_err(|e| err("stage", e))?;
                 }
                 Err(_) => {
@@ -187,20 +176,8 @@ impl Repo {
         index.read_tree(&tree).map_err(|e| err("read a tree", e))?;
         for (path, bytes) in files {
             let blob = self.repo.blob(bytes).map_err(|e| err("store a file", e))?;
-            let e = git2::IndexEntry {
-                ctime: git2::IndexTime::new(0, 0),
-                mtime: git2::IndexTime::new(0, 0),
-                dev: 0,
-                ino: 0,
-                mode: 0o100644,
-                uid: 0,
-                gid: 0,
-                file_size: bytes.len() as u32,
-                id: blob,
-                flags: 0,
-                flags_extended: 0,
-                path: path.to_string_lossy().as_bytes().to_vec(),
-            };
+            let path = path.to_string_lossy();
+            let e = super::index_entry(path.as_bytes(), blob, 0o100644, bytes.len());
             index.add(&e).map_err(|e| err("stage", e))?;
         }
         index.write_tree_to(&self.repo).map_err(|e| err("write a tree", e))

@@ -268,6 +268,17 @@ pub fn kill_9_with_its_watchdog(child: &mut Child) {
     let _ = child.wait();
 }
 
+/// kill -9 of a ralph, then the wait until nothing of it is left at work
+/// in `dir` (its workers stop their agents; its watchdog ends the rest).
+pub fn kill_9_and_settle(child: &mut Child, dir: &std::path::Path) {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    let gone = eventually(Duration::from_secs(30), || processes_in(&dir).is_empty());
+    assert!(gone, "{:?} outlived a kill -9 of ralph", processes_in(&dir));
+}
+
 /// Whether a process exists (zombies count as gone).
 pub fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

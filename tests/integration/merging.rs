@@ -358,11 +358,7 @@ fn what_a_story_was_learnt_to_touch_survives_kill_9_and_keeps_it_apart_on_resume
     // Had both been let run, the other would be at work by now too.
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(second(), 1, "both second turns ran at once");
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-    let _ = child.wait();
-    let dir = p.dir().canonicalize().unwrap();
-    assert!(eventually(Duration::from_secs(20), || processes_in(&dir).is_empty()));
+    kill_9_and_settle(&mut child, &p.dir());
     let board: Value = serde_json::from_str(&p.read(".git/ralph/parallel.json")).unwrap();
     for id in ["US-001", "US-002"] {
         let learnt = &board["learnt"][id];

@@ -388,11 +388,7 @@ fn a_parallel_run_resumed_one_story_at_a_time_leaves_no_worktree_behind() {
         })
     };
     assert!(eventually(Duration::from_secs(60), || started() == 3), "three workers did not start");
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-    let _ = child.wait();
-    let dir = p.dir().canonicalize().unwrap();
-    assert!(eventually(Duration::from_secs(30), || processes_in(&dir).is_empty()));
+    kill_9_and_settle(&mut child, &p.dir());
     assert_eq!(p.git(&["worktree", "list"]).lines().count(), 4, "the kill left its worktrees");
     p.script("[run *]\nimplement\n");
     let r = p.run(&["12", "--jobs", "1"]);

@@ -59,6 +59,20 @@ pub(super) struct Queued {
     pub resolved_with: Option<Vec<String>>,
 }
 
+impl Queued {
+    /// The story a worker's slot worked, for the merge queue.
+    fn of(slot: &Slot) -> Queued {
+        Queued {
+            story: slot.story.clone(),
+            title: slot.title.clone(),
+            dir: slot.dir.clone(),
+            project: slot.project.clone(),
+            branch: slot.branch.clone(),
+            resolved_with: None,
+        }
+    }
+}
+
 /// What the parallel run holds between turns.
 pub(super) struct Pool {
     jobs: u32,
@@ -646,14 +660,7 @@ impl Run<'_> {
                 // The agent marked it and its gate passed in its worktree:
                 // claimed, whatever becomes of it at the merge.
                 self.state.note_claimed(&slot.story);
-                pool.queue.push_back(Queued {
-                    story: slot.story.clone(),
-                    title: slot.title.clone(),
-                    dir: slot.dir.clone(),
-                    project: slot.project.clone(),
-                    branch: slot.branch.clone(),
-                    resolved_with: None,
-                });
+                pool.queue.push_back(Queued::of(&slot));
                 None
             }
             Turn::Again | Turn::Stopped => None,

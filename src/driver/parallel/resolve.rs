@@ -124,14 +124,7 @@ impl Run<'_> {
             outcome: outcome.into(),
             message: message.clone(),
         });
-        let q = Queued {
-            story: slot.story.clone(),
-            title: slot.title.clone(),
-            dir: slot.dir.clone(),
-            project: slot.project.clone(),
-            branch: slot.branch.clone(),
-            resolved_with: None,
-        };
+        let q = Queued::of(&slot);
         let end = match turn {
             Turn::Passed => {
                 pool.board.resolving.remove(&q.story);
