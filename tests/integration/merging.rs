@@ -425,3 +425,53 @@ fn a_run_whose_every_merge_fails_stops_like_any_stuck_run() {
     assert!(end["message"].as_str().unwrap().contains("no progress in 2 iterations"), "{end}");
     assert_eq!(merged(&p).len(), 1);
 }
+
+/// The CPU time a process has used so far, in clock ticks (utime + stime).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+    // After the command's name: state is field 3, utime 14 and stime 15.
+    let at = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    at(14) + at(15)
+}
+
+#[test]
+fn a_queue_that_waits_for_a_resolver_does_not_keep_the_run_busy() {
+    let prd = r#"{
+  "project": "Par",
+  "branchName": "ralph/par",
+  "userStories": [
+    {"id": "US-001", "title": "One", "priority": 1},
+    {"id": "US-002", "title": "Two", "priority": 2},
+    {"id": "US-003", "title": "Three", "priority": 3}
+  ]
+}
+"#;
+    let p = Project::with_prd(prd);
+    p.write("shared.txt", "base\n");
+    p.git(&["add", "-A"]);
+    p.git(&["commit", "-q", "-m", "shared file"]);
+    // US-001 and US-002 rewrite the line at once; US-002's resolver is slow,
+    // and US-003 (which appends to the file) waits in the queue for it.
+    p.script(
+        "[story US-001 1]\ntouch-shared a\nwait-shared b 60\nwrite shared.txt from {id}\nimplement\n\
+         [story US-002 1]\ntouch-shared b\nwait-shared a 60\nwrite shared.txt from {id}\nimplement\n\
+         [story US-003]\nwait-shared resolving 60\nappend shared.txt and {id}\nimplement\ntouch-shared queued\n\
+         [resolve *]\ntouch-shared resolving\nwait-shared go 120\nresolve\n",
+    );
+    let child = p.spawn(&["12", "--jobs", "2"]);
+    let ready = |name: &str| p.agent_dir().join(name).exists();
+    assert!(eventually(Duration::from_secs(60), || ready("queued")), "US-003 never finished");
+    // Give the run a moment to queue US-003 behind the resolver, then see
+    // what two seconds of that cost it.
+    std::thread::sleep(Duration::from_millis(500));
+    let before = cpu_ticks(child.id());
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_ticks(child.id()) - before;
+    std::fs::write(p.agent_dir().join("go"), b"").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let r = to_run(out);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    // Clock ticks are 1/100 s: a loop that spins uses most of the 200.
+    assert!(used < 50, "the run used {used} ticks of CPU in 2 s while it waited");
+}

@@ -38,11 +38,12 @@ enum Tried {
 
 impl Run<'_> {
     /// Merges the next batch of queued stories; what does not merge is
-    /// judged (`judge_merge`) and resolved, sent back or given up.
-    pub(super) fn merge_next(&mut self, pool: &mut Pool) -> Result<(), Error> {
+    /// judged (`judge_merge`) and resolved, sent back or given up. Whether
+    /// there was a batch: every queued story may be waiting for a resolver.
+    pub(super) fn merge_next(&mut self, pool: &mut Pool) -> Result<bool, Error> {
         let batch = self.take_batch(pool);
         if batch.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let started = Instant::now();
         pool.merging = batch.iter().map(|q| q.story.clone()).collect();
@@ -72,7 +73,7 @@ impl Run<'_> {
                 pool.board.merging = None;
                 pool.save_board(&self.paths.store);
                 let _ = self.branch_prd(pool);
-                Ok(())
+                Ok(true)
             }
             Tried::Raced => {
                 requeue(pool, batch);
@@ -89,7 +90,7 @@ impl Run<'_> {
                 self.remote_unreachable(pool, &why);
                 requeue(pool, batch);
                 std::thread::sleep(std::time::Duration::from_millis(500));
-                Ok(())
+                Ok(true)
             }
         }
     }

@@ -105,6 +105,8 @@ pub(super) struct Pool {
     rx: Receiver<Msg>,
     /// A limit pauses the workers: said once.
     paused: bool,
+    /// Every queued story waits for a resolver at work on its files.
+    queue_held: bool,
     /// The other workers of the run: none, or other machines' through the
     /// git remote.
     peers: Box<dyn Peers>,
@@ -316,7 +318,9 @@ impl Run<'_> {
             if let Some(end) = pool.stopped_by.clone() {
                 return end;
             }
-            let idle = pool.queue.is_empty() && !pool.slots.is_empty();
+            // Nothing to merge (or only stories waiting for a resolver):
+            // wait for the workers rather than spin.
+            let idle = (pool.queue.is_empty() || pool.queue_held) && !pool.slots.is_empty();
             let wait = if idle { Duration::from_millis(200) } else { Duration::ZERO };
             if let Some(end) = self.pump(pool, wait) {
                 return end;
@@ -333,14 +337,17 @@ impl Run<'_> {
                 Err(e) => return End::error(&e),
             }
             if !pool.queue.is_empty() {
-                if let Err(e) = self.merge_next(pool) {
-                    return End::error(&e);
+                match self.merge_next(pool) {
+                    Ok(merged) => pool.queue_held = !merged,
+                    Err(e) => return End::error(&e),
                 }
                 // Merges that keep failing stop the run like any stuck one.
                 if self.breaker.is_open() {
                     return self.breaker_open();
                 }
-                continue;
+                if !pool.queue_held {
+                    continue;
+                }
             }
             if pool.slots.is_empty() {
                 if let Some(end) = self.done(&prd) {

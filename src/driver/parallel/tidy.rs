@@ -67,6 +67,7 @@ impl Run<'_> {
             tx,
             rx,
             paused: false,
+            queue_held: false,
             peers: match self.opts.mode.remote() {
                 Some(w) => Box::new(super::peers::Shared {
                     remote: super::remote::Remote::new(
