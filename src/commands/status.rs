@@ -414,9 +414,10 @@ fn parallel(o: &mut String, b: &crate::driver::Board, running: bool) {
     );
     for w in &b.workers {
         let secs = (now - w.since).num_seconds().max(0) as u64;
+        let resolving = if b.resolving_now.contains(&w.story) { " (resolving)" } else { "" };
         let _ = writeln!(
             o,
-            "  w{} {} · {} · {}",
+            "  w{} {}{resolving} · {} · {}",
             w.worker,
             w.story,
             crate::ui::countdown(secs),

@@ -468,6 +468,10 @@ fn a_queue_that_waits_for_a_resolver_does_not_keep_the_run_busy() {
     let before = cpu_ticks(child.id());
     std::thread::sleep(Duration::from_secs(2));
     let used = cpu_ticks(child.id()) - before;
+    // Status shows the resolver for what it is, and the story queued behind it.
+    let status = p.run(&["status"]);
+    assert!(status.stdout.contains(" (resolving) · "), "{status:?}");
+    assert!(status.stdout.contains("merge queue: US-003"), "{status:?}");
     std::fs::write(p.agent_dir().join("go"), b"").unwrap();
     let out = child.wait_with_output().unwrap();
     let r = to_run(out);
