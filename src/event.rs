@@ -102,6 +102,64 @@ impl std::fmt::Display for RunOutcome {
     }
 }
 
+/// What a worker's turn came to, as `worker_end` says it (the words are
+/// the JSON's, kept as they were when this was a string).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WorkerOutcome {
+    /// The story passes in its worktree: queued for merging.
+    #[serde(rename = "passes in its worktree")]
+    Passes,
+    /// One iteration done, not the story: another turn follows.
+    #[serde(rename = "turn over")]
+    TurnOver,
+    #[serde(rename = "usage limit")]
+    UsageLimit,
+    /// Blocked, or its breaker opened: the story is given up.
+    #[serde(rename = "given up")]
+    GivenUp,
+    #[serde(rename = "stopped")]
+    Stopped,
+    /// Its worktree is still held by the last worker: tried again shortly.
+    #[serde(rename = "waiting")]
+    Waiting,
+    /// The worker could not do its turn (the agent cannot start, git fails).
+    #[serde(rename = "failed")]
+    Failed,
+    /// A resolver merged the story onto the run branch's tip.
+    #[serde(rename = "resolved")]
+    Resolved,
+    /// A resolver could not: the merge judge decides what follows.
+    #[serde(rename = "not resolved")]
+    NotResolved,
+    /// A resolver met a limit or a passing API error: resolved again later.
+    #[serde(rename = "to be resolved again")]
+    ResolveAgain,
+}
+
+impl WorkerOutcome {
+    /// The words `worker_end` carries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkerOutcome::Passes => "passes in its worktree",
+            WorkerOutcome::TurnOver => "turn over",
+            WorkerOutcome::UsageLimit => "usage limit",
+            WorkerOutcome::GivenUp => "given up",
+            WorkerOutcome::Stopped => "stopped",
+            WorkerOutcome::Waiting => "waiting",
+            WorkerOutcome::Failed => "failed",
+            WorkerOutcome::Resolved => "resolved",
+            WorkerOutcome::NotResolved => "not resolved",
+            WorkerOutcome::ResolveAgain => "to be resolved again",
+        }
+    }
+}
+
+impl std::fmt::Display for WorkerOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// What the merge queue did with a story.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -344,9 +402,8 @@ pub enum Event {
     WorkerEnd {
         worker: u32,
         story_id: String,
-        /// What its turn came to: the story passes in its worktree, another
-        /// turn is needed, or why the story is given up.
-        outcome: String,
+        /// What its turn came to.
+        outcome: WorkerOutcome,
         message: String,
     },
     /// The merge queue dealt with a story.
@@ -451,7 +508,7 @@ mod tests {
             Event::WorkerEnd {
                 worker: 1,
                 story_id: "US-001".into(),
-                outcome: "passes in its worktree".into(),
+                outcome: WorkerOutcome::Passes,
                 message: "queued for merging".into(),
             },
             Event::Merge {
@@ -567,6 +624,31 @@ mod tests {
             }
             serde_json::Value::Array(a) => a.iter().for_each(|v| keys(v, out)),
             _ => {}
+        }
+    }
+
+    #[test]
+    fn a_workers_outcome_reads_as_the_words_it_always_had() {
+        use WorkerOutcome as W;
+        for o in [
+            W::Passes,
+            W::TurnOver,
+            W::UsageLimit,
+            W::GivenUp,
+            W::Stopped,
+            W::Waiting,
+            W::Failed,
+            W::Resolved,
+            W::NotResolved,
+            W::ResolveAgain,
+        ] {
+            let json = serde_json::to_value(o).unwrap();
+            assert_eq!(json, o.as_str(), "{o:?}");
+            assert_eq!(serde_json::from_value::<W>(json).unwrap(), o);
+            assert!(
+                include_str!("../docs/events.md").contains(&format!("`{o}`")),
+                "{o} undocumented"
+            );
         }
     }
 

@@ -100,7 +100,7 @@ impl Kind {
 
 /// What an event is, for notifications (empty: nothing to notify).
 pub fn kinds(event: &Event, wait_longer_than: Duration) -> Vec<Kind> {
-    use crate::event::MergeResult;
+    use crate::event::{MergeResult, WorkerOutcome};
     match event {
         Event::RunEnd { outcome: RunOutcome::Blocked, .. } => vec![Kind::RunEnd, Kind::Blocked],
         Event::RunEnd { .. } => vec![Kind::RunEnd],
@@ -111,8 +111,8 @@ pub fn kinds(event: &Event, wait_longer_than: Duration) -> Vec<Kind> {
         Event::BudgetWarning { .. } => vec![Kind::Budget],
         Event::Merge { result: MergeResult::Blocked, .. } => vec![Kind::Blocked],
         // plan::turn's words for a worker's end (driver/parallel).
-        Event::WorkerEnd { outcome, .. } if outcome == "given up" => vec![Kind::Blocked],
-        Event::WorkerEnd { outcome, .. } if outcome == "failed" => vec![Kind::WorkerLost],
+        Event::WorkerEnd { outcome: WorkerOutcome::GivenUp, .. } => vec![Kind::Blocked],
+        Event::WorkerEnd { outcome: WorkerOutcome::Failed, .. } => vec![Kind::WorkerLost],
         Event::Worker { inner, .. } => match inner.as_ref() {
             Event::Circuit { to: crate::circuit::State::Open, .. } => vec![Kind::CircuitOpen],
             _ => Vec::new(),

@@ -25,10 +25,10 @@ fn end(outcome: RunOutcome) -> Event {
 fn events_are_notified_as_their_kinds() {
     use crate::circuit::State;
     let wait = |seconds| Event::Waiting { reason: "r".into(), until: chrono::Utc::now(), seconds };
-    let worker_end = |outcome: &str| Event::WorkerEnd {
+    let worker_end = |outcome: crate::event::WorkerOutcome| Event::WorkerEnd {
         worker: 1,
         story_id: "US-001".into(),
-        outcome: outcome.into(),
+        outcome,
         message: String::new(),
     };
     let circuit = |to| Event::Circuit { from: State::Closed, to, reason: "r".into() };
@@ -61,9 +61,10 @@ fn events_are_notified_as_their_kinds() {
         ),
         (merge(MergeResult::Blocked), vec![Kind::Blocked]),
         (merge(MergeResult::Conflict), vec![]),
-        (worker_end("given up"), vec![Kind::Blocked]),
-        (worker_end("failed"), vec![Kind::WorkerLost]),
-        (worker_end("turn over"), vec![]),
+        (worker_end(crate::event::WorkerOutcome::GivenUp), vec![Kind::Blocked]),
+        (worker_end(crate::event::WorkerOutcome::Failed), vec![Kind::WorkerLost]),
+        (worker_end(crate::event::WorkerOutcome::TurnOver), vec![]),
+        (worker_end(crate::event::WorkerOutcome::NotResolved), vec![]),
         (Event::Notice { level: crate::event::Level::Warn, message: "m".into() }, vec![]),
     ];
     for (event, want) in cases {

@@ -634,19 +634,20 @@ impl Run<'_> {
             return self.resolver_exited(pool, slot, turn, message);
         }
         self.learn_paths(pool, &slot);
+        use crate::event::WorkerOutcome as W;
         let (outcome, said) = match &turn {
-            Turn::Passed => ("passes in its worktree", "queued for merging".to_string()),
-            Turn::Again => ("turn over", String::new()),
-            Turn::UsageLimit => ("usage limit", message.clone()),
-            Turn::GiveUp(_) => ("given up", message.clone()),
-            Turn::Stopped => ("stopped", message.clone()),
-            Turn::Busy => ("waiting", "its worktree is still held by the last worker".into()),
-            Turn::Fatal(_) => ("failed", message.clone()),
+            Turn::Passed => (W::Passes, "queued for merging".to_string()),
+            Turn::Again => (W::TurnOver, String::new()),
+            Turn::UsageLimit => (W::UsageLimit, message.clone()),
+            Turn::GiveUp(_) => (W::GivenUp, message.clone()),
+            Turn::Stopped => (W::Stopped, message.clone()),
+            Turn::Busy => (W::Waiting, "its worktree is still held by the last worker".into()),
+            Turn::Fatal(_) => (W::Failed, message.clone()),
         };
         self.reporter.emit(&Event::WorkerEnd {
             worker: no,
             story_id: slot.story.clone(),
-            outcome: outcome.into(),
+            outcome,
             message: said,
         });
         // What the turn learned outlives its worktree: the run's store keeps it.

@@ -182,11 +182,8 @@ impl Peers for Shared {
         if !r.sync(repo, every)? {
             return Ok(Look::Stale);
         }
-        let stop = remote::stop_for(&r.shared, &r.worker, self.started).map(|s| {
-            let outcome = serde_json::from_value(serde_json::Value::String(s.outcome.clone()))
-                .unwrap_or(RunOutcome::Budget);
-            (outcome, format!("worker {} stopped the run: {}", s.by, s.message))
-        });
+        let stop = remote::stop_for(&r.shared, &r.worker, self.started)
+            .map(|s| (s.outcome, format!("worker {} stopped the run: {}", s.by, s.message)));
         Ok(Look::Fresh(News {
             tip: r.tip(repo, branch),
             usage_limit_until: r.shared.usage_limit_until.filter(|t| *t > Utc::now()),
@@ -277,7 +274,7 @@ impl Peers for Shared {
         outcome: RunOutcome,
         message: &str,
     ) -> Result<(), Unreachable> {
-        self.remote.share_stop(repo, outcome.as_str(), message)
+        self.remote.share_stop(repo, outcome, message)
     }
     fn owns_branch(&self) -> bool {
         false

@@ -47,8 +47,9 @@ pub struct Shared {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stop {
     pub by: String,
-    /// `budget` or `circuit_open`.
-    pub outcome: String,
+    /// Why: a spent budget or an open breaker (`budget`, `circuit_open`
+    /// on the wire, as `run_end` names them).
+    pub outcome: crate::event::RunOutcome,
     pub message: String,
     pub at: DateTime<Utc>,
 }
@@ -457,15 +458,11 @@ impl Remote {
     pub(super) fn share_stop(
         &mut self,
         repo: &Repo,
-        outcome: &str,
+        outcome: crate::event::RunOutcome,
         message: &str,
     ) -> Result<(), Unreachable> {
-        let stop = Stop {
-            by: self.worker.clone(),
-            outcome: outcome.into(),
-            message: message.into(),
-            at: Utc::now(),
-        };
+        let stop =
+            Stop { by: self.worker.clone(), outcome, message: message.into(), at: Utc::now() };
         self.publish(repo, |s| {
             s.stop = Some(stop.clone());
             true

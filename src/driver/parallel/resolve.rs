@@ -110,18 +110,19 @@ impl Run<'_> {
         message: String,
     ) -> Option<End> {
         let Job::Resolve { with, files, .. } = slot.job.clone() else { return None };
+        use crate::event::WorkerOutcome as W;
         let outcome = match &turn {
-            Turn::Passed => "resolved",
-            Turn::GiveUp(_) => "not resolved",
-            Turn::UsageLimit => "usage limit",
-            Turn::Again | Turn::Busy => "to be resolved again",
-            Turn::Stopped => "stopped",
-            Turn::Fatal(_) => "failed",
+            Turn::Passed => W::Resolved,
+            Turn::GiveUp(_) => W::NotResolved,
+            Turn::UsageLimit => W::UsageLimit,
+            Turn::Again | Turn::Busy => W::ResolveAgain,
+            Turn::Stopped => W::Stopped,
+            Turn::Fatal(_) => W::Failed,
         };
         self.reporter.emit(&Event::WorkerEnd {
             worker: slot.no,
             story_id: slot.story.clone(),
-            outcome: outcome.into(),
+            outcome,
             message: message.clone(),
         });
         let q = Queued::of(&slot);

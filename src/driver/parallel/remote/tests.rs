@@ -115,7 +115,12 @@ fn a_stop_is_heeded_by_the_other_workers_that_were_at_work_when_it_came() {
     let secs = chrono::TimeDelta::seconds;
     let stop = |by: &str, at| Shared {
         usage_limit_until: None,
-        stop: Some(Stop { by: by.into(), outcome: "budget".into(), message: "spent".into(), at }),
+        stop: Some(Stop {
+            by: by.into(),
+            outcome: crate::event::RunOutcome::Budget,
+            message: "spent".into(),
+            at,
+        }),
     };
     // (the shared state, me, when I started, heeded)
     let cases = [
