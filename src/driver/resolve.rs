@@ -132,7 +132,8 @@ impl Run<'_> {
             Some(AgentError::UsageLimit { resets_at, message }) => {
                 let now = chrono::Utc::now();
                 let wait = self.cfg.limits.usage_limit_wait;
-                self.limits.set_usage_limit(*resets_at, now, wait);
+                // This agent's limit: the run's own agent may be another.
+                self.limits.set_agent_usage_limit(agent_name, *resets_at, now, wait);
                 let _ = self.limits.save(&self.paths.store);
                 Some(End::new(RunOutcome::RateLimited, format!("usage limit: {message}")))
             }
@@ -220,7 +221,10 @@ impl Run<'_> {
         for f in files {
             let Ok(bytes) = crate::store::read_regular(&top.join(&f)) else { continue };
             let text = String::from_utf8_lossy(&bytes);
-            if let Some(line) = crate::git::marker_lines(&text).first() {
+            // Every kind of marker in the files that conflicted; elsewhere
+            // only the labelled ones a resolver could have copied over.
+            let labelled = !spec.files.contains(&f);
+            if let Some(line) = crate::git::marker_lines(&text, labelled).first() {
                 found.push((f, *line));
             }
         }

@@ -78,6 +78,12 @@ pub(super) fn start<'a>(
         still_running(owner, paths)?;
     }
     let resume = unfinished.clone().filter(|_| !opts.fresh);
+    // A parallel run killed between moving its branch and bringing the work
+    // tree along left it half-way: finished before anything reads the tree
+    // (or takes the merged stories' files for a person's edits).
+    if opts.mode.worker().is_none() {
+        finish_interrupted_advance(paths, reporter);
+    }
     // A worker's worktree is ralph's; a resumed run's changes are its own.
     if resume.is_none() && opts.mode.worker().is_none() && !cfg.run.allow_dirty {
         super::dirty::refuse_a_dirty_tree(paths)?;
@@ -235,6 +241,33 @@ fn still_running(owner: &str, paths: &Paths) -> Result<(), Error> {
         std::thread::sleep(Duration::from_millis(20));
     }
     Ok(())
+}
+
+/// [`super::finish_advance`], with git's stale locks cleared first; a
+/// failure is a warning (the parallel run's own start tries again).
+fn finish_interrupted_advance(paths: &Paths, reporter: &mut dyn Reporter) {
+    // Nothing journalled: nothing to do (and git's locks are the run's to
+    // clear, with a word for each).
+    if super::Board::load(&paths.store).is_none_or(|b| b.merging.is_none()) {
+        return;
+    }
+    let Ok(repo) = Repo::discover(&paths.project) else { return };
+    if let Ok(cleared) =
+        repo.clear_stale_locks(std::time::SystemTime::now(), Duration::from_secs(5))
+    {
+        for lock in cleared {
+            warn(
+                reporter,
+                Some(format!(
+                    "removed {}: a git lock left by a process that died mid-write",
+                    lock.display()
+                )),
+            );
+        }
+    }
+    if let Err(e) = super::finish_advance(&repo, paths) {
+        warn(reporter, Some(format!("cannot bring the work tree up to the run branch: {e}")));
+    }
 }
 
 /// How the run's start names its agents: "claude (opus), then codex".

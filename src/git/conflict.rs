@@ -230,17 +230,19 @@ pub fn excerpt(text: &str) -> String {
 }
 
 /// The lines of `text` that are conflict markers git leaves (1-based), so
-/// a resolution that left any is refused.
-pub fn marker_lines(text: &str) -> Vec<usize> {
+/// a resolution that left any is refused. `labelled` only: the opening and
+/// closing markers with their label, which no ordinary file has (a
+/// Markdown heading may well be underlined with seven `=`).
+pub fn marker_lines(text: &str, labelled: bool) -> Vec<usize> {
     text.lines()
         .enumerate()
         .filter(|(_, l)| {
-            l.starts_with("<<<<<<< ")
-                || l.starts_with(">>>>>>> ")
-                || *l == "<<<<<<<"
+            let opening = l.starts_with("<<<<<<< ") || l.starts_with(">>>>>>> ");
+            let bare = *l == "<<<<<<<"
                 || *l == ">>>>>>>"
                 || l.trim_end() == "======="
-                || l.starts_with("||||||| ")
+                || l.starts_with("||||||| ");
+            opening || (!labelled && bare)
         })
         .map(|(i, _)| i + 1)
         .collect()
@@ -255,9 +257,12 @@ mod tests {
     #[test]
     fn markers_are_found_and_only_markers() {
         let text = "a\n<<<<<<< run branch\nx\n=======\ny\n>>>>>>> US-002\nb\n";
-        assert_eq!(marker_lines(text), [2, 4, 6]);
-        assert!(marker_lines("a\n== heading ==\n<<< not one\n").is_empty());
-        assert_eq!(marker_lines("=======\n"), [1]);
+        assert_eq!(marker_lines(text, false), [2, 4, 6]);
+        assert_eq!(marker_lines(text, true), [2, 6]);
+        assert!(marker_lines("a\n== heading ==\n<<< not one\n", false).is_empty());
+        assert_eq!(marker_lines("=======\n", false), [1]);
+        // A heading underlined with seven `=` is only a marker in a file that conflicted.
+        assert!(marker_lines("Title\n=======\n", true).is_empty());
         let ex = excerpt(&format!("{}{text}{}", "p\n".repeat(10), "q\n".repeat(10)));
         assert!(ex.starts_with("p\np\na\n<<<<<<< run branch\n"), "{ex}");
         assert!(ex.ends_with(">>>>>>> US-002\nb\nq\nq\n"), "{ex}");

@@ -368,8 +368,11 @@ impl Repo {
 
     /// Keeps `commit` reachable under `name` (a ref outside refs/heads, so
     /// no branch list fills up with it).
-    pub fn keep_ref(&self, name: &str, commit: Oid, why: &str) {
-        let _ = self.repo.reference(name, commit, true, why);
+    pub fn keep_ref(&self, name: &str, commit: Oid, why: &str) -> Result<(), GitError> {
+        self.repo
+            .reference(name, commit, true, why)
+            .map(|_| ())
+            .map_err(|e| err(format!("keep {name}"), e))
     }
 
     /// `commit` is part of `branch`'s history.

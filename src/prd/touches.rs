@@ -88,9 +88,15 @@ impl Footprint {
                 }
             }
         }
+        // A path matches a glob, or is a folder the glob's matches are in.
         let glob_path = |globs: &[(String, GlobMatcher)], paths: &BTreeSet<String>| {
             globs.iter().find_map(|(g, m)| {
-                paths.iter().find(|p| m.is_match(p.as_str())).map(|p| format!("{p} ({g})"))
+                paths
+                    .iter()
+                    .find(|p| {
+                        m.is_match(p.as_str()) || folder_prefix(g).starts_with(&format!("{p}/"))
+                    })
+                    .map(|p| format!("{p} ({g})"))
             })
         };
         if let Some(s) = glob_path(&self.globs, &other.paths) {
@@ -176,6 +182,10 @@ mod tests {
             (&["src/routes.rs"], &["src/db.rs"], None),
             // A folder holds its files.
             (&["src/routes"], &["src/routes/users.rs"], Some("src/routes/users.rs")),
+            // A folder named without its slash holds what a glob under it matches.
+            (&["src/routes"], &["src/routes/*.rs"], Some("src/routes (src/routes/*.rs)")),
+            (&["src"], &["src/**/mod.rs"], Some("src (src/**/mod.rs)")),
+            (&["src/route"], &["src/routes/*.rs"], None),
             (
                 &["src/routes/"],
                 &["src/routes/users.rs"],

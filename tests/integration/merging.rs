@@ -479,3 +479,69 @@ fn a_queue_that_waits_for_a_resolver_does_not_keep_the_run_busy() {
     // Clock ticks are 1/100 s: a loop that spins uses most of the 200.
     assert!(used < 50, "the run used {used} ticks of CPU in 2 s while it waited");
 }
+
+#[test]
+fn a_resolution_cut_short_by_kill_9_is_made_again_even_by_a_fresh_run() {
+    let p = Project::with_prd(TWO_SHARED);
+    p.write("shared.txt", "base\n");
+    p.git(&["add", "-A"]);
+    p.git(&["commit", "-q", "-m", "shared file"]);
+    p.script(
+        "[story US-001 1]\ntouch-shared a\nwait-shared b 60\nwrite shared.txt from {id}\nimplement\n\
+         [story US-002 1]\ntouch-shared b\nwait-shared a 60\nwrite shared.txt from {id}\nimplement\n\
+         [resolve *]\ntouch-shared resolving\nwait-shared never 120\n\
+         [run *]\nimplement\n",
+    );
+    let mut child = p.spawn(&["12", "--jobs", "2"]);
+    let resolving = || p.agent_dir().join("resolving").exists();
+    assert!(eventually(Duration::from_secs(60), resolving), "no resolver started");
+    kill_9_and_settle(&mut child, &p.dir());
+    // Whatever run comes next puts the story's work back and resolves again.
+    p.script("[resolve *]\nresolve\n[run *]\nimplement\n");
+    let r = p.run(&["12", "--jobs", "2", "--fresh"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(p.passes("US-001") && p.passes("US-002"));
+    let shared = p.read("shared.txt");
+    for id in ["US-001", "US-002"] {
+        assert!(shared.contains(&format!("from {id}")), "{id}'s work was lost: {shared}");
+    }
+    assert!(!shared.contains("<<<<<<<"), "{shared}");
+}
+
+#[test]
+fn a_resolution_that_fails_at_the_merge_is_kept_beside_the_work_it_was_made_from() {
+    let p = Project::with_prd(TWO_SHARED);
+    two_conflicting(&p);
+    // The resolver merges the lines, and breaks the build.
+    p.script(
+        "[story US-001 1]\ntouch-shared a\nwait-shared b 60\nwrite shared.txt from {id}\nimplement\n\
+         [story US-002 1]\ntouch-shared b\nwait-shared a 60\nwrite shared.txt from {id}\nimplement\n\
+         [resolve * 1]\nresolve\nwrite boom BOOM\n\
+         [run *]\nappend shared.txt and {id}\nimplement\n",
+    );
+    let gate = "! grep -qs BOOM boom";
+    let r = p.run(&["12", "--jobs", "2", "--gate", gate, "--json"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    let ev = events(&r.stdout);
+    let failed = at(&ev, |e| e["event"] == "merge" && e["result"] == "resolve_failed");
+    assert!(failed < ev.len(), "{}", r.stdout);
+    let story = ev[failed]["story_id"].as_str().unwrap();
+    let msg = ev[failed]["message"].as_str().unwrap();
+    assert!(msg.starts_with("its resolution fails the gate on the merged tree"), "{msg}");
+    // Both are kept: the story's own work, and the resolution that failed.
+    let slug = story;
+    let kept = p.git(&[
+        "for-each-ref",
+        "--format=%(refname) %(objectname)",
+        &format!("refs/ralph/attempts/{slug}"),
+    ]);
+    assert_eq!(kept.lines().count(), 2, "{kept}");
+    let shas: Vec<&str> = kept.lines().filter_map(|l| l.split(' ').nth(1)).collect();
+    assert_ne!(shas[0], shas[1], "{kept}");
+    let own = p.git(&["show", &format!("{}:shared.txt", shas[0])]);
+    let both = shas
+        .iter()
+        .any(|s| p.git(&["show", &format!("{s}:shared.txt")]).trim() == format!("from {story}"));
+    assert!(both, "the story's own work is not among the kept attempts: {own}");
+    assert!(p.passes("US-001") && p.passes("US-002"));
+}

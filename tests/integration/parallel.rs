@@ -510,3 +510,63 @@ fn armed_rules_reach_every_parallel_worker() {
         assert!(prompt.contains("RULE-MARKER"), "worker prompt {n} has no rules: {prompt}");
     }
 }
+
+/// A parallel run killed between moving the run branch to a merge and
+/// bringing the work tree along: the next ralph — here one story at a time
+/// — finishes the advance first, and works only what is left.
+#[test]
+fn a_merge_whose_work_tree_did_not_follow_is_finished_by_a_jobs_1_run() {
+    let p = Project::with_prd(TWO);
+    p.git(&["checkout", "-q", "-b", "ralph/par"]);
+    let from = p.git(&["rev-parse", "HEAD"]).trim().to_string();
+    // The merge of US-001, made the way the merge queue makes it: a commit
+    // the branch is moved to, the work tree left where it was.
+    let passing = TWO.replacen("\"passes\": false", "\"passes\": true", 1);
+    let blob = |text: &str| {
+        let f = p.path("blob.tmp");
+        std::fs::write(&f, text).unwrap();
+        let id = p.git(&["hash-object", "-w", "blob.tmp"]).trim().to_string();
+        std::fs::remove_file(f).unwrap();
+        id
+    };
+    let (prd, work) = (blob(&passing), blob("implementation of US-001\n"));
+    let index = p.path(".git/merge-index");
+    let git_with_index = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(p.dir())
+            .env("GIT_INDEX_FILE", &index)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    git_with_index(&["read-tree", &from]);
+    git_with_index(&["update-index", "--add", "--cacheinfo", &format!("100644,{prd},prd.json")]);
+    git_with_index(&[
+        "update-index",
+        "--add",
+        "--cacheinfo",
+        &format!("100644,{work},src/us-001.txt"),
+    ]);
+    let tree = git_with_index(&["write-tree"]);
+    let to =
+        p.git(&["commit-tree", &tree, "-p", &from, "-m", "feat: US-001 - One"]).trim().to_string();
+    p.git(&["update-ref", "refs/heads/ralph/par", &to, &from]);
+    std::fs::create_dir_all(p.path(".git/ralph")).unwrap();
+    let journal = serde_json::json!({
+        "run_id": "20261205-000000-0000-000000", "branch": "ralph/par", "jobs": 2,
+        "workers": [], "queue": [],
+        "merging": {"story": "US-001", "stories": ["US-001"], "from": from, "to": to},
+    });
+    std::fs::write(p.path(".git/ralph/parallel.json"), journal.to_string()).unwrap();
+    p.script("[run *]\nimplement\n");
+    let r = p.run(&["5", "--jobs", "1"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    // US-001's work is there, and only US-002 was worked.
+    assert_eq!(p.read("src/us-001.txt"), "implementation of US-001\n");
+    let worked: Vec<String> = runs(&p).into_iter().map(|(_, _, s)| s).collect();
+    assert_eq!(worked, ["US-002"], "{r:?}");
+    assert!(p.passes("US-001") && p.passes("US-002"));
+    assert!(!p.path(".git/ralph/parallel.json").exists());
+}

@@ -41,6 +41,16 @@ pub struct Board {
     /// puts the story's branch back there.
     #[serde(default)]
     pub resolving: BTreeMap<String, String>,
+    /// Resolutions that met an API error, per story: each waits longer.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resolve_retries: BTreeMap<String, u32>,
+    /// Stories waiting for a worker to run their resolver (for `ralph status`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub to_resolve: Vec<String>,
+    /// Stories a resolver merged onto the tip, against which stories: their
+    /// merge runs those stories' `verify` too, after a crash as well.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resolved_with: BTreeMap<String, Vec<String>>,
     /// Stories whose resolver is running now (for `ralph status`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resolving_now: Vec<String>,
@@ -89,8 +99,10 @@ impl Board {
         store.path("parallel.json")
     }
 
-    /// The board, if a parallel run left one (a damaged one reads as none:
-    /// it only ever speeds up a resume, never decides one).
+    /// The board, if a parallel run left one. A damaged one reads as none;
+    /// what a resume depends on in it (the merge journal, the resolutions
+    /// under way) is written with an fsync before the branch or a story's
+    /// worktree is touched, so only a damaged disk loses it.
     pub fn load(store: &Store) -> Option<Board> {
         let bytes = crate::store::read_regular(&Board::path(store)).ok()?;
         serde_json::from_slice(&bytes).ok()

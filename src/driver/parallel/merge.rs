@@ -27,8 +27,14 @@ use crate::prd::Prd;
 
 /// What one try at merging a batch came to.
 enum Tried {
-    /// The batch's fates, on the tip it started from.
-    Done { merged: batch::Merged<Oid>, commits: BTreeMap<usize, Oid>, others: Option<String> },
+    /// The batch's fates, on the tip it started from; `advanced`: the work
+    /// tree followed the run branch (else the journal stays for the next ralph).
+    Done {
+        merged: batch::Merged<Oid>,
+        commits: BTreeMap<usize, Oid>,
+        others: Option<String>,
+        advanced: bool,
+    },
     /// The run branch moved meanwhile (a person committed, another machine
     /// delivered): try again on the new tip.
     Raced,
@@ -64,13 +70,15 @@ impl Run<'_> {
             }
         };
         match tried {
-            Tried::Done { merged, commits, others } => {
+            Tried::Done { merged, commits, others, advanced } => {
                 let ms = started.elapsed().as_millis() as u64;
                 for (i, fate) in merged.fates {
                     let q = batch[i].clone();
                     self.settle(pool, q, fate, commits.get(&i).copied(), others.clone(), ms);
                 }
-                pool.board.merging = None;
+                if advanced {
+                    pool.board.merging = None;
+                }
                 pool.save_board(&self.paths.store);
                 let _ = self.branch_prd(pool);
                 Ok(true)
@@ -190,15 +198,24 @@ impl Run<'_> {
                 pool.board.merging = None;
                 return Ok(Tried::Raced);
             }
-            let skipped = self.repo.advance_work_tree(tip, merged.tip)?;
-            if !skipped.is_empty() {
-                self.warn(format!(
+            // The branch moved: the merge happened. A work tree that could
+            // not follow is finished from the journal by the next ralph.
+            match self.repo.advance_work_tree(tip, merged.tip) {
+                Ok(skipped) if !skipped.is_empty() => self.warn(format!(
                     "left alone in the work tree, changed there since: {} (the run branch has the merged version)",
                     skipped.join(", ")
-                ));
+                )),
+                Ok(_) => {}
+                Err(e) => {
+                    self.warn(format!(
+                        "the work tree could not follow the run branch ({}): the next ralph brings it along",
+                        e.message
+                    ));
+                    return Ok(Tried::Done { merged, commits, others, advanced: false });
+                }
             }
         }
-        Ok(Tried::Done { merged, commits, others })
+        Ok(Tried::Done { merged, commits, others, advanced: true })
     }
 
     /// Carries out what became of one story of a batch.
@@ -309,6 +326,7 @@ impl Run<'_> {
     fn merged(&mut self, pool: &mut Pool, q: &Queued, sha: String) {
         pool.board.merged.insert(q.story.clone(), sha.clone());
         pool.board.resolving.remove(&q.story);
+        pool.board.resolved_with.remove(&q.story);
         self.state.stories.entry(q.story.clone()).or_default().commit = Some(sha);
         // A remote delivery released the claim in the same push.
         pool.remove_worktree(&self.repo, &q.story, true);
@@ -335,6 +353,7 @@ impl Run<'_> {
             None => pool.keep_attempt(&self.repo, q),
         };
         *pool.board.sent_back.entry(q.story.clone()).or_insert(0) += 1;
+        pool.board.resolved_with.remove(&q.story);
         pool.board.failures.entry(q.story.clone()).or_default().push(why.clone());
         self.state.stories.entry(q.story.clone()).or_default().merge_failures.push(why.clone());
         pool.remove_worktree(&self.repo, &q.story, true);
@@ -404,16 +423,24 @@ impl Run<'_> {
         ])
     }
 
-    /// What the story's agent added to progress.txt since `base`: from its
-    /// worktree, where an entry may be uncommitted — but only while the
-    /// worktree is on the story's branch (a gate on a merged tree leaves it
-    /// detached, holding other stories' entries too) — else from `work`.
+    /// What the story's agent added to progress.txt since `base`: as its
+    /// worker left it when the story was queued (an entry may be
+    /// uncommitted), else from the worktree while it is on the story's
+    /// branch (a gate on a merged tree leaves it detached, holding other
+    /// stories' entries too), else from `work`.
     pub(super) fn progress_entry(&self, pool: &Pool, q: &Queued, base: &str, work: Oid) -> String {
-        let on_branch = Repo::discover(&q.dir)
-            .is_ok_and(|r| r.current_branch().as_deref() == Some(q.branch.as_str()));
-        let worker = on_branch
-            .then(|| std::fs::read_to_string(q.dir.join(&pool.progress_rel)).ok())
-            .flatten()
+        let on_branch = || {
+            Repo::discover(&q.dir)
+                .is_ok_and(|r| r.current_branch().as_deref() == Some(q.branch.as_str()))
+        };
+        let worker = q
+            .progress
+            .clone()
+            .or_else(|| {
+                on_branch()
+                    .then(|| std::fs::read_to_string(q.dir.join(&pool.progress_rel)).ok())
+                    .flatten()
+            })
             .or_else(|| {
                 self.repo
                     .file_at(work, &pool.progress_rel)

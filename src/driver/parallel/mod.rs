@@ -57,6 +57,10 @@ pub(super) struct Queued {
     pub branch: String,
     /// A resolver merged it onto the tip, against these stories.
     pub resolved_with: Option<Vec<String>>,
+    /// progress.txt as its worker left it in the worktree (its entry may be
+    /// uncommitted): read once, since a gate on a merged tree checks other
+    /// commits out there.
+    pub progress: Option<String>,
 }
 
 impl Queued {
@@ -69,6 +73,7 @@ impl Queued {
             project: slot.project.clone(),
             branch: slot.branch.clone(),
             resolved_with: None,
+            progress: std::fs::read_to_string(slot.prd.with_file_name("progress.txt")).ok(),
         }
     }
 }
@@ -192,6 +197,7 @@ impl Pool {
         self.board.queue = self.queue.iter().map(|q| q.story.clone()).collect();
         self.board.resolving_now =
             self.slots.iter().filter(|s| s.job != Job::Story).map(|s| s.story.clone()).collect();
+        self.board.to_resolve = self.to_resolve.iter().map(|(q, _)| q.story.clone()).collect();
     }
 
     /// The branch a story is worked on: `<run branch>--<story slug>`.
@@ -245,9 +251,11 @@ impl Pool {
             self.resolving_files().into_iter().map(|f| Footprint::new(&f, &[])).collect();
         let queued = self.queue.iter().map(|q| &q.story).chain(&self.merging);
         busy.extend(queued.filter_map(|id| fp.get(id).cloned()));
-        self.to_resolve.iter().position(|(_, files)| {
+        let now = Instant::now();
+        self.to_resolve.iter().position(|(q, files)| {
             let mine = Footprint::new(files, &[]);
-            busy.iter().all(|b| mine.overlap(b).is_none())
+            let later = self.not_before.get(&q.story).is_some_and(|t| *t > now);
+            !later && busy.iter().all(|b| mine.overlap(b).is_none())
         })
     }
 
@@ -668,7 +676,10 @@ impl Run<'_> {
                 // The agent marked it and its gate passed in its worktree:
                 // claimed, whatever becomes of it at the merge.
                 self.state.note_claimed(&slot.story);
-                pool.queue.push_back(Queued::of(&slot));
+                // A story a resolver merged before a crash keeps the other
+                // stories' checks for its merge.
+                let with = pool.board.resolved_with.get(&slot.story).cloned();
+                pool.queue.push_back(Queued { resolved_with: with, ..Queued::of(&slot) });
                 None
             }
             Turn::Again | Turn::Stopped => None,
@@ -812,13 +823,7 @@ impl Run<'_> {
         // Only the stories at work here are renewed: a claim a killed
         // process of this worker left runs out, to be taken over (or
         // taken up again by this worker, on top of it).
-        let here: Vec<String> = pool
-            .slots
-            .iter()
-            .map(|s| s.story.clone())
-            .chain(pool.queue.iter().map(|q| q.story.clone()))
-            .chain(pool.merging.clone())
-            .collect();
+        let here = pool.in_flight();
         for story in pool.peers.renew(&self.repo, &here, Utc::now()) {
             if let Some(s) = pool.slots.iter().find(|s| s.story == story) {
                 workers::signal(s, libc::SIGTERM);
@@ -938,6 +943,7 @@ pub fn footprints(stories: &[crate::prd::Story], board: &Board) -> BTreeMap<Stri
 pub fn waits(stories: &[crate::prd::Story], board: &Board) -> Vec<Overlap> {
     let mut at_work: Vec<String> = board.workers.iter().map(|w| w.story.clone()).collect();
     at_work.extend(board.queue.iter().cloned());
+    at_work.extend(board.to_resolve.iter().cloned());
     let mut busy = at_work.clone();
     busy.extend(board.given_up.keys().cloned());
     plan::schedule(stories, &busy, &at_work, &footprints(stories, board), 0).1

@@ -6,6 +6,7 @@
 //! the scheduler: the paths they changed.
 
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use super::plan::{self, Turn};
 use super::workers::{Job, Slot};
@@ -66,7 +67,9 @@ impl Run<'_> {
         pool.save_board_durably(&self.paths.store)?;
         Repo::discover(&dir)?.start_resolution(&branch, tip, conflict.tree)?;
         // The resolution is committed with the story's mark and progress
-        // entry, as its turn left them: a resumed run finds it done.
+        // entry, as its turn left them, so the merge writes them as for any
+        // story. A crash before the run took the resolver's end undoes the
+        // resolution (`recover` puts the kept work back): it is made again.
         let progress = plan::append(&text(tip).unwrap_or_default(), &entry);
         std::fs::write(dir.join(&pool.progress_rel), progress)
             .map_err(|e| Error::io("write the worktree's progress.txt", e))?;
@@ -129,6 +132,8 @@ impl Run<'_> {
         let end = match turn {
             Turn::Passed => {
                 pool.board.resolving.remove(&q.story);
+                pool.board.resolve_retries.remove(&q.story);
+                pool.board.resolved_with.insert(q.story.clone(), with.clone());
                 pool.queue.push_front(Queued { resolved_with: Some(with), ..q });
                 None
             }
@@ -140,10 +145,9 @@ impl Run<'_> {
                 None
             }
             Turn::UsageLimit | Turn::Again | Turn::Busy => {
-                if turn == Turn::UsageLimit {
-                    self.share_usage_limit(pool, &slot, slot.no);
-                }
+                let wait = self.resolve_later(pool, &slot, &turn);
                 self.restore_work(pool, &q.story);
+                pool.not_before.insert(q.story.clone(), Instant::now() + wait);
                 pool.to_resolve.push_back((q, files));
                 None
             }
@@ -158,6 +162,38 @@ impl Run<'_> {
         };
         pool.save_board(&self.paths.store);
         end
+    }
+
+    /// How long a resolution that could not be made now waits: a usage
+    /// limit of the run's own agent pauses every worker (and the resolution
+    /// with them); one of a separate `merge.resolver` holds only the
+    /// resolutions, until it resets; an API error backs off, longer each
+    /// time, so a story never cycles its resolver at once.
+    fn resolve_later(&mut self, pool: &mut Pool, slot: &Slot, turn: &Turn) -> Duration {
+        let own = self.cfg.merge.resolver.is_none_or(|t| t == self.cfg.agent.tool);
+        if *turn == Turn::UsageLimit && own {
+            self.share_usage_limit(pool, slot, slot.no);
+            return Duration::ZERO;
+        }
+        if *turn == Turn::UsageLimit {
+            let store = crate::store::Store::for_project(&slot.project, &slot.prd);
+            let now = chrono::Utc::now();
+            let until =
+                crate::limits::Limits::load(&store).ok().and_then(|(l, _)| l.usage_hold(now));
+            let wait = until.and_then(|t| (t - now).to_std().ok());
+            let wait = wait.unwrap_or(self.cfg.limits.usage_limit_wait);
+            self.notice(format!(
+                "usage limit of the resolver agent: {}'s resolution waits {}",
+                slot.story,
+                crate::ui::countdown(wait.as_secs())
+            ));
+            return wait;
+        }
+        let tries = pool.board.resolve_retries.entry(slot.story.clone()).or_insert(0);
+        *tries += 1;
+        Duration::from_secs(10)
+            .saturating_mul(1 << (*tries - 1).min(5))
+            .min(Duration::from_secs(300))
     }
 
     /// A story's branch back at the work kept before its resolution

@@ -46,7 +46,12 @@ impl Run<'_> {
         board.run_id = self.state.run_id.clone();
         board.branch = branch.clone();
         board.jobs = self.cfg.run.jobs;
-        board.merging = old.and_then(|b| b.merging);
+        // What a crash left half-done is finished or undone whichever run
+        // it was: a merge's work tree, a resolution's story branch.
+        if let Some(old) = old {
+            board.merging = old.merging;
+            board.resolving = old.resolving;
+        }
         let (tx, rx) = channel();
         let mut pool = Pool {
             jobs: self.cfg.run.jobs,
@@ -249,6 +254,11 @@ impl Run<'_> {
             self.restore_work(pool, &story);
         }
         self.put_away_worktrees(&prd, &pool.worktrees, &pool.branch);
+        // A work tree that could not follow the last merge: the journal
+        // stays for the next ralph to finish it.
+        if pool.board.merging.is_some() {
+            pool.save_board(&self.paths.store);
+        }
     }
 
     /// A run resumed one story at a time (`--jobs 1`) after a parallel run
@@ -442,8 +452,16 @@ impl Pool {
     pub(super) fn keep_attempt_ref(&self, repo: &Repo, q: &Queued) -> Option<String> {
         let tip = repo.branch_tip(&q.branch)?;
         let n = self.board.sent_back.get(&q.story).copied().unwrap_or(0) + 1;
-        let name = format!("refs/ralph/attempts/{}/{n}", plan::slug(&q.story));
-        repo.keep_ref(&name, tip, "ralph: a sent-back attempt");
+        let slug = plan::slug(&q.story);
+        // Never over another kept attempt: a resolution that failed later is
+        // kept beside the work it was made from.
+        let name = (0..)
+            .map(|k| match k {
+                0 => format!("refs/ralph/attempts/{slug}/{n}"),
+                k => format!("refs/ralph/attempts/{slug}/{n}.{k}"),
+            })
+            .find(|name| repo.ref_target(name).is_none_or(|at| at == tip))?;
+        repo.keep_ref(&name, tip, "ralph: a sent-back attempt").ok()?;
         Some(name)
     }
 }
