@@ -5,12 +5,17 @@
 //! branch: only it writes there, through the merge queue.
 //!
 //! ```text
-//! mod.rs      the loop: start workers, read their events, end the run
-//! plan.rs     pure: a worker's exit → Turn, what starts next, progress entries, stuck
+//! mod.rs      the loop: start workers and resolvers, end the run
+//! plan.rs     pure: a worker's run_end → Turn, what starts next and what waits, waves, stuck
+//! turns.rs    the workers' events and what each turn's end comes to
 //! workers.rs  a worker process and the thread that reads its events
-//! merge.rs    the merge queue: squash, bookkeeping, gate on the merged tree, CAS
-//! board.rs    parallel.json: workers, queue, given up, the merge in progress
+//! merge.rs    the merge queue: batches, bookkeeping, gate on the merged tree, CAS, verdicts
+//! batch.rs    pure: batch, then bisect, over a Merger
+//! resolve.rs  resolvers prepared, their turns judged; paths learnt
+//! board.rs    parallel.json: workers, queue, given up, learnt paths, journals
 //! tidy.rs     worktrees: made, reused, recovered after a crash, removed at the end
+//! peers.rs    who else works the run: Alone, or Shared through the git remote
+//! sync.rs     keeping up with them: looking, following deliveries, claiming
 //! remote.rs   `ralph worker --remote`: claims, leases and delivery through the git remote
 //! ```
 
@@ -22,7 +27,9 @@ mod plan;
 mod remote;
 mod remote_view;
 mod resolve;
+mod sync;
 mod tidy;
+mod turns;
 mod workers;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -33,8 +40,8 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 
 pub use board::Board;
-use peers::{Look, Peers};
-use plan::{GiveUp, Turn};
+use peers::Peers;
+use plan::GiveUp;
 pub use plan::{Overlap, waves};
 pub use remote_view::{RemoteRun, StoryState, remote_runs};
 pub use tidy::{advance_journalled, finish_advance};
@@ -42,7 +49,7 @@ use workers::{Job, Msg, Slot};
 
 use super::{End, Run};
 use crate::error::Error;
-use crate::event::{Event, IterationResult, RunOutcome};
+use crate::event::{Event, RunOutcome};
 use crate::learn::lessons;
 use crate::limits::Wait;
 use crate::prd::{Footprint, Prd};
@@ -585,165 +592,6 @@ impl Run<'_> {
         }
     }
 
-    fn worker_event(&mut self, pool: &mut Pool, no: u32, mut event: Event) {
-        let Some(slot) = pool.slots.iter_mut().find(|s| s.no == no) else { return };
-        // A worker numbers its iterations by its worktree's store, which a
-        // redo starts afresh: the story's own count is the one to show.
-        let done = self.state.stories.get(&slot.story).map_or(0, |t| t.iterations);
-        number_for_story(&mut event, done + 1);
-        match &event {
-            Event::RunStart { .. } => return,
-            Event::RunEnd { outcome, message, .. } => {
-                slot.end = Some((*outcome, message.clone()));
-                return;
-            }
-            Event::IterationEnd { result, cost_usd, tokens, agent, .. } => {
-                let tally = self.state.stories.entry(slot.story.clone()).or_default();
-                tally.cost_usd += cost_usd.unwrap_or(0.0);
-                if !agent.is_empty() && !tally.agents.contains(agent) {
-                    tally.agents.push(agent.clone());
-                }
-                if !matches!(result, IterationResult::Transient | IterationResult::Stopped) {
-                    self.state.iteration += 1;
-                    tally.iterations += 1;
-                    tally.resolves += u32::from(slot.job != Job::Story);
-                }
-                self.state.cost_usd += cost_usd.unwrap_or(0.0);
-                self.state.tokens += tokens.unwrap_or(0);
-                self.state.elapsed_ms = self.elapsed_ms();
-                let _ = self.save_checkpoint(crate::state::Phase::Idle);
-            }
-            Event::AgentSwitch { from, to, reason, until, .. } => {
-                // A worker numbers its iterations on its own: the run's count is the one to report.
-                self.state.switches.push(crate::event::SwitchReport {
-                    iteration: self.state.iteration + 1,
-                    from: from.clone(),
-                    to: to.clone(),
-                    reason: *reason,
-                    until: *until,
-                });
-            }
-            _ => {}
-        }
-        let story_id = slot.story.clone();
-        self.reporter.emit(&Event::Worker { worker: no, story_id, inner: Box::new(event) });
-    }
-
-    fn worker_exited(&mut self, pool: &mut Pool, no: u32, code: Option<i32>) -> Option<End> {
-        let i = pool.slots.iter().position(|s| s.no == no)?;
-        let slot = pool.slots.remove(i);
-        crate::process::release(slot.pid);
-        let turn = plan::turn(slot.end.as_ref().map(|(o, _)| *o), code);
-        let message = match &slot.end {
-            Some((_, m)) => m.clone(),
-            None => self.worker_stderr(&slot),
-        };
-        if slot.job != Job::Story {
-            return self.resolver_exited(pool, slot, turn, message);
-        }
-        self.learn_paths(pool, &slot);
-        use crate::event::WorkerOutcome as W;
-        let (outcome, said) = match &turn {
-            Turn::Passed => (W::Passes, "queued for merging".to_string()),
-            Turn::Again => (W::TurnOver, String::new()),
-            Turn::UsageLimit => (W::UsageLimit, message.clone()),
-            Turn::GiveUp(_) => (W::GivenUp, message.clone()),
-            Turn::Stopped => (W::Stopped, message.clone()),
-            Turn::Busy => (W::Waiting, "its worktree is still held by the last worker".into()),
-            Turn::Fatal(_) => (W::Failed, message.clone()),
-        };
-        self.reporter.emit(&Event::WorkerEnd {
-            worker: no,
-            story_id: slot.story.clone(),
-            outcome,
-            message: said,
-        });
-        // What the turn learned outlives its worktree: the run's store keeps it.
-        let worktree = crate::store::Store::for_project(&slot.project, &slot.prd);
-        if let Err(e) = lessons::carry(&worktree, &self.paths.store, &slot.story, None) {
-            self.warn(format!("cannot keep the lessons of {}: {e}", slot.story));
-        }
-        // A takeover starts from what this turn left on the branch (a
-        // story about to be delivered needs no takeover).
-        if turn != Turn::Passed {
-            pool.peers.keep_turn(&slot.branch);
-        }
-        if let Turn::GiveUp(_) = turn {
-            pool.peers.give_up(&self.repo, &slot.story, &message);
-        }
-        let end = match turn {
-            Turn::Passed => {
-                // The agent marked it and its gate passed in its worktree:
-                // claimed, whatever becomes of it at the merge.
-                self.state.note_claimed(&slot.story);
-                // A story a resolver merged before a crash keeps the other
-                // stories' checks for its merge.
-                let with = pool.board.resolved_with.get(&slot.story).cloned();
-                pool.queue.push_back(Queued { resolved_with: with, ..Queued::of(&slot) });
-                None
-            }
-            Turn::Again | Turn::Stopped => None,
-            Turn::Busy => {
-                pool.not_before.insert(slot.story.clone(), Instant::now() + Duration::from_secs(1));
-                None
-            }
-            Turn::UsageLimit => {
-                self.share_usage_limit(pool, &slot, no);
-                None
-            }
-            Turn::GiveUp(why) => {
-                pool.board.given_up.insert(slot.story.clone(), message.clone());
-                self.state.given_up.insert(slot.story.clone(), message.clone());
-                pool.given_up.insert(slot.story.clone(), (why, message));
-                None
-            }
-            Turn::Fatal(outcome) => {
-                Some(End::new(outcome, format!("worker {no} ({}): {message}", slot.story)))
-            }
-        };
-        pool.save_board(&self.paths.store);
-        end
-    }
-
-    /// A usage limit one worker met pauses them all: the run's own limits
-    /// take its reset time, and no agent starts before it.
-    fn share_usage_limit(&mut self, pool: &mut Pool, slot: &Slot, no: u32) {
-        let store = crate::store::Store::for_project(&slot.project, &slot.prd);
-        // When the worker's next agent is free (its fallbacks counted).
-        let now = Utc::now();
-        let at = crate::limits::Limits::load(&store).ok().and_then(|(l, _)| {
-            let free = self.kit.agents.choose(&l, now, self.fallback_after()).err();
-            let free = free.map(|h| h.at);
-            free.or_else(|| l.usage_hold(now))
-        });
-        let resume = match at {
-            Some(at) => {
-                self.limits.hold_usage_until(at);
-                at
-            }
-            None => self.limits.set_usage_limit(None, now, self.cfg.limits.usage_limit_wait),
-        };
-        let _ = self.limits.save(&self.paths.store);
-        // The other machines' workers learn it from the remote.
-        if let Err(e) = pool.peers.share_limit(&self.repo, resume) {
-            self.remote_unreachable(pool, &e.message);
-        }
-        self.notice(format!(
-            "usage limit met by worker {no} ({}): every worker pauses until {}",
-            slot.story,
-            resume.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S")
-        ));
-    }
-
-    /// The last lines a worker wrote to stderr: its error, when it failed
-    /// before it could report one.
-    fn worker_stderr(&self, slot: &Slot) -> String {
-        let f = self.kit.log_dir.join(format!("worker-{}.stderr", plan::slug(&slot.story)));
-        let text = std::fs::read_to_string(&f).unwrap_or_default();
-        let text = crate::text::tail_chars(text.trim(), 1500);
-        if text.is_empty() { format!("see {}", f.display()) } else { text.to_string() }
-    }
-
     /// Ends every worker: the signal that stopped the run (or SIGTERM)
     /// first, so each stops its agent and keeps its story resumable; KILL
     /// for one that does not end within twice the grace period.
@@ -778,151 +626,6 @@ impl Run<'_> {
         pool.slots.clear();
         pool.save_board(&self.paths.store);
         end
-    }
-}
-
-impl Run<'_> {
-    /// Looks at what the other workers did (at most every `every`): brings
-    /// the run branch and the work tree up to the shared tip, takes in a
-    /// usage limit another machine met or a stop it recorded, and renews
-    /// this process's claims (a claim another worker took over stops the
-    /// story here). Whether the view is current now (always, alone).
-    fn sync_peers(&mut self, pool: &mut Pool, every: Duration) -> bool {
-        let news = match pool.peers.look(&self.repo, &pool.branch, every) {
-            Ok(Look::Fresh(news)) => news,
-            Ok(Look::Stale) => return false,
-            Err(e) => {
-                self.remote_unreachable(pool, &e.message);
-                return false;
-            }
-        };
-        if pool.unreachable {
-            pool.unreachable = false;
-            self.notice("the remote can be reached again");
-        }
-        let local = self.repo.branch_tip(&pool.branch);
-        if let (Some(tip), Some(local)) = (news.tip, local)
-            && tip != local
-            && self.repo.contains(tip, local)
-        {
-            self.follow(pool, local, tip);
-        }
-        if let Some(at) = news.usage_limit_until
-            && self.limits.usage_resume_at().is_none_or(|ours| ours < at)
-        {
-            self.limits.hold_usage_until(at);
-            let _ = self.limits.save(&self.paths.store);
-            self.notice(format!(
-                "another worker met a usage limit: no agent starts before {}",
-                at.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S")
-            ));
-        }
-        if let Some((outcome, why)) = news.stop {
-            pool.stopped_by = Some(End::new(outcome, why));
-        }
-        // Only the stories at work here are renewed: a claim a killed
-        // process of this worker left runs out, to be taken over (or
-        // taken up again by this worker, on top of it).
-        let here = pool.in_flight();
-        for story in pool.peers.renew(&self.repo, &here, Utc::now()) {
-            if let Some(s) = pool.slots.iter().find(|s| s.story == story) {
-                workers::signal(s, libc::SIGTERM);
-            }
-            pool.not_before.insert(story.clone(), Instant::now() + Duration::from_secs(5));
-            self.warn(format!("lost the claim on {story} to another worker: stopping it here"));
-        }
-        true
-    }
-
-    /// Moves the run branch and the work tree from `local` to another
-    /// machine's `tip`, journalled in parallel.json so a kill halfway is
-    /// finished by the next ralph ([`tidy::finish_advance`]).
-    fn follow(&mut self, pool: &mut Pool, local: git2::Oid, tip: git2::Oid) {
-        pool.board.merging = Some(board::Merging {
-            story: String::new(),
-            stories: Vec::new(),
-            from: local.to_string(),
-            to: tip.to_string(),
-        });
-        if pool.save_board_durably(&self.paths.store).is_err()
-            || self.repo.move_branch(&pool.branch, local, tip).is_err()
-        {
-            pool.board.merging = None;
-            return;
-        }
-        let _ = self.repo.advance_work_tree(local, tip);
-        pool.board.merging = None;
-        pool.save_board(&self.paths.store);
-    }
-
-    /// Claims `story` to work on it: `Ok(true)` when it is ours and still
-    /// to do on the run branch's tip. The claim is made on the tip this
-    /// worker has (see [`remote::Remote::claim_on_tip`]), so a story
-    /// delivered and released after our last look is never worked twice;
-    /// when the tip moved, look again and claim on the new one.
-    fn claim_to_start(
-        &mut self,
-        pool: &mut Pool,
-        story: &str,
-    ) -> Result<bool, remote::Unreachable> {
-        for _ in 0..3 {
-            let Some(tip) = self.repo.branch_tip(&pool.branch) else { break };
-            match pool.peers.claim_on_tip(&self.repo, story, tip)? {
-                remote::Claimed::Ours => return Ok(self.still_to_do(pool, story)),
-                remote::Claimed::Lost => return Ok(false),
-                remote::Claimed::Unchecked => return Ok(self.look_again(pool, story)),
-                // Not claimed: on a tip we could not fetch, not again.
-                remote::Claimed::Moved => {
-                    if !self.sync_peers(pool, Duration::ZERO) || self.passes_on_tip(pool, story) {
-                        return Ok(false);
-                    }
-                }
-            }
-        }
-        // The tip keeps moving (or this clone's is not the remote's): claim
-        // first, then look, and see again.
-        if !pool.peers.claim(&self.repo, story)? {
-            return Ok(false);
-        }
-        Ok(self.look_again(pool, story))
-    }
-
-    /// A story claimed without knowing the tip is current: looked again,
-    /// still to do? Unless the look went through, it is let go (a delivery
-    /// we have not seen must not be worked again).
-    fn look_again(&mut self, pool: &mut Pool, story: &str) -> bool {
-        if self.sync_peers(pool, Duration::ZERO) {
-            return self.still_to_do(pool, story);
-        }
-        pool.let_go(story);
-        false
-    }
-
-    /// A story just claimed that passes on the tip already is let go.
-    fn still_to_do(&mut self, pool: &mut Pool, story: &str) -> bool {
-        if !self.passes_on_tip(pool, story) {
-            return true;
-        }
-        pool.let_go(story);
-        false
-    }
-
-    fn remote_unreachable(&mut self, pool: &mut Pool, why: &str) {
-        if !pool.unreachable {
-            pool.unreachable = true;
-            self.warn(format!("the remote cannot be reached ({why}): retrying with back-off"));
-        }
-    }
-}
-
-/// A worker's event renumbered as the story's `n`-th iteration.
-fn number_for_story(event: &mut Event, n: u32) {
-    match event {
-        Event::IterationStart { iteration, .. }
-        | Event::IterationEnd { iteration, .. }
-        | Event::AgentOutput { iteration, .. }
-        | Event::Gate { iteration, .. } => *iteration = n,
-        _ => {}
     }
 }
 
