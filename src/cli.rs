@@ -158,6 +158,9 @@ pub(crate) struct SettingArgs {
     /// "cd tests && pytest" runs it with sh -c)
     #[arg(long, value_name = "COMMAND", value_parser = command)]
     pub(crate) gate: Option<String>,
+    /// Wall-clock limit of one gate run; 0 = none [default: 10m]
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub(crate) gate_timeout: Option<String>,
     /// Wall-clock limit per iteration; 0 = none [default: 30m]
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub(crate) timeout: Option<String>,

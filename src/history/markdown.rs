@@ -163,7 +163,8 @@ pub fn markdown(r: &RunReport) -> String {
     if !failed_gates.is_empty() {
         let _ = writeln!(out, "\n## Gate failures\n");
         for (st, g) in failed_gates {
-            let code = g.exit_code.map(|c| format!("exit {c}")).unwrap_or("killed".into());
+            // No exit code: ralph stopped it (its summary says why: timed out).
+            let code = g.exit_code.map(|c| format!("exit {c}")).unwrap_or("stopped".into());
             let _ = writeln!(
                 out,
                 "- {} iteration {}: {code}{}",

@@ -38,3 +38,26 @@ fn status_without_a_usable_prd_fails_and_says_why() {
     let json = p.run(&["status", "--json"]);
     assert_eq!(json.code, code(exit::USAGE), "{json:?}");
 }
+
+/// A gate that times out on the baseline stops the run before any agent
+/// runs (it could verify nothing), `--gate-timeout` sets its limit, and a
+/// gate that timed out is called so, not "killed".
+#[test]
+fn a_gate_that_times_out_on_the_baseline_stops_the_run() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run *]\nimplement\n");
+    let r = p.run(&["3", "--gate", "sleep 30", "--gate-timeout", "1s"]);
+    assert_eq!(r.code, code(exit::ENVIRONMENT), "{r:?}");
+    assert!(r.stdout.contains("the gate timed out on the baseline"), "{r:?}");
+    assert!(r.stdout.contains("--gate-timeout"), "{r:?}");
+    assert!(p.agent_runs().is_empty(), "an agent ran: {r:?}");
+
+    // Without a baseline, the iteration's gate times out: said so everywhere.
+    p.write(".ralph/config.toml", "[gate]\nbaseline = false\n");
+    let r = p.run(&["1", "--gate", "sleep 30", "--gate-timeout", "1s"]);
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
+    assert!(r.stdout.contains("closest to passing: iteration 1 (gate timed out)"), "{r:?}");
+    assert!(!r.stdout.contains("killed"), "{r:?}");
+    let report = p.run(&["report"]);
+    assert!(report.stdout.contains("US-001 iteration 1: stopped: timed out"), "{report:?}");
+}
