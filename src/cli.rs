@@ -490,9 +490,13 @@ pub(crate) struct ImportArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct InitArgs {
-    /// The agent whose skills folder receives the prd and ralph skills
+    /// The agent to run (written as agent.tool); its skills folder receives the prd and ralph
+    /// skills
     #[arg(long, value_enum, default_value = "claude")]
     pub(crate) tool: Tool,
+    /// The verification gate, written as gate.command: a story passes only when this passes
+    #[arg(long, value_name = "COMMAND", value_parser = command)]
+    pub(crate) gate: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -144,7 +144,8 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
     // killed or stopped in it resumes with a new start), never more than
     // it was planned for; a wait with nothing after it, until its last tick.
     let mut wait: Option<(chrono::DateTime<chrono::Utc>, u64)> = None;
-    let waited = |(from, planned_ms): (chrono::DateTime<chrono::Utc>, u64), to: chrono::DateTime<chrono::Utc>| {
+    let waited = |(from, planned_ms): (chrono::DateTime<chrono::Utc>, u64),
+                  to: chrono::DateTime<chrono::Utc>| {
         ((to - from).num_milliseconds().max(0) as u64).min(planned_ms)
     };
     let mut last_tick = None;

@@ -2,10 +2,7 @@
 //! exactly true: after resumes, limits and give-ups, with no gate, with a
 //! gate that hangs, with a PRD too long to list.
 
-use std::time::Duration;
-
 use crate::harness::*;
-
 
 /// `ralph status` without a usable prd.json is an error to a script (exit
 /// 2, as `ralph run` says), says what to do about a missing one, and names
@@ -60,4 +57,37 @@ fn a_gate_that_times_out_on_the_baseline_stops_the_run() {
     assert!(!r.stdout.contains("killed"), "{r:?}");
     let report = p.run(&["report"]);
     assert!(report.stdout.contains("US-001 iteration 1: stopped: timed out"), "{report:?}");
+}
+
+/// A gate is a setting, not remembered: a run without the gate the last
+/// run had says so, a run with no gate is not called verified, and `ralph
+/// init` writes the gate and the agent it is given.
+#[test]
+fn a_run_without_the_last_runs_gate_is_warned_and_not_called_verified() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run *]\nimplement\n");
+    let r = p.run(&["3", "--gate", "true"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    let r = p.run(&["3"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(
+        r.stdout.contains("checked stories with the gate `true`; this one has no gate"),
+        "{r:?}"
+    );
+    let report = p.run(&["report"]);
+    assert!(report.stdout.contains("3 passing at the end, none verified (no gate)"), "{report:?}");
+    assert!(!report.stdout.contains("3 verified"), "{report:?}");
+    let history = p.run(&["history"]);
+    assert!(history.stdout.contains("3/3 pass, none verified (no gate)"), "{history:?}");
+    assert!(history.stdout.contains("3/3 verified"), "the gated run: {history:?}");
+
+    let fresh = Project::new();
+    let r = fresh.run(&["init", "--tool", "codex", "--gate", "python3 -m pytest -q"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    let config = fresh.read(".ralph/config.toml");
+    assert!(config.contains("\ntool = \"codex\""), "{config}");
+    assert!(config.contains("\ncommand = \"python3 -m pytest -q\""), "{config}");
+    let shown = fresh.ralph().env_remove("RALPH_AGENT_TOOL").args(["config", "show"]).output();
+    let shown = to_run(shown.unwrap());
+    assert!(shown.stdout.contains("codex"), "{shown:?}");
 }
