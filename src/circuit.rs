@@ -103,6 +103,8 @@ pub struct Signals {
     pub asking_questions: bool,
     /// Normalised error signature, for "the same error N times in a row".
     pub error_signature: Option<String>,
+    /// One line of that error as printed, for the reason the breaker gives.
+    pub error_example: Option<String>,
     pub permission_denials: usize,
     /// The agent left no valid handoff. Never a failed run: it only names
     /// the cause when iterations without progress open the breaker.
@@ -161,6 +163,9 @@ pub struct Breaker {
     counters: Counters,
     /// The signature `counters.same_error` counts.
     last_error: Option<String>,
+    /// The newest line of that error as printed: what the reason names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_error_example: Option<String>,
     last_iteration: Option<u64>,
     /// Transitions not yet appended to the history file.
     #[serde(skip)]
@@ -179,6 +184,7 @@ impl Breaker {
             total_opens: 0,
             counters: Counters::default(),
             last_error: None,
+            last_error_example: None,
             last_iteration: None,
             unsaved: Vec::new(),
         }
@@ -292,6 +298,10 @@ impl Breaker {
                 self.last_error = None;
             }
         }
+        self.last_error_example = match &self.last_error {
+            Some(_) => signals.error_example.clone().or(self.last_error_example.take()),
+            None => None,
+        };
 
         let c = self.counters;
         let t = thresholds;
@@ -329,6 +339,7 @@ impl Breaker {
         };
         let iteration = Some(signals.iteration);
         if let Some((cause, reason)) = trip {
+            let reason = self.naming_the_error(cause, reason);
             self.cause = Some(cause);
             self.opened_at = Some(now);
             self.total_opens += 1;
@@ -344,6 +355,29 @@ impl Breaker {
                 Some(self.go(State::HalfOpen, reason, now, iteration))
             }
             _ => None,
+        }
+    }
+
+    /// A streak of iterations that all failed with the same error is named
+    /// by it: "no progress in 3 iterations in a row, each with the same
+    /// error: error[E0308]: mismatched types".
+    fn naming_the_error(&self, cause: Cause, reason: String) -> String {
+        let c = self.counters;
+        let streak = match cause {
+            Cause::NoProgress | Cause::NoHandoff => c.no_progress,
+            Cause::Failures => c.failures,
+            Cause::SameError => c.same_error,
+            Cause::PermissionDenied => return reason,
+        };
+        match &self.last_error_example {
+            Some(example) if streak > 1 && c.same_error >= streak => {
+                let example = crate::text::clip(example, 200);
+                match cause {
+                    Cause::SameError => format!("{reason}: {example}"),
+                    _ => format!("{reason}, each with the same error: {example}"),
+                }
+            }
+            _ => reason,
         }
     }
 
@@ -463,6 +497,7 @@ impl Breaker {
     fn clear(&mut self) {
         self.counters = Counters::default();
         self.last_error = None;
+        self.last_error_example = None;
         self.cause = None;
     }
 
@@ -639,6 +674,46 @@ mod tests {
         let before = breaker.clone();
         assert_eq!(run(&mut breaker, "ppp"), []);
         assert_eq!(breaker, before);
+    }
+
+    /// The reason a streak opened the breaker names the error every one of
+    /// its iterations failed with, as printed (the newest line of it).
+    #[test]
+    fn a_streak_of_one_error_is_named_in_the_reason() {
+        let e0308 = "error[E0308]: mismatched types";
+        let step = |c: char, error: Option<(&str, &str)>| {
+            let mut s = signals(&c.to_string()).remove(0);
+            if let Some((signature, example)) = error {
+                s.error_signature = Some(signature.to_string());
+                s.error_example = Some(example.to_string());
+            }
+            s
+        };
+        let same = Some(("error[e#]: mismatched types", e0308));
+        let other = Some(("error: other", "error: other"));
+        #[rustfmt::skip]
+        let cases: &[(&str, Vec<Signals>, &str)] = &[
+            ("no progress, no handoff, one error", vec![step('h', same), step('h', same), step('h', same)],
+             "no progress and no valid handoff in 3 iterations in a row, each with the same error: error[E0308]: mismatched types"),
+            ("no progress, one error", vec![step('n', same), step('n', same), step('n', same)],
+             "no progress in 3 iterations in a row, each with the same error: error[E0308]: mismatched types"),
+            ("failed runs, one error", vec![step('F', same), step('F', same), step('F', same)],
+             "the agent failed 3 runs in a row, each with the same error: error[E0308]: mismatched types"),
+            ("the same error rule", (0..5).map(|_| step('a', same)).collect(),
+             "the same error in 5 iterations in a row: error[E0308]: mismatched types"),
+            ("another error in the streak: not named", vec![step('h', same), step('h', other), step('h', same)],
+             "no progress and no valid handoff in 3 iterations in a row"),
+            ("an iteration without an error: not named", vec![step('n', same), step('n', None), step('n', same)],
+             "no progress in 3 iterations in a row"),
+        ];
+        for (name, steps, want) in cases {
+            let mut breaker = Breaker::new(t0());
+            for s in steps {
+                breaker.record(s, &Thresholds::default(), t0());
+            }
+            assert_eq!(breaker.state(), Open, "{name}");
+            assert_eq!(breaker.reason(), *want, "{name}");
+        }
     }
 
     #[test]

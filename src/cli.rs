@@ -158,6 +158,9 @@ pub(crate) struct SettingArgs {
     /// "cd tests && pytest" runs it with sh -c)
     #[arg(long, value_name = "COMMAND", value_parser = command)]
     pub(crate) gate: Option<String>,
+    /// Wall-clock limit of one gate run; 0 = none [default: 10m]
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub(crate) gate_timeout: Option<String>,
     /// Wall-clock limit per iteration; 0 = none [default: 30m]
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub(crate) timeout: Option<String>,
@@ -487,9 +490,13 @@ pub(crate) struct ImportArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct InitArgs {
-    /// The agent whose skills folder receives the prd and ralph skills
+    /// The agent to run (written as agent.tool); its skills folder receives the prd and ralph
+    /// skills
     #[arg(long, value_enum, default_value = "claude")]
     pub(crate) tool: Tool,
+    /// The verification gate, written as gate.command: a story passes only when this passes
+    #[arg(long, value_name = "COMMAND", value_parser = command)]
+    pub(crate) gate: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

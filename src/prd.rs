@@ -80,6 +80,21 @@ impl fmt::Display for PrdError {
     }
 }
 
+/// The first byte that is not UTF-8, by its offset, line and column (serde
+/// would say "invalid unicode code point" at best, naming no byte).
+fn not_utf8(bytes: &[u8], offset: usize, path: &Path) -> PrdError {
+    let before = &bytes[..offset];
+    let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+    let line_start = before.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    let column = String::from_utf8_lossy(&before[line_start..]).chars().count() + 1;
+    PrdError::Syntax {
+        path: path.to_path_buf(),
+        line,
+        column,
+        message: format!("byte {offset} (0x{:02x}) is not UTF-8", bytes[offset]),
+    }
+}
+
 impl std::error::Error for PrdError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
@@ -99,6 +114,9 @@ impl Prd {
 
     /// Parses and validates prd.json text; `path` is only used in messages.
     pub fn parse(bytes: &[u8], path: &Path) -> Result<Prd, PrdError> {
+        if let Err(e) = std::str::from_utf8(bytes) {
+            return Err(not_utf8(bytes, e.valid_up_to(), path));
+        }
         let value: Value = serde_json::from_slice(bytes).map_err(|e| PrdError::Syntax {
             path: path.to_path_buf(),
             line: e.line(),

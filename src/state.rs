@@ -71,6 +71,10 @@ pub struct RunState {
     pub passing_at_start: Vec<String>,
     /// Stories the gate verified in this run.
     pub verified: Vec<String>,
+    /// The gate command the run checked stories with (empty: none), so the
+    /// next run can say when it has none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gate: Vec<String>,
     /// Stories whose gate passed with the agent's work left uncommitted,
     /// when ralph may not commit it (`run.commit_leftovers = false`).
     #[serde(default)]
@@ -171,6 +175,7 @@ impl RunState {
             claimed: Vec::new(),
             passing_at_start: Vec::new(),
             verified: Vec::new(),
+            gate: Vec::new(),
             uncommitted: Vec::new(),
             best: None,
             feedback: None,

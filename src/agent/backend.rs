@@ -341,7 +341,12 @@ impl Backend {
                 }
             }
             Tool::Opencode => {
-                push(&mut args, &["run", "--format", "json"]);
+                // Its log on stderr is the one place it says what it is
+                // retrying: on stdout it is silent until it gives up.
+                push(
+                    &mut args,
+                    &["run", "--format", "json", "--print-logs", "--log-level", "WARN"],
+                );
                 if !self.safe {
                     push(&mut args, &["--auto"]);
                 }

@@ -95,18 +95,27 @@ impl Display {
     }
 }
 
+/// The analyser both pumps feed: stdout for everything, stderr for the
+/// retries some CLIs announce there, in the order the lines arrived.
+type SharedAnalyzer = Arc<Mutex<Analyzer>>;
+
+fn lock(analyzer: &SharedAnalyzer) -> std::sync::MutexGuard<'_, Analyzer> {
+    analyzer.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 struct OutSink {
     log: SharedLog,
     lines: LogLines,
     splitter: LineSplitter,
-    analyzer: Analyzer,
+    analyzer: SharedAnalyzer,
     display: Option<Display>,
 }
 
 impl Sink for OutSink {
     fn write(&mut self, chunk: &[u8]) {
         self.lines.push(chunk, &self.log);
-        let (analyzer, display) = (&mut self.analyzer, &mut self.display);
+        let mut analyzer = lock(&self.analyzer);
+        let display = &mut self.display;
         self.splitter.push(chunk, &mut |line, len| {
             analyzer.feed_part(line, len);
             if let Some(d) = display.as_mut() {
@@ -116,11 +125,11 @@ impl Sink for OutSink {
     }
 
     fn stopping(&mut self) {
-        self.analyzer.stopping();
+        lock(&self.analyzer).stopping();
     }
 
     fn is_sign_of_life(&self, chunk: &[u8]) -> bool {
-        let format = self.analyzer.format();
+        let format = lock(&self.analyzer).format();
         !chunk
             .split(|b| *b == b'\n')
             .filter(|line| !line.trim_ascii().is_empty())
@@ -129,7 +138,8 @@ impl Sink for OutSink {
 
     fn finish(&mut self) {
         self.lines.flush(&self.log);
-        let (analyzer, display) = (&mut self.analyzer, &mut self.display);
+        let mut analyzer = lock(&self.analyzer);
+        let display = &mut self.display;
         self.splitter.finish(&mut |line, len| {
             analyzer.feed_part(line, len);
             if let Some(d) = display.as_mut() {
@@ -144,6 +154,7 @@ struct ErrSink {
     lines: LogLines,
     tail: Tail,
     splitter: LineSplitter,
+    analyzer: SharedAnalyzer,
     display: Option<Display>,
 }
 
@@ -151,16 +162,26 @@ impl Sink for ErrSink {
     fn write(&mut self, chunk: &[u8]) {
         self.lines.push(chunk, &self.log);
         self.tail.push(chunk);
-        if let Some(d) = self.display.as_mut() {
-            self.splitter.push(chunk, &mut |line, _| d.show(line));
-        }
+        let mut analyzer = lock(&self.analyzer);
+        let display = &mut self.display;
+        self.splitter.push(chunk, &mut |line, _| {
+            analyzer.stderr_line(line);
+            if let Some(d) = display.as_mut() {
+                d.show(line);
+            }
+        });
     }
 
     fn finish(&mut self) {
         self.lines.flush(&self.log);
-        if let Some(d) = self.display.as_mut() {
-            self.splitter.finish(&mut |line, _| d.show(line));
-        }
+        let mut analyzer = lock(&self.analyzer);
+        let display = &mut self.display;
+        self.splitter.finish(&mut |line, _| {
+            analyzer.stderr_line(line);
+            if let Some(d) = display.as_mut() {
+                d.show(line);
+            }
+        });
     }
 }
 
@@ -201,6 +222,7 @@ pub(crate) fn run(
     };
     let log = Log::new(file, Some(redactor.clone()));
     let format = analyzer.format();
+    let analyzer = Arc::new(Mutex::new(analyzer));
     let queue = SharedQueue::default();
     let display =
         |on: bool| on.then(|| Display { queue: queue.clone(), format, redactor: redactor.clone() });
@@ -208,7 +230,7 @@ pub(crate) fn run(
         log: log.clone(),
         lines: LogLines::default(),
         splitter: LineSplitter::keeping_cr(),
-        analyzer,
+        analyzer: analyzer.clone(),
         display: display(show),
     };
     let err = ErrSink {
@@ -216,6 +238,7 @@ pub(crate) fn run(
         lines: LogLines::default(),
         tail: Tail::new(STDERR_TAIL),
         splitter: LineSplitter::default(),
+        analyzer: analyzer.clone(),
         display: display(show),
     };
     let spec = Spec {
@@ -246,7 +269,12 @@ pub(crate) fn run(
         stopped: finished.stopped,
         stderr_tail: redactor.text(&err.tail.text()).into_owned(),
     };
-    let mut outcome = out.analyzer.finish(&end, Utc::now());
+    drop((out, err));
+    // The pumps have ended and their sinks are dropped: this is the last
+    // handle (a poisoned lock still holds a whole analyser).
+    let analyzer = Arc::into_inner(analyzer).expect("the analyser's other handles are dropped");
+    let analyzer = analyzer.into_inner().unwrap_or_else(|p| p.into_inner());
+    let mut outcome = analyzer.finish(&end, Utc::now());
     // The final text feeds events, lessons and prompts.
     if let std::borrow::Cow::Owned(clean) = redactor.text(&outcome.final_text) {
         outcome.final_text = clean;

@@ -21,6 +21,14 @@ pub(crate) fn line(facts: &mut Facts, line: &[u8]) {
         // A request that got an answer: an earlier error was retried away.
         facts.pending_api_error = None;
         facts.api_error_open = false;
+        facts.answered();
+    } else if line.starts_with(b"Retrying in ") {
+        // aider waits and sends the request again: a run ended now was
+        // ended in that wait.
+        facts.api_error_open = false;
+        if let Some(error) = facts.pending_api_error.clone() {
+            facts.retrying(facts.api_status, &error);
+        }
     } else if facts.api_error_open {
         let ends = line.is_empty()
             || line.starts_with(b"The API provider")

@@ -171,6 +171,22 @@ pub(crate) struct Facts {
     /// every event of one message) and the sum of the finished ones.
     pub(crate) message_usage: Option<(String, Tokens)>,
     pub(crate) streamed_tokens: Option<Tokens>,
+    /// The newest error the CLI said it is retrying by itself, until a
+    /// response arrives: what a run stopped in the middle of that retry
+    /// is judged by.
+    pub(crate) retrying: Option<Retrying>,
+}
+
+/// An API error a CLI announced it will retry by itself (gemini's `Attempt
+/// 1 failed: …`, aider's `Retrying in 2.0 seconds...`, codex's
+/// `Reconnecting... 1/5 (…)`, opencode's logged `stream error`): the limit,
+/// the server error or the failed connection the CLI was still waiting out.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Retrying {
+    /// The HTTP status, when the CLI names it.
+    pub(crate) status: Option<u16>,
+    /// The error as the CLI worded it.
+    pub(crate) text: String,
 }
 
 impl Facts {
@@ -199,7 +215,22 @@ impl Facts {
             tool_errors: ToolErrors::default(),
             message_usage: None,
             streamed_tokens: None,
+            retrying: None,
         }
+    }
+
+    /// The CLI is retrying an API error by itself.
+    pub(crate) fn retrying(&mut self, status: Option<u16>, text: &str) {
+        let text = status_block::truncate(text.trim(), ERROR_TEXT_CAP).to_string();
+        if !text.is_empty() {
+            self.retrying = Some(Retrying { status, text });
+        }
+    }
+
+    /// A response arrived (a message, a tool call, a step): whatever the
+    /// CLI was retrying went through.
+    pub(crate) fn answered(&mut self) {
+        self.retrying = None;
     }
 
     pub(crate) fn session(&mut self, id: &str) {
@@ -217,6 +248,7 @@ impl Facts {
 
     /// A piece of an assistant message that continues the open one.
     pub(crate) fn assistant_delta(&mut self, text: &str) {
+        self.retrying = None;
         if !self.text_open {
             self.last_text.clear();
             self.text_open = true;
@@ -287,7 +319,8 @@ pub struct Analyzer {
     terminal_at_stop: Option<Terminal>,
     // Text format only.
     scanner: Scanner,
-    error_lines: Vec<String>,
+    /// (shape, line) of the error lines, each shape once, newest last.
+    error_lines: Vec<(String, String)>,
     text_tests: bool,
     text_edits: bool,
 }
@@ -390,17 +423,28 @@ impl Analyzer {
         aider::line(&mut self.facts, trimmed);
         if text::is_error_line(trimmed) {
             let shape = signature::normalize(&String::from_utf8_lossy(trimmed));
-            self.error_lines.retain(|seen| *seen != shape);
+            self.error_lines.retain(|(seen, _)| *seen != shape);
             if self.error_lines.len() == MAX_ERROR_LINES {
                 self.error_lines.remove(0);
             }
-            self.error_lines.push(shape);
+            let line = status_block::truncate(&String::from_utf8_lossy(trimmed), 300).to_string();
+            self.error_lines.push((shape, line));
         }
         // One edit settles test_only; the scan is the costliest check here.
         if !self.text_edits {
             let (test, edit) = text::keywords(trimmed);
             self.text_tests |= test;
             self.text_edits |= edit;
+        }
+    }
+
+    /// One line of the agent's stderr, where some CLIs announce their own
+    /// retries (gemini) or log them (opencode): read for that alone.
+    pub(crate) fn stderr_line(&mut self, line: &[u8]) {
+        match self.format {
+            Format::Gemini => gemini::stderr_line(&mut self.facts, line),
+            Format::Opencode => opencode::stderr_line(&mut self.facts, line),
+            _ => {}
         }
     }
 
@@ -430,13 +474,19 @@ impl Analyzer {
         // The run's own error lines, else its error, else the errors of its
         // failed tool calls: an agent that exits 0 while the same compiler
         // error fails its every build still repeats an error.
-        let error_signature = match &error {
-            Some(AgentError::Stopped { .. }) => None,
-            _ if !self.error_lines.is_empty() => signature::combine(&self.error_lines),
-            Some(error) => {
-                error.message().map(|m| signature::normalize(m.lines().next().unwrap_or("")))
+        // With each signature, one line of the error as printed, for a
+        // person: what "the same error" was.
+        let (error_signature, error_example) = match &error {
+            Some(AgentError::Stopped { .. }) => (None, None),
+            _ if !self.error_lines.is_empty() => {
+                let shapes: Vec<String> = self.error_lines.iter().map(|(s, _)| s.clone()).collect();
+                (signature::combine(&shapes), self.error_lines.first().map(|(_, l)| l.clone()))
             }
-            None => facts.tool_errors.signature(),
+            Some(error) => {
+                let first = error.message().map(|m| first_line(m.lines().next().unwrap_or("")));
+                (first.as_deref().map(signature::normalize), first)
+            }
+            None => (facts.tool_errors.signature(), facts.tool_errors.first_line()),
         };
         Outcome {
             asking_questions: facts.asked_user || text::asks_questions(&final_text),
@@ -454,6 +504,7 @@ impl Analyzer {
             error,
             permission_denials: facts.permission_denials,
             error_signature,
+            error_example,
             tool_errors: facts.tool_errors.into_lines(),
             test_only,
             output_bytes: self.output_bytes,
@@ -475,7 +526,7 @@ impl Analyzer {
             Terminal::Failed => {}
             Terminal::None => {
                 if let Some(reason) = end.stopped {
-                    return Some(self.unreachable().unwrap_or(AgentError::Stopped { reason }));
+                    return Some(self.cut_off(now).unwrap_or(AgentError::Stopped { reason }));
                 }
                 let clean_exit = end.exit_code == Some(0) && end.signal.is_none();
                 if clean_exit && !self.format.needs_terminal() {
@@ -487,14 +538,15 @@ impl Analyzer {
         Some(self.classify(end, now))
     }
 
-    /// A run ralph stopped (idle, timeout) whose CLI was still trying to
-    /// reach its API when it was stopped: codex's network wait, opencode's
-    /// silence from the start. That, not the timeout, is what to say.
-    fn unreachable(&self) -> Option<AgentError> {
-        if self.format == Format::Opencode && self.output_bytes == 0 {
-            return Some(AgentError::Unreachable {
-                message: "opencode printed nothing at all".into(),
-            });
+    /// A run ralph stopped (idle, timeout) in the middle of its CLI's own
+    /// retries is judged by what the CLI was retrying, not by the timeout:
+    /// a limit is waited out, a server error backed off from, a connection
+    /// that never came is "cannot reach the API". A CLI silent with no such
+    /// word (a server that accepted the request and never answered, or one
+    /// whose answer was still arriving) was simply timed out.
+    fn cut_off(&self, now: DateTime<Utc>) -> Option<AgentError> {
+        if let Some(retrying) = &self.facts.retrying {
+            return Some(retry_verdict(retrying, &self.patterns, now));
         }
         let newest = self.facts.error_texts.last()?;
         let line = self.patterns.matches(PatternKind::Unreachable, newest)?;
@@ -636,6 +688,38 @@ impl Analyzer {
         let text = self.plain.as_str().trim_end();
         let start = text.rmatch_indices('\n').nth(n - 1).map_or(0, |(i, _)| i + 1);
         &text[start..]
+    }
+}
+
+/// What a CLI was retrying when ralph stopped it means for the loop. A
+/// wait it names (`Please retry in 20s`) is a limit to wait out, whatever
+/// else the text says (Google words a per-minute quota like an account out
+/// of credit); then the texts decide as for any error; then the status; an
+/// error a CLI retries with none of these is a server's, to back off from.
+pub(crate) fn retry_verdict(
+    retrying: &Retrying,
+    patterns: &Patterns,
+    now: DateTime<Utc>,
+) -> AgentError {
+    let text = retrying.text.as_str();
+    if let Some(at) = reset::retry_in(text, now) {
+        return AgentError::UsageLimit { resets_at: Some(at), message: first_line(text) };
+    }
+    match patterns.classify(text) {
+        Some((PatternKind::UsageLimit, line)) => AgentError::UsageLimit {
+            resets_at: reset::from_text(text, patterns.local_zone(), now)
+                .or_else(|| daily_reset(line, now)),
+            message: line.to_string(),
+        },
+        Some((kind, line)) => error_of(kind, line.to_string(), None),
+        None => {
+            let message = first_line(text);
+            match retrying.status {
+                Some(401 | 403) => AgentError::Auth { message },
+                Some(429) => AgentError::RateLimited { message },
+                _ => AgentError::Overloaded { message },
+            }
+        }
     }
 }
 

@@ -115,6 +115,7 @@ pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
             }
         }
         Some("item.completed") => {
+            facts.answered();
             if let Some(item) = &e.item.0 {
                 item_completed(facts, item);
                 if item.failed_command()
@@ -147,7 +148,13 @@ pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
         }
         // A notice, not the end: a retry, the network wait, a model
         // warning. `turn.failed` follows when codex gives up.
-        Some("error") => facts.error_text(e.message.str().unwrap_or("error")),
+        Some("error") => {
+            let message = e.message.str().unwrap_or("error");
+            facts.error_text(message);
+            if message.starts_with("Reconnecting... ") {
+                facts.retrying(None, message);
+            }
+        }
         Some("request_user_input") => facts.asked_user = true,
         _ => {}
     }

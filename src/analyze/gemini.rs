@@ -154,6 +154,7 @@ pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
     match e.kind.str() {
         None => output(facts, &e),
         Some("message") if e.role.is("assistant") => {
+            facts.answered();
             let text = e.content.str().unwrap_or("");
             if e.delta.bool() == Some(true) {
                 facts.assistant_delta(text);
@@ -172,6 +173,7 @@ pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
             }
         }
         Some("tool_use") => {
+            facts.answered();
             facts.text_open = false;
             let command = e.parameters.0.as_ref().and_then(|p| p.command.str());
             facts.tools.tool(e.tool_name.str().unwrap_or(""), command);
@@ -193,6 +195,27 @@ pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
         _ => {}
     }
     true
+}
+
+/// One line of gemini's stderr, where it announces each retry of a failed
+/// request: `Attempt 1 failed: <the API's message>. Retrying after 22966ms...`,
+/// `Attempt 2 failed with status 503. Retrying with backoff... <error>`, or,
+/// with no server, `Attempt 3 failed. Retrying with backoff... Error:
+/// exception TypeError: fetch failed sending request`.
+pub(crate) fn stderr_line(facts: &mut Facts, line: &[u8]) {
+    let Some(rest) = line.trim_ascii().strip_prefix(b"Attempt ") else { return };
+    let text = String::from_utf8_lossy(rest);
+    let Some((_, after)) = text.split_once(" failed") else { return };
+    let status = after
+        .strip_prefix(" with status ")
+        .and_then(|s| s.get(..3))
+        .and_then(|s| s.parse::<u16>().ok());
+    let message = match after.strip_prefix(':') {
+        Some(message) => message,
+        None => after.split_once("Retrying with backoff...").map_or(after, |(_, m)| m),
+    };
+    let message = message.trim().trim_start_matches("Error:").trim();
+    facts.retrying(status, if message.is_empty() { after.trim() } else { message });
 }
 
 /// The json output document.

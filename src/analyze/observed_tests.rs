@@ -362,11 +362,14 @@ fn opencode_errors_use_the_status_retryable_and_body() {
             overloaded("APIError: teapot"),
         ),
         (
-            "no server: nothing printed before the idle timeout",
+            // Its log says when it cannot connect (see
+            // `a_run_stopped_mid_retry_is_judged_by_what_the_cli_retried`):
+            // silence on both streams is a server that never answered.
+            "nothing printed before the idle timeout",
             Opencode,
             String::new(),
             End { exit: None, stderr: "", stopped: Some(StopReason::Idle) },
-            Some(AgentError::Unreachable { message: "opencode printed nothing at all".into() }),
+            Some(AgentError::Stopped { reason: StopReason::Idle }),
         ),
     ]);
 }
@@ -480,4 +483,186 @@ fn amp_login_flow_is_an_auth_error() {
         exit(1),
         auth("No API key found. Starting login flow..."),
     )]);
+}
+
+/// A line of one of the agent's streams, in the order they arrived.
+enum Line<'a> {
+    Out(&'a str),
+    Err(&'a str),
+}
+
+/// What the CLIs print while they retry a request by themselves, cut off by
+/// ralph's timeout: the error they were retrying decides, and a response
+/// that arrived after it (or silence throughout) leaves a plain timeout.
+#[test]
+fn a_run_stopped_mid_retry_is_judged_by_what_the_cli_retried() {
+    use Format::{Codex, Gemini, Opencode, Text};
+    use Line::{Err, Out};
+    let gemini_start = || {
+        [
+            Out(
+                r#"{"type":"init","timestamp":"2026-12-02T09:00:00Z","session_id":"s","model":"auto"}"#,
+            ),
+            Out(r#"{"type":"message","role":"user","content":"Implement the next story"}"#),
+            Err("YOLO mode is enabled. All tool calls will be automatically approved."),
+        ]
+    };
+    let quota = "You exceeded your current quota, please check your plan and billing details. For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits. Please retry in 20s.";
+    let attempt = format!("Attempt 1 failed: {quota}");
+    let no_server = "Attempt 2 failed. Retrying with backoff... Error: exception TypeError: fetch failed sending request";
+    let overloaded_503 = "Attempt 1 failed with status 503. Retrying with backoff... ApiError: {\"error\":{\"code\":503,\"message\":\"The model is overloaded. Please try again later.\"}}";
+    let internal = "Attempt 1 failed with status 500. Retrying with backoff... ApiError: {\"error\":{\"code\":500,\"message\":\"Internal error encountered.\",\"status\":\"INTERNAL\"}}";
+    let gemini_answer =
+        Out(r#"{"type":"message","role":"assistant","content":"Working on it.","delta":true}"#);
+    let oc_log = |error: &str| {
+        format!(
+            r#"timestamp=2026-12-02T09:00:01.000Z level=ERROR run=fb67c20b message="stream error" providerID=fake modelID=fake-model session.id=ses_1 small=false agent=build mode=primary error.error="{error}""#
+        )
+    };
+    let oc_rate = oc_log(
+        "AI_APICallError: Rate limit reached for fake-model on requests per min (RPM): Limit 3. Please try again in 20s.",
+    );
+    let oc_usage = oc_log("AI_APICallError: The usage limit has been reached");
+    let oc_refused = oc_log(
+        "AI_APICallError: Cannot connect to API: Unable to connect. Is the computer able to access the url?",
+    );
+    let oc_server = oc_log(
+        "AI_APICallError: The server had an error while processing your request. Sorry about that!",
+    );
+    let oc_step = Out(
+        r#"{"type":"step_start","timestamp":1,"sessionID":"ses_1","part":{"type":"step-start"}}"#,
+    );
+    let aider_429 = "litellm.RateLimitError: RateLimitError: OpenAIException - Rate limit reached for fake-model on requests per min (RPM): Limit 3. Please try again in 20s.";
+    let aider_usage = "litellm.RateLimitError: RateLimitError: OpenAIException - The usage limit has been reached";
+    let aider_refused =
+        "litellm.InternalServerError: InternalServerError: OpenAIException - Connection error.";
+    let codex_retry = r#"{"type":"error","message":"Reconnecting... 2/5 (We’re currently experiencing high demand, which may cause temporary errors.)"}"#;
+    let in_20s = at("2026-12-02T09:00:20Z");
+    let timeout = StopReason::Timeout;
+    let cases: Vec<(&str, Format, Vec<Line>, Option<AgentError>)> = vec![
+        (
+            "gemini, a per-minute quota it waits 22 s for: waited out until it says",
+            Gemini,
+            gemini_start().into_iter().chain([Err(&attempt), Err("Suggested retry after 20s.. Retrying after 22966ms...")]).collect(),
+            usage(in_20s, quota),
+        ),
+        (
+            "gemini, no server: cannot reach the API",
+            Gemini,
+            gemini_start().into_iter().chain([Err(no_server)]).collect(),
+            Some(AgentError::Unreachable { message: "exception TypeError: fetch failed sending request".into() }),
+        ),
+        (
+            "gemini, an overloaded model: backed off from",
+            Gemini,
+            gemini_start().into_iter().chain([Err(overloaded_503)]).collect(),
+            overloaded(r#"ApiError: {"error":{"code":503,"message":"The model is overloaded. Please try again later."}}"#),
+        ),
+        (
+            "gemini, a 500 no text names: a server error, backed off from",
+            Gemini,
+            gemini_start().into_iter().chain([Err(internal)]).collect(),
+            overloaded(r#"ApiError: {"error":{"code":500,"message":"Internal error encountered.","status":"INTERNAL"}}"#),
+        ),
+        (
+            "gemini, a retry that went through, then the work timed out",
+            Gemini,
+            gemini_start().into_iter().chain([Err(no_server), gemini_answer]).collect(),
+            Some(AgentError::Stopped { reason: timeout }),
+        ),
+        (
+            "gemini, silence: a timeout",
+            Gemini,
+            gemini_start().into_iter().collect(),
+            Some(AgentError::Stopped { reason: timeout }),
+        ),
+        (
+            "opencode, a 429 that names its wait",
+            Opencode,
+            vec![Err(&oc_rate), Err(&oc_rate)],
+            usage(in_20s, "Rate limit reached for fake-model on requests per min (RPM): Limit 3. Please try again in 20s."),
+        ),
+        (
+            "opencode, a usage limit with no reset: the configured wait",
+            Opencode,
+            vec![Err(&oc_usage)],
+            usage(None, "The usage limit has been reached"),
+        ),
+        (
+            "opencode, no server: cannot reach the API",
+            Opencode,
+            vec![Err(&oc_refused)],
+            Some(AgentError::Unreachable { message: "Cannot connect to API: Unable to connect. Is the computer able to access the url?".into() }),
+        ),
+        (
+            "opencode, a server error: backed off from",
+            Opencode,
+            vec![Err(&oc_server)],
+            overloaded("The server had an error while processing your request. Sorry about that!"),
+        ),
+        (
+            "opencode, a slow server whose answer had begun: a timeout",
+            Opencode,
+            vec![Err(&oc_server), oc_step],
+            Some(AgentError::Stopped { reason: timeout }),
+        ),
+        (
+            "aider, a 429 that names its wait",
+            Text,
+            vec![Out(AIDER_HEAD), Out(aider_429), Out("The API provider has rate limited you. Try again later or check your quotas."), Out("Retrying in 2.0 seconds...")],
+            usage(in_20s, aider_429),
+        ),
+        (
+            "aider, the usage-limit shape",
+            Text,
+            vec![Out(AIDER_HEAD), Out(aider_usage), Out("Retrying in 0.2 seconds...")],
+            usage(None, aider_usage),
+        ),
+        (
+            "aider, no server",
+            Text,
+            vec![Out(AIDER_HEAD), Out(aider_refused), Out("Retrying in 0.2 seconds...")],
+            Some(AgentError::Unreachable { message: aider_refused.into() }),
+        ),
+        (
+            "aider, a retry that went through, then the work timed out",
+            Text,
+            vec![Out(aider_429), Out("Retrying in 0.2 seconds..."), Out("Tokens: 100 sent, 20 received.")],
+            Some(AgentError::Stopped { reason: timeout }),
+        ),
+        (
+            "codex, a 500 it was retrying: backed off from",
+            Codex,
+            vec![Out(CODEX_START), Out(codex_retry)],
+            overloaded("Reconnecting... 2/5 (We’re currently experiencing high demand, which may cause temporary errors.)"),
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (name, format, lines, expected) in cases {
+        for stopped in [StopReason::Timeout, StopReason::Idle] {
+            let mut analyzer = Analyzer::new(format);
+            for line in &lines {
+                match line {
+                    Out(text) => text.lines().for_each(|l| analyzer.feed(l.as_bytes())),
+                    Err(text) => analyzer.stderr_line(text.as_bytes()),
+                }
+            }
+            analyzer.stopping();
+            let end = ProcessEnd {
+                exit_code: None,
+                signal: Some(15),
+                stopped: Some(stopped),
+                stderr_tail: String::new(),
+            };
+            let got = analyzer.finish(&end, now()).error;
+            let expected = match &expected {
+                Some(AgentError::Stopped { .. }) => Some(AgentError::Stopped { reason: stopped }),
+                other => other.clone(),
+            };
+            if got != expected {
+                wrong.push(format!("{name} ({stopped:?}):\n  got  {got:?}\n  want {expected:?}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

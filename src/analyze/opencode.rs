@@ -173,7 +173,10 @@ pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
     }
     let part = e.part.0.as_ref();
     match e.kind.str() {
-        Some("step_start") => facts.text_open = false,
+        Some("step_start") => {
+            facts.answered();
+            facts.text_open = false;
+        }
         Some("text") => {
             if let Some(text) = part.and_then(|p| p.text.text()) {
                 if facts.text_open {
@@ -183,6 +186,7 @@ pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
             }
         }
         Some("tool_use") => {
+            facts.answered();
             let tool = part.and_then(|p| p.tool.str()).unwrap_or("");
             let state = part.and_then(|p| p.state.0.as_ref());
             let command = state.and_then(|s| s.input.0.as_ref()).and_then(|i| i.command.str());
@@ -238,4 +242,35 @@ pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
         _ => {}
     }
     true
+}
+
+/// One line of opencode's log on stderr (ralph runs it with `--print-logs
+/// --log-level WARN`): while it retries a request it prints nothing else,
+/// and each failed try is logged as `level=ERROR … message="stream error" …
+/// error.error="AI_APICallError: <the provider's message>"`.
+pub(crate) fn stderr_line(facts: &mut Facts, line: &[u8]) {
+    let line = line.trim_ascii();
+    if memchr::memmem::find(line, br#"message="stream error""#).is_none() {
+        return;
+    }
+    let Some(at) = memchr::memmem::find(line, br#" error.error=""#) else { return };
+    let value = &line[at + br#" error.error=""#.len()..];
+    let mut text = Vec::with_capacity(value.len());
+    let mut escaped = false;
+    for &b in value {
+        match (escaped, b) {
+            (false, b'\\') => escaped = true,
+            (false, b'"') => break,
+            _ => {
+                text.push(b);
+                escaped = false;
+            }
+        }
+    }
+    let text = String::from_utf8_lossy(&text);
+    let text = text
+        .split_once(": ")
+        .filter(|(name, _)| name.starts_with("AI_"))
+        .map_or(&*text, |(_, m)| m);
+    facts.retrying(None, text);
 }

@@ -139,6 +139,9 @@ pub struct Outcome {
     /// A normalised signature of the error lines, for "same error N times":
     /// the run's own, else its error's message, else its `tool_errors`.
     pub(crate) error_signature: Option<String>,
+    /// One line of that error as it was printed (`error[E0308]: mismatched
+    /// types`), to name it where a person reads why the run stopped.
+    pub(crate) error_example: Option<String>,
     /// Error lines in the output of tool calls that failed (a build that
     /// did not compile), newest last, each shape once, at most 8 of ~300
     /// bytes. Tool output, not the agent's words: never an answer, a claim

@@ -228,6 +228,8 @@ const BUILTIN: [(PatternKind, &[&str]); 6] = [
         PatternKind::Unreachable,
         &[
             r"(?i)unable to connect to api",
+            // opencode (the AI SDK): "Cannot connect to API: Unable to connect."
+            r"(?i)cannot connect to api",
             r"(?i)connection ?refused|\bECONNREFUSED\b|\bECONNRESET\b",
             r"(?i)\bENOTFOUND\b|\bEAI_AGAIN\b|\bETIMEDOUT\b|getaddrinfo",
             r"(?i)network is unreachable|could not resolve host",

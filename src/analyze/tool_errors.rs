@@ -73,6 +73,11 @@ impl ToolErrors {
         signature::combine(&shapes)
     }
 
+    /// The first of the lines kept: a build's headline error, as printed.
+    pub(crate) fn first_line(&self) -> Option<String> {
+        self.lines.first().map(|(_, line)| line.clone())
+    }
+
     pub(crate) fn into_lines(self) -> Vec<String> {
         self.lines.into_iter().map(|(_, line)| line).collect()
     }

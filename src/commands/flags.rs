@@ -70,6 +70,7 @@ fn value(g: &Global, s: &SettingArgs, flag: &str) -> Option<Value> {
         "--model" => text(&s.model),
         "--safe" => given(s.safe, true),
         "--gate" => text(&s.gate),
+        "--gate-timeout" => text(&s.gate_timeout),
         "--timeout" => text(&s.timeout),
         "--idle-timeout" => text(&s.idle_timeout),
         "--pause" => text(&s.pause),

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::agent::Tool;
 use crate::cli::{Global, InitArgs};
 use crate::error::Error;
 
@@ -48,6 +49,9 @@ impl Done {
 
 const NEXT: &str = "describe your feature in prd.json (or ask your agent to use the prd and ralph skills), \
 set gate.command in .ralph/config.toml to your test command, then run `ralph`";
+/// [`NEXT`] once `--gate` has set the gate.
+const NEXT_WITH_GATE: &str = "describe your feature in prd.json (or ask your agent to use the prd and ralph skills), \
+then run `ralph`";
 
 /// Writes `content` to `path` unless something is already there.
 fn create(path: &Path, content: &str, done: &mut Done) -> Result<(), Error> {
@@ -136,7 +140,7 @@ pub(crate) fn run(g: &Global, args: &InitArgs) -> Result<u8, Error> {
     }
     // Straight from the settings table; templates/config.toml is the same
     // text, kept in the repository for people to read.
-    create(&store.config(), &crate::config::template(), &mut done)?;
+    create(&store.config(), &config_text(args)?, &mut done)?;
     create(&store.prompt(), &default_prompt(), &mut done)?;
     create(&project.join("AGENTS.md"), AGENTS_TEMPLATE, &mut done)?;
     match args.tool.skills_dir() {
@@ -153,18 +157,42 @@ pub(crate) fn run(g: &Global, args: &InitArgs) -> Result<u8, Error> {
             )),
         }),
     }
+    let next = if args.gate.is_some() { NEXT_WITH_GATE } else { NEXT };
     if g.json {
         let v = serde_json::json!({
             "project": project.display().to_string(),
             "files": done.steps,
-            "next": NEXT,
+            "next": next,
         });
         print_json(&v)?;
         return Ok(0);
     }
-    let next = NEXT.replace("skills), ", "skills),\n");
+    let next = next.replace("skills), ", "skills),\n");
     print(&format!("{}\nNext: {next}.\n", done.lines()))?;
     Ok(0)
+}
+
+/// The settings table's template with what `init` was told set in it: the
+/// agent (`--tool`), the gate (`--gate`).
+fn config_text(args: &InitArgs) -> Result<String, Error> {
+    use super::import::config_file::{Want, edit_noted};
+    let template = crate::config::template();
+    let mut wants = Vec::new();
+    if args.tool != Tool::Claude {
+        let value = toml::Value::String(args.tool.name().into());
+        wants.push(Want { key: "agent.tool", value, from: format!("--tool {}", args.tool) });
+    }
+    if let Some(gate) = &args.gate {
+        let value = toml::Value::String(gate.clone());
+        wants.push(Want { key: "gate.command", value, from: "--gate".into() });
+    }
+    if wants.is_empty() {
+        return Ok(template);
+    }
+    let note = |w: &Want| format!("# set by `ralph init {}`", w.from);
+    let edit = edit_noted(Some(&template), &wants, false, &note)
+        .map_err(|e| Error::Usage(format!("cannot write the settings of `ralph init`: {e}")))?;
+    Ok(edit.text.unwrap_or(template))
 }
 
 #[cfg(test)]

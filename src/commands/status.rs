@@ -32,6 +32,10 @@ pub(crate) struct Status {
     /// The branch the PRD names.
     pub(crate) prd_branch: Option<String>,
     pub(crate) prd_error: Option<String>,
+    /// What to do about `prd_error`: `ralph init` or `ralph import` for a
+    /// missing prd.json.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) prd_hint: Option<String>,
     pub(crate) stories: Vec<StoryLine>,
     pub(crate) passing: usize,
     pub(crate) total: usize,
@@ -130,9 +134,20 @@ pub(crate) fn gather(
 ) -> Status {
     let mut warnings = Vec::new();
     let store = &paths.store;
-    let (prd, prd_error) = match View::load(&paths.prd) {
-        Ok(p) => (Some(p), None),
-        Err(e) => (None, Some(e.to_string())),
+    let (prd, prd_error, prd_hint) = match View::load(&paths.prd) {
+        Ok(p) => (Some(p), None, None),
+        Err(e) => {
+            let missing = matches!(&e, crate::prd::PrdError::Read { source, .. }
+                if source.kind() == std::io::ErrorKind::NotFound);
+            let hint = missing.then(|| {
+                super::import::missing_prd(paths).map(|e| e.to_string()).unwrap_or_else(|| {
+                    "create one with `ralph init`, or let `ralph import` convert what ralph.sh \
+                     or ralph-claude-code left"
+                        .to_string()
+                })
+            });
+            (None, Some(e.to_string()), hint)
+        }
     };
     let (state, state_warning) = RunState::load(store).unwrap_or((None, None));
     let given_up = state.as_ref().map(|s| s.given_up.clone()).unwrap_or_default();
@@ -191,6 +206,7 @@ pub(crate) fn gather(
         prd_branch: prd.as_ref().and_then(|p| p.branch_name.clone()),
         branch,
         prd_error,
+        prd_hint,
         passing: stories.iter().filter(|s| s.passes).count(),
         total: stories.len(),
         stories,
@@ -242,7 +258,11 @@ pub(crate) fn gather(
 pub(crate) fn render(s: &Status, color: bool) -> String {
     let paint = |code: &str, text: String| crate::ui::paint(color, code, &text);
     let mut o = String::new();
-    let project = s.project.as_deref().unwrap_or("(no project name)");
+    let project = match (&s.project, &s.prd_error) {
+        (Some(p), _) => p.as_str(),
+        (None, Some(_)) => "(no usable PRD)",
+        (None, None) => "(no project name)",
+    };
     o.push_str(&format!("{project} — {}\n", s.prd));
     match (&s.branch, &s.prd_branch) {
         (Some(b), Some(p)) if b != p => o.push_str(&format!("branch: {b} (the PRD wants {p})\n")),
@@ -251,6 +271,9 @@ pub(crate) fn render(s: &Status, color: bool) -> String {
     }
     if let Some(e) = &s.prd_error {
         o.push_str(&format!("prd.json: {e}\n"));
+    }
+    if let Some(hint) = &s.prd_hint {
+        o.push_str(&format!("hint: {hint}\n"));
     }
     if s.total > 0 {
         o.push_str(&format!("\nstories: {}/{} pass\n", s.passing, s.total));
@@ -498,8 +521,10 @@ pub(crate) fn run(g: &Global, args: &StatusArgs) -> Result<u8, Error> {
                 format!("{clear}[{}]\n{}", Local::now().format("%H:%M:%S"), render(&s, color))
             }
         };
+        // A PRD ralph cannot use is an error to a script, as it is to `ralph run`.
+        let code = if s.prd_error.is_some() { crate::exit::USAGE } else { crate::exit::COMPLETE };
         if !print_more(&text)? || !args.watch {
-            return Ok(0);
+            return Ok(code);
         }
         if !super::common::watch_pause(args.interval) {
             return Ok(0);

@@ -217,7 +217,13 @@ pub(crate) const KEYS: &[Key] = &[
         flag "--gate",
         "Verification gate: a story passes only when this passes, e.g. [\"cargo\", \"test\"] or \"cd tests && python3 -m unittest\". An array runs as it is; text runs with `sh -c` when it has shell syntax (&&, ||, ;, |, redirections, $VAR, globs, a leading cd or VAR=…), else it is split into words and run without a shell. A story's \"verify\" is read the same way. Empty: no gate (the agent's word is taken)."
     ),
-    key!("gate.timeout", Duration, "\"10m\"", "Wall-clock limit of one gate run (\"0\": none)."),
+    key!(
+        "gate.timeout",
+        Duration,
+        "\"10m\"",
+        flag "--gate-timeout",
+        "Wall-clock limit of one gate run (\"0\": none). A gate that runs out of it on the baseline stops the run."
+    ),
     key!(
         "gate.tail_bytes",
         Int,

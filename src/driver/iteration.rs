@@ -307,6 +307,7 @@ impl Run<'_> {
             permission_denials: outcome.permission_denials.clone(),
             asking_questions: outcome.asking_questions,
             error_signature: outcome.error_signature.clone(),
+            error_example: outcome.error_example.clone(),
             tool_errors: outcome.tool_errors.clone(),
             commit_leftovers: self.cfg.run.commit_leftovers,
         };

@@ -54,6 +54,8 @@ pub(crate) struct Facts {
     pub asking_questions: bool,
     /// The shape of the run's error lines (its own output or failed tools).
     pub error_signature: Option<String>,
+    /// One of those lines as printed, to name the error to a person.
+    pub error_example: Option<String>,
     /// Error lines of the agent's tool calls that failed.
     pub tool_errors: Vec<String>,
     /// `run.commit_leftovers`.
@@ -309,6 +311,7 @@ pub(crate) fn judge(f: &Facts) -> Judgement {
     }
     let work = f.evidence.work_files > 0;
     let mut gate_signature = None;
+    let mut gate_example = None;
     match &f.gate {
         GateRun::Passed if f.story.own_gate || f.claim.marked || f.claim.said_done || work => {
             j.verified = Some(true);
@@ -333,6 +336,8 @@ pub(crate) fn judge(f: &Facts) -> Judgement {
             }
             j.feedback.push(g.feedback.clone());
             gate_signature = Some(g.signature.clone());
+            // The detail's first line is the exit code (`exit=1`), then its error lines.
+            gate_example = g.detail.lines().skip(1).map(str::trim).find(|l| !l.is_empty());
             j.learn.push(learned(f, Category::GateFailure, &g.signature, &g.detail));
         }
         GateRun::None | GateRun::Skipped if f.claim.marked && cut_off => {
@@ -402,6 +407,10 @@ pub(crate) fn judge(f: &Facts) -> Judgement {
         // A productive agent that hit an error on its way is not repeating
         // itself: a successful run's error lines (failed tool calls) count
         // only when nothing moved.
+        error_example: match &gate_signature {
+            Some(_) => gate_example.map(str::to_string),
+            None => f.error_example.clone(),
+        },
         error_signature: gate_signature
             .or_else(|| f.error_signature.clone().filter(|_| f.agent.is_some() || !progress)),
         permission_denials: f.permission_denials.len(),

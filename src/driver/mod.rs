@@ -396,6 +396,18 @@ impl Run<'_> {
         }
         let log = self.kit.log_dir.join("gate-baseline.log");
         match gate.run(&gate.command, &self.paths.project, Some(&log)) {
+            // A gate that cannot finish before any work cannot judge any:
+            // each iteration would wait it out and learn nothing.
+            Ok(v) if v.timed_out && !v.interrupted => Some(End::new(
+                RunOutcome::Environment,
+                format!(
+                    "the gate timed out on the baseline: it did not finish within {} \
+                     (gate.timeout); see {}\nhint: make the gate faster, or give it longer with \
+                     --gate-timeout (gate.timeout in .ralph/config.toml)",
+                    humantime::format_duration(gate.timeout),
+                    log.display()
+                ),
+            )),
             Ok(v) => {
                 self.kit.last_gate_passed = Some(v.passed);
                 let detail = if v.passed || v.summary().is_empty() {

@@ -73,6 +73,23 @@ pub(super) fn start<'a>(
     let (checkpoint, warning) =
         RunState::load(&paths.store).map_err(|e| Error::io("read the checkpoint", e))?;
     warn(reporter, warning);
+    // The gate is a setting, not remembered: a run started without the
+    // one the last run had would take the agent's word for every story.
+    if let Some(previous) = checkpoint.as_ref().filter(|s| !s.gate.is_empty())
+        && cfg.gate.command.is_empty()
+        && opts.mode.worker().is_none()
+    {
+        warn(
+            reporter,
+            Some(format!(
+                "the previous run ({}) checked stories with the gate `{}`; this one has no gate, \
+                 so a story the agent marks counts as passing unverified. Set gate.command in \
+                 .ralph/config.toml (or pass --gate) to keep it",
+                previous.run_id,
+                previous.gate.join(" ")
+            )),
+        );
+    }
     let unfinished = checkpoint.filter(|s| s.phase != Phase::Ended);
     if let Some(owner) = unfinished.as_ref().and_then(|s| s.owner.as_deref()) {
         still_running(owner, paths)?;
@@ -126,6 +143,7 @@ pub(super) fn start<'a>(
         None => RunState::new(crate::state::new_run_id(Local::now()), now, opts.max_iterations),
     };
     state.owner = Some(crate::process::instance());
+    state.gate = cfg.gate.command.clone();
     let log_dir = match opts.mode.worker() {
         Some(w) => w.log_dir.clone(),
         None => paths.store.run_log_dir(&state.run_id),

@@ -371,11 +371,11 @@ impl Run<'_> {
             iteration: c.n,
             commit: head.map(|h| format!("{:.7}", h.to_string())),
             rank,
-            description: format!(
-                "gate {}{}",
-                if v.passed { "passed" } else { "failed" },
-                if v.passed { String::new() } else { format!(": {}", v.score.describe()) }
-            ),
+            description: match (v.passed, v.timed_out) {
+                (true, _) => "gate passed".to_string(),
+                (false, true) => "gate timed out".to_string(),
+                (false, false) => format!("gate failed: {}", v.score.describe()),
+            },
         });
     }
 }

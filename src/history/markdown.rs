@@ -36,6 +36,16 @@ fn agent(s: &RunSummary) -> String {
     s.agent.clone().unwrap_or_else(|| "?".into())
 }
 
+/// What passed at the end and what of it the gate verified: a run without
+/// a gate verified nothing, whatever passes.
+fn at_the_end(s: &RunSummary) -> String {
+    if s.gated {
+        format!("{} verified at the end", s.verified)
+    } else {
+        format!("{} passing at the end, none verified (no gate)", s.passing)
+    }
+}
+
 /// Table cells keep to one line and leave the table's pipes alone.
 fn cell(text: &str) -> String {
     text.replace('|', "\\|").replace('\n', " ")
@@ -54,8 +64,11 @@ pub fn markdown(r: &RunReport) -> String {
     let _ = writeln!(out, "- agent: {}", agent(s));
     let _ = writeln!(
         out,
-        "- {} iterations · {} of {} stories delivered in this run · {} verified at the end",
-        s.iterations, t.delivered, s.stories, s.verified
+        "- {} iterations · {} of {} stories delivered in this run · {}",
+        s.iterations,
+        t.delivered,
+        s.stories,
+        at_the_end(s)
     );
     let _ = writeln!(
         out,
@@ -163,7 +176,8 @@ pub fn markdown(r: &RunReport) -> String {
     if !failed_gates.is_empty() {
         let _ = writeln!(out, "\n## Gate failures\n");
         for (st, g) in failed_gates {
-            let code = g.exit_code.map(|c| format!("exit {c}")).unwrap_or("killed".into());
+            // No exit code: ralph stopped it (its summary says why: timed out).
+            let code = g.exit_code.map(|c| format!("exit {c}")).unwrap_or("stopped".into());
             let _ = writeln!(
                 out,
                 "- {} iteration {}: {code}{}",
@@ -232,13 +246,16 @@ pub fn history_text(rows: &[RunSummary]) -> String {
             .unwrap_or_else(|| "?".into());
         let _ = writeln!(
             out,
-            "{}  {started}  {}  {}\n    {} iterations · {}/{} verified ({} delivered) · {} · tokens in {} / out {} · {}",
+            "{}  {started}  {}  {}\n    {} iterations · {} ({} delivered) · {} · tokens in {} / out {} · {}",
             s.run_id,
             duration(s.duration_ms),
             outcome(s),
             s.iterations,
-            s.verified,
-            s.stories,
+            if s.gated {
+                format!("{}/{} verified", s.verified, s.stories)
+            } else {
+                format!("{}/{} pass, none verified (no gate)", s.passing, s.stories)
+            },
             s.delivered,
             money(s.cost_usd, s.cost_estimated),
             tokens(s.tokens_in),

@@ -140,8 +140,24 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
             }
         }
     }
+    // A wait counts for as long as it lasted: until the next event (a run
+    // killed or stopped in it resumes with a new start), never more than
+    // it was planned for; a wait with nothing after it, until its last tick.
+    let mut wait: Option<(chrono::DateTime<chrono::Utc>, u64)> = None;
+    let waited = |(from, planned_ms): (chrono::DateTime<chrono::Utc>, u64),
+                  to: chrono::DateTime<chrono::Utc>| {
+        ((to - from).num_milliseconds().max(0) as u64).min(planned_ms)
+    };
+    let mut last_tick = None;
     for r in events {
         let from_worker = matches!(r.event, Event::Worker { .. });
+        if matches!(r.event, Event::WaitTick { .. }) {
+            last_tick = Some(r.ts);
+            continue;
+        }
+        if let Some(w) = wait.take() {
+            waited_ms += waited(w, r.ts);
+        }
         match inner(&r.event) {
             Event::IterationStart { story_id, story_title, agent, .. } => {
                 let s = get(&mut stories, story_id, story_title);
@@ -232,9 +248,17 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
                     }
                 }
             }
-            Event::Waiting { seconds, .. } => waited_ms += seconds * 1000,
+            Event::Waiting { seconds, .. } if !from_worker => {
+                wait = Some((r.ts, seconds.saturating_mul(1000)));
+                last_tick = None;
+            }
+            // A worker's own wait (its events arrive among the others').
+            Event::Waiting { seconds, .. } => waited_ms += seconds.saturating_mul(1000),
             _ => {}
         }
+    }
+    if let Some(w) = wait {
+        waited_ms += waited(w, last_tick.unwrap_or(w.0));
     }
     let prd_proposals = events
         .iter()

@@ -23,9 +23,15 @@ pub struct RunSummary {
     /// Counted iterations (not the retried `transient` ones).
     pub iterations: u32,
     pub stories: usize,
-    /// Stories passing at the end that the gate verified (with no gate:
-    /// that pass).
+    /// Stories passing at the end that the gate verified: with no gate,
+    /// none (the agent's word is not a verification).
     pub verified: usize,
+    /// Stories passing at the end, verified or not.
+    #[serde(default)]
+    pub passing: usize,
+    /// The run had a gate (its end report judged some story by one).
+    #[serde(default)]
+    pub gated: bool,
     /// Stories this run got to pass.
     pub delivered: usize,
     pub cost_usd: f64,
@@ -55,6 +61,8 @@ pub fn summarize(run_id: &str, events: &[Recorded]) -> RunSummary {
         iterations: 0,
         stories: 0,
         verified: 0,
+        passing: 0,
+        gated: false,
         delivered: 0,
         cost_usd: 0.0,
         cost_estimated: false,
@@ -112,7 +120,9 @@ pub fn summarize(run_id: &str, events: &[Recorded]) -> RunSummary {
                 s.why = message.lines().next().map(str::to_string);
                 s.stories = *stories;
                 s.verified =
-                    report.iter().filter(|st| st.passes && st.verified != Some(false)).count();
+                    report.iter().filter(|st| st.passes && st.verified == Some(true)).count();
+                s.passing = report.iter().filter(|st| st.passes).count();
+                s.gated = report.iter().any(|st| st.verified.is_some());
             }
             _ => {}
         }

@@ -96,7 +96,7 @@ fn end(outcome: RunOutcome) -> Event {
 }
 
 /// US-001: fails the gate, then passes (not first pass). US-002: a usage
-/// limit (retried, 60 s wait), then passes first time but… blocked after.
+/// limit (retried, a 10 s wait), then passes first time but… blocked after.
 fn overnight() -> Vec<Recorded> {
     let evs = vec![
         start(None),
@@ -113,7 +113,7 @@ fn overnight() -> Vec<Recorded> {
         gate(2, "US-001", true),
         iter_end(2, "US-001", R::Progress, true, Some(0.25), false),
         iter_end(3, "US-002", R::Transient, false, None, false),
-        Event::Waiting { reason: "usage limit".into(), until: at(100), seconds: 60 },
+        Event::Waiting { reason: "usage limit".into(), until: at(70), seconds: 10 },
         iter_end(3, "US-002", R::NoProgress, false, Some(1.0), true),
         end(RunOutcome::Blocked),
     ];
@@ -155,7 +155,42 @@ fn a_report_adds_up_its_events() {
     assert_eq!(t.first_pass_rate, Some(0.0));
     assert!((t.cost_usd - 1.75).abs() < 1e-9 && t.cost_estimated);
     assert_eq!(t.cost_per_delivered_story.map(|c| (c * 100.0).round()), Some(175.0));
-    assert_eq!((t.waited_ms, t.retried_ms, t.lost_ms), (60_000, 10_000, 70_000));
+    assert_eq!((t.waited_ms, t.retried_ms, t.lost_ms), (10_000, 10_000, 20_000));
+}
+
+/// A wait counts for the time it lasted, not for the time it was planned:
+/// three runs of 2 s, each stopped in (or resumed into) an hour's wait for
+/// `--calls-per-hour 1`, lost 6 s at most to it, not three hours.
+#[test]
+fn time_lost_to_a_wait_is_the_time_it_lasted() {
+    let hour = |ts: i64| Event::Waiting {
+        reason: "calls per hour".into(),
+        until: at(ts + 3600),
+        seconds: 3600,
+    };
+    let tick = Event::WaitTick { remaining_s: 3599 };
+    #[rustfmt::skip]
+    let cases: &[(&str, Vec<(i64, Event)>, u64)] = &[
+        ("three runs each stopped 2 s into it", vec![
+            (0, start(None)), (0, hour(0)), (2, end(RunOutcome::Interrupted)),
+            (10, start(Some(0))), (10, hour(10)), (12, end(RunOutcome::Interrupted)),
+            (20, start(Some(0))), (20, hour(20)), (22, end(RunOutcome::Interrupted)),
+        ], 6_000),
+        ("killed in it: as far as its last tick", vec![
+            (0, start(None)), (0, hour(0)), (60, tick.clone()), (120, tick.clone()),
+        ], 120_000),
+        ("killed at once: nothing known", vec![(0, start(None)), (0, hour(0))], 0),
+        ("waited out: as long as planned, not longer", vec![
+            (0, start(None)), (0, hour(0)), (3600, tick.clone()), (3700, end(RunOutcome::Complete)),
+        ], 3_600_000),
+    ];
+    for (name, events, want) in cases {
+        let events: Vec<Recorded> =
+            events.iter().map(|(ts, e)| Recorded { ts: at(*ts), event: e.clone() }).collect();
+        let t = report("r1", &events).totals;
+        assert_eq!(t.waited_ms, *want, "{name}");
+        assert_eq!(t.lost_ms, *want, "{name}");
+    }
 }
 
 #[test]
@@ -301,7 +336,7 @@ fn the_markdown_says_what_is_estimated() {
         "| US-001 title US-001 | delivered | 2 | no |",
         "~$1.75",
         "first-pass rate 0% (0 of 1)",
-        "time lost to limits and back-offs: 1m 10s",
+        "time lost to limits and back-offs: 20.0s",
         "US-001 iteration 1: exit 1: 1 failed",
         "- US-002: lesson 3",
         "~ an estimate",

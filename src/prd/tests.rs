@@ -163,6 +163,17 @@ fn syntax_errors_name_line_and_column() {
     assert!(!msg.contains(" at line "), "{msg}");
 }
 
+/// A byte that is not UTF-8 is named by its offset, line and column, not
+/// as serde's "invalid unicode code point".
+#[test]
+fn a_byte_that_is_not_utf8_is_named_by_its_offset() {
+    let mut bytes = b"{\n  \"userStories\": [{\"id\": \"A\", \"title\": \"caf".to_vec();
+    bytes.push(0xe9);
+    bytes.extend_from_slice(b"\"}]\n}");
+    let msg = Prd::parse(&bytes, std::path::Path::new("prd.json")).unwrap_err().to_string();
+    assert_eq!(msg, "prd.json:2:44: invalid JSON: byte 45 (0xe9) is not UTF-8");
+}
+
 #[test]
 fn each_problem_gets_its_own_message_naming_the_story() {
     let cases: &[(&str, &str)] = &[

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use crate::claude_stub::{ClaudeEnv, Reply, Request, Script, Stub, claude_bin_or_skip};
+use crate::claude_stub::{BashTurn, ClaudeEnv, Reply, Request, Script, Stub, claude_bin_or_skip};
 use crate::harness::{Project, alive};
 use crate::harness::{code, exit};
 
@@ -645,6 +645,28 @@ fn claude_loop_auth_failure_stops_with_the_environment_code() {
     );
     assert_eq!(l.stub.message_requests().len(), 1, "CLAUDE_CODE_MAX_RETRIES=0: one request");
     assert!(!l.project.passes("US-001"));
+    l.assert_no_survivors();
+}
+
+/// A story whose build fails with the same compiler error in every
+/// iteration stops the run with that error named.
+#[test]
+fn claude_loop_repeating_one_compiler_error_is_stopped_naming_it() {
+    let Some(bin) = claude_bin_or_skip("claude_loop_repeating_one_error") else {
+        return;
+    };
+    let script = Script::bash_then_text(|_| BashTurn {
+        command: crate::real_cli::BUILD.into(),
+        description: "Build".into(),
+        final_text: "The build does not compile yet.".into(),
+    });
+    let l = ClaudeLoop::new(bin, ONE_STORY, script);
+    crate::real_cli::add_failing_build(&l.project);
+    let r = l.run(&["5", "--gate", crate::real_cli::BUILD], &l.env());
+    r.report("same error");
+
+    assert_eq!(r.code, code(exit::CIRCUIT_OPEN), "{r:?}");
+    assert!(r.message().contains(crate::real_cli::SAME_ERROR), "{r:?}");
     l.assert_no_survivors();
 }
 

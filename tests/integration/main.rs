@@ -2,6 +2,7 @@
 //! a fake agent (and, where installed, the real claude CLI) in temporary
 //! git repositories.
 
+mod accounts;
 mod chromium;
 mod claude_loop;
 mod claude_stub;

@@ -45,6 +45,9 @@ pub enum Reply {
     Shell(String),
     /// An HTTP error with this status and JSON body.
     Error(u16, Value),
+    /// No answer at all: the request is held until the client goes away
+    /// (a server that accepted it and is slow beyond any timeout).
+    Hang,
 }
 
 /// A request: its path (with the query) and JSON body.
@@ -232,7 +235,14 @@ fn serve(
     let chat = request.is_chat();
     let whole = chat && request.body["stream"] != json!(true);
     let mut out = stream;
+    if let Reply::Hang = reply {
+        // Read until the client closes its end: then there is no one to answer.
+        let mut rest = Vec::new();
+        let _ = reader.read_to_end(&mut rest);
+        return Ok(());
+    }
     match reply {
+        Reply::Hang => unreachable!("answered above"),
         Reply::Error(status, body) => {
             let text = body.to_string();
             write!(

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use crate::harness::{Project, RefusedPort, Run, code, to_run};
 use crate::openai_stub::{Reply, Stub, error_body};
-use crate::real_cli::{STATUS, bin_or_skip, one_story};
+use crate::real_cli::{BUILD, SAME_ERROR, STATUS, bin_or_skip, failing_build_project, one_story};
 
 /// `ralph <args> --tool aider --model openai/fake-model`, aider talking to `stub`.
 fn ralph(bin: &Path, stub: &Stub, project: &Project, args: &[&str]) -> Run {
@@ -168,4 +168,53 @@ fn aider_usage_limit_and_500_after_its_own_retries() {
         assert_eq!(r.code, code(4), "{r:?}");
         assert!(r.stdout.contains("cannot reach the API"), "{r:?}");
     });
+}
+
+/// ralph's `--timeout` ends aider in its own retries, with the litellm error
+/// it is retrying on screen: a 429 naming its wait and the usage-limit shape
+/// are both limits to wait for (`--no-wait`: exit 4, saying so), not failed
+/// runs that open the breaker.
+#[test]
+fn aider_cut_off_in_its_retries_is_judged_by_what_it_retried() {
+    let Some(bin) = bin("aider_cut_off_in_its_retries") else { return };
+    let rate = "Rate limit reached for fake-model on requests per min (RPM): Limit 3. Please try again in 20s.";
+    let cases = [
+        ("rate limit", error_body("rate_limit_exceeded", rate)),
+        ("usage limit", error_body("usage_limit_reached", "The usage limit has been reached")),
+    ];
+    std::thread::scope(|s| {
+        let runs: Vec<_> = cases
+            .into_iter()
+            .map(|(name, body)| {
+                let bin = &bin;
+                s.spawn(move || {
+                    let stub = Stub::start(move |_, _| Reply::Error(429, body.clone()));
+                    let project = Project::with_prd(&one_story("aider"));
+                    let r = ralph(bin, &stub, &project, &["3", "--no-wait", "--timeout", "20s"]);
+                    assert_eq!(r.code, code(4), "{name}: {r:?}");
+                    assert!(r.stdout.contains("the agent's usage limit until"), "{name}: {r:?}");
+                    assert!(!r.stdout.contains("stopped: iteration timeout"), "{name}: {r:?}");
+                })
+            })
+            .collect();
+        for run in runs {
+            run.join().expect("a limit's run");
+        }
+    });
+}
+
+/// A story whose build fails with the same compiler error in every
+/// iteration stops the run with that error named.
+#[test]
+fn aider_repeating_one_compiler_error_is_stopped_naming_it() {
+    let Some(bin) = bin("aider_repeating_one_compiler_error") else { return };
+    let stub = Stub::start(|_, _| {
+        Reply::Text(
+            "The build fails:\nerror[E0308]: mismatched types\n --> src/lib.rs:2:18\n".into(),
+        )
+    });
+    let project = failing_build_project("aider");
+    let r = ralph(&bin, &stub, &project, &["5", "--gate", BUILD]);
+    assert_eq!(r.code, code(3), "{r:?}");
+    assert!(r.stdout.contains(SAME_ERROR), "{r:?}");
 }

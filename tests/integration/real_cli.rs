@@ -59,3 +59,28 @@ pub fn bin_or_skip(env: &str, cli: &str, test: &str) -> Option<PathBuf> {
     }
     bin
 }
+
+/// The build of a [`failing_build_project`]: it fails with the same
+/// compiler error every time.
+pub const BUILD: &str = "sh build.sh";
+
+const BUILD_SH: &str = "printf '   Compiling demo v0.1.0\\nerror[E0308]: mismatched types\\n --> src/lib.rs:2:18\\nerror: could not compile `demo` due to 1 previous error\\n' >&2\nexit 101\n";
+
+/// How a run stopped by a build that never compiles ends: its reason names
+/// the error that repeated.
+pub const SAME_ERROR: &str = "each with the same error: error[E0308]: mismatched types";
+
+/// The one-story project of `cli` whose [`BUILD`] (also its gate) fails the
+/// same way every time, committed.
+pub fn failing_build_project(cli: &str) -> Project {
+    let project = Project::with_prd(&one_story(cli));
+    add_failing_build(&project);
+    project
+}
+
+/// The [`BUILD`] script in `project`, committed.
+pub fn add_failing_build(project: &Project) {
+    project.write("build.sh", BUILD_SH);
+    project.git(&["add", "-A"]);
+    project.git(&["commit", "-q", "-m", "The story's build"]);
+}

@@ -16,7 +16,7 @@ use serde_json::json;
 
 use crate::harness::{Project, RefusedPort, Run, code, to_run};
 use crate::openai_stub::{Reply, Stub, codex_config, error_body, has_tool_output};
-use crate::real_cli::{STATUS, bin_or_skip, one_story};
+use crate::real_cli::{BUILD, SAME_ERROR, STATUS, bin_or_skip, failing_build_project, one_story};
 
 /// `ralph <args> --tool codex` in a one-story project, codex talking to `stub`.
 fn ralph(bin: &PathBuf, stub: &Stub, project: &Project, args: &[&str]) -> Run {
@@ -162,4 +162,24 @@ fn codex_with_no_server_is_ended_by_the_idle_timeout_as_unreachable() {
     let r = to_run(out);
     assert_eq!(r.code, code(4), "{r:?}");
     assert!(r.stdout.contains("cannot reach the API"), "{r:?}");
+}
+
+/// A story whose build fails with the same compiler error in every
+/// iteration stops the run with that error named.
+#[test]
+fn codex_repeating_one_compiler_error_is_stopped_naming_it() {
+    let Some(bin) = bin_or_skip("RALPH_CODEX_BIN", "codex", "codex_repeating_one_error") else {
+        return;
+    };
+    let stub = Stub::start(|_, request| {
+        if has_tool_output(request) {
+            Reply::Text("The build does not compile yet.".into())
+        } else {
+            Reply::Shell(BUILD.into())
+        }
+    });
+    let project = failing_build_project("Codex");
+    let r = ralph(&bin, &stub, &project, &["5", "--gate", BUILD]);
+    assert_eq!(r.code, code(3), "{r:?}");
+    assert!(r.stdout.contains(SAME_ERROR), "{r:?}");
 }

@@ -18,7 +18,9 @@ use serde_json::json;
 
 use crate::harness::{Project, RefusedPort, Run, code, to_run};
 use crate::openai_stub::{Reply, Stub, gemini_settings, google_error, has_tool_output};
-use crate::real_cli::{IMPLEMENT, STATUS, bin_or_skip, scripted_project};
+use crate::real_cli::{
+    BUILD, IMPLEMENT, SAME_ERROR, STATUS, bin_or_skip, failing_build_project, scripted_project,
+};
 
 /// `ralph <args> --tool gemini --model gemini-2.5-flash` (a named model:
 /// no router request), gemini talking to `stub`.
@@ -30,13 +32,29 @@ fn ralph(bin: &PathBuf, stub: &Stub, project: &Project, args: &[&str]) -> Run {
 fn ralph_at(bin: &PathBuf, root_url: &str, project: &Project, args: &[&str]) -> Run {
     let gemini_home = project.home().join("gemini");
     gemini_settings(&gemini_home);
+    ralph_as(
+        bin,
+        root_url,
+        project,
+        &gemini_home,
+        &[args, &["--model", "gemini-2.5-flash"]].concat(),
+    )
+}
+
+/// ralph with gemini as it is set up in `gemini_home`.
+fn ralph_as(
+    bin: &PathBuf,
+    root_url: &str,
+    project: &Project,
+    gemini_home: &std::path::Path,
+    args: &[&str],
+) -> Run {
     let out = project
         .ralph()
         .args(args)
-        .args(["--model", "gemini-2.5-flash"])
         .env("RALPH_AGENT_TOOL", "gemini")
         .env("RALPH_AGENT_COMMAND", bin)
-        .env("GEMINI_CLI_HOME", &gemini_home)
+        .env("GEMINI_CLI_HOME", gemini_home)
         .env("GOOGLE_GEMINI_BASE_URL", root_url)
         .env("GEMINI_API_KEY", "test-key")
         .env("TMPDIR", project.home())
@@ -201,4 +219,87 @@ fn gemini_with_no_server_is_ended_by_the_idle_timeout_as_unreachable() {
     let r = ralph_at(&bin, &url, &project, &["3", "--no-wait", "--idle-timeout", "10s"]);
     assert_eq!(r.code, code(4), "{r:?}");
     assert!(r.stdout.contains("cannot reach the API"), "{r:?}");
+}
+
+/// gemini's own settings for a run cut off in its retries: API-key auth and
+/// its default retries (ten attempts, backing off for minutes).
+fn retrying_gemini(project: &Project) -> PathBuf {
+    let home = project.home().join("gemini-retrying");
+    let dir = home.join(".gemini");
+    std::fs::create_dir_all(&dir).expect("GEMINI_CLI_HOME");
+    let settings = json!({"security": {"auth": {"selectedType": "gemini-api-key"}}});
+    std::fs::write(dir.join("settings.json"), settings.to_string()).expect("gemini settings");
+    home
+}
+
+/// ralph's `--timeout` ends gemini in its own retries, with what it was
+/// retrying on its stderr: a per-minute quota (`Please retry in 20s`) is a
+/// limit to wait out, not a failed run; no server at all (gemini's model
+/// router retrying `fetch failed`) is "cannot reach the API". With
+/// `--no-wait` each run ends at once saying so (exit 4), and no breaker.
+#[test]
+fn gemini_cut_off_in_its_retries_is_judged_by_what_it_retried() {
+    let Some(bin) = bin_or_skip("RALPH_GEMINI_BIN", "gemini", "gemini_cut_off_in_its_retries")
+    else {
+        return;
+    };
+    std::thread::scope(|s| {
+        let quota = s.spawn(|| {
+            let stub = Stub::start(|_, _| {
+                let details = json!([
+                    {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{
+                        "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
+                        "quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"}]},
+                    {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "20s"}]);
+                let message = "You exceeded your current quota, please check your plan and billing \
+                               details. Please retry in 20s.";
+                Reply::Error(429, google_error(429, "RESOURCE_EXHAUSTED", message, details))
+            });
+            let project = scripted_project("Gemini");
+            let home = retrying_gemini(&project);
+            let args = ["3", "--no-wait", "--timeout", "20s", "--model", "gemini-2.5-flash"];
+            (ralph_as(&bin, &stub.root_url(), &project, &home, &args), project)
+        });
+        let nowhere = s.spawn(|| {
+            let refused = RefusedPort::new();
+            let project = scripted_project("Gemini");
+            let home = retrying_gemini(&project);
+            let url = format!("http://127.0.0.1:{}", refused.port);
+            // No model named: gemini's router asks first, and retries.
+            (
+                ralph_as(&bin, &url, &project, &home, &["3", "--no-wait", "--timeout", "20s"]),
+                project,
+            )
+        });
+        for (name, run, words) in [
+            ("per-minute quota", quota, "the agent's usage limit until"),
+            ("no server", nowhere, "cannot reach the API"),
+        ] {
+            let (r, project) = run.join().expect(name);
+            assert_eq!(r.code, code(4), "{name}: {r:?}");
+            assert!(r.stdout.contains(words), "{name}: {r:?}");
+            assert!(!r.stdout.contains("stopped: iteration timeout"), "{name}: {r:?}");
+            assert!(!project.passes("US-001"), "{name}: {r:?}");
+        }
+    });
+}
+
+/// A story whose build fails with the same compiler error in every
+/// iteration stops the run with that error named.
+#[test]
+fn gemini_repeating_one_compiler_error_is_stopped_naming_it() {
+    let Some(bin) = bin_or_skip("RALPH_GEMINI_BIN", "gemini", "gemini_repeating_one_error") else {
+        return;
+    };
+    let stub = Stub::start(|_, request| {
+        if has_tool_output(request) {
+            Reply::Text("The build does not compile yet.".into())
+        } else {
+            Reply::Shell(BUILD.into())
+        }
+    });
+    let project = failing_build_project("Gemini");
+    let r = ralph(&bin, &stub, &project, &["5", "--gate", BUILD]);
+    assert_eq!(r.code, code(3), "{r:?}");
+    assert!(r.stdout.contains(SAME_ERROR), "{r:?}");
 }

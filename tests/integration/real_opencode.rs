@@ -16,7 +16,9 @@ use serde_json::{Value, json};
 
 use crate::harness::{Project, RefusedPort, Run, code, to_run};
 use crate::openai_stub::{Reply, Stub, error_body, has_tool_output, opencode_config};
-use crate::real_cli::{IMPLEMENT, STATUS, bin_or_skip, scripted_project};
+use crate::real_cli::{
+    BUILD, IMPLEMENT, SAME_ERROR, STATUS, bin_or_skip, failing_build_project, scripted_project,
+};
 
 fn ralph(bin: &PathBuf, stub: &Stub, project: &Project, args: &[&str]) -> Run {
     ralph_at(bin, &stub.base_url(), project, args)
@@ -197,4 +199,65 @@ fn opencode_with_no_server_is_ended_by_the_idle_timeout_as_unreachable() {
     let r = ralph_at(&bin, &url, &project, &["3", "--no-wait", "--idle-timeout", "10s"]);
     assert_eq!(r.code, code(4), "{r:?}");
     assert!(r.stdout.contains("cannot reach the API"), "{r:?}");
+}
+
+/// ralph's `--timeout` ends opencode in its own retries, during which it
+/// prints nothing on stdout: its log on stderr says what it retried. A usage
+/// limit is waited for (`--no-wait`: exit 4, saying so); a server that took
+/// the request and never answered was reachable, and the run was simply
+/// timed out, a failed run like any other.
+#[test]
+fn opencode_cut_off_in_its_retries_is_judged_by_what_it_retried() {
+    let Some(bin) = bin_or_skip("RALPH_OPENCODE_BIN", "opencode", "opencode_cut_off") else {
+        return;
+    };
+    std::thread::scope(|s| {
+        let limited = s.spawn(|| {
+            let stub = Stub::start(|_, _| {
+                Reply::Error(
+                    429,
+                    error_body("usage_limit_reached", "The usage limit has been reached"),
+                )
+            });
+            let project = scripted_project("opencode");
+            ralph(&bin, &stub, &project, &["3", "--no-wait", "--timeout", "20s"])
+        });
+        let slow = s.spawn(|| {
+            let stub = Stub::start(|_, _| Reply::Hang);
+            let project = scripted_project("opencode");
+            ralph(&bin, &stub, &project, &["1", "--timeout", "15s"])
+        });
+        let r = limited.join().expect("the usage-limit run");
+        assert_eq!(r.code, code(4), "{r:?}");
+        assert!(r.stdout.contains("the agent's usage limit until"), "{r:?}");
+        assert!(!r.stdout.contains("cannot reach the API"), "{r:?}");
+        let r = slow.join().expect("the slow server's run");
+        assert_eq!(r.code, code(1), "{r:?}");
+        assert!(r.stdout.contains("failed in"), "{r:?}");
+        assert!(r.stdout.contains("stopped: iteration timeout"), "{r:?}");
+        assert!(!r.stdout.contains("cannot reach the API"), "{r:?}");
+    });
+}
+
+/// A story whose build fails with the same compiler error in every
+/// iteration stops the run with that error named.
+#[test]
+fn opencode_repeating_one_compiler_error_is_stopped_naming_it() {
+    let Some(bin) = bin_or_skip("RALPH_OPENCODE_BIN", "opencode", "opencode_repeating_one_error")
+    else {
+        return;
+    };
+    let stub = Stub::start(|_, request| {
+        if request.is_title() {
+            Reply::Text("Build the story".into())
+        } else if has_tool_output(request) {
+            Reply::Text("The build does not compile yet.".into())
+        } else {
+            Reply::Shell(BUILD.into())
+        }
+    });
+    let project = failing_build_project("opencode");
+    let r = ralph(&bin, &stub, &project, &["5", "--gate", BUILD]);
+    assert_eq!(r.code, code(3), "{r:?}");
+    assert!(r.stdout.contains(SAME_ERROR), "{r:?}");
 }

@@ -61,7 +61,11 @@ fn exact_command_lines() {
             "gemini --output-format stream-json --skip-trust --approval-mode=auto_edit --allowed-tools=run_shell_command(git commit),run_shell_command(cargo)",
             Stdin,
         ),
-        (Backend::new(Tool::Opencode), "opencode run --format json --auto PROMPT", Argv),
+        (
+            Backend::new(Tool::Opencode),
+            "opencode run --format json --print-logs --log-level WARN --auto PROMPT",
+            Argv,
+        ),
         (
             Backend::new(Tool::Cursor),
             "cursor-agent -p --output-format stream-json --force PROMPT",

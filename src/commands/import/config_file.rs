@@ -35,8 +35,19 @@ fn value_in<'a>(table: &'a toml::Table, key: &str) -> Option<&'a Value> {
     table.get(section)?.as_table()?.get(name)
 }
 
-/// Edits `existing` (`None`: no file yet) to set `wants`.
+/// Edits `existing` (`None`: no file yet) to set `wants`, each new key
+/// under a comment saying it was imported from its source.
 pub(crate) fn edit(existing: Option<&str>, wants: &[Want], force: bool) -> Result<Edit, String> {
+    edit_noted(existing, wants, force, &|w| format!("# imported from {}", w.from))
+}
+
+/// [`edit`], each new key under the comment `note` gives it.
+pub(crate) fn edit_noted(
+    existing: Option<&str>,
+    wants: &[Want],
+    force: bool,
+    note: &dyn Fn(&Want) -> String,
+) -> Result<Edit, String> {
     let table: toml::Table = match existing {
         Some(t) => {
             toml::from_str(t).map_err(|e| format!("it is not valid TOML: {}", e.message()))?
@@ -64,7 +75,7 @@ pub(crate) fn edit(existing: Option<&str>, wants: &[Want], force: bool) -> Resul
                 }
             }
             None => {
-                let comment = format!("# imported from {}", w.from);
+                let comment = note(w);
                 match lines.iter().position(|l| is_header(l, section)) {
                     Some(h) => {
                         // At the end of the section, so keys keep their order.

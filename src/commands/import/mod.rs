@@ -9,7 +9,7 @@
 //! the configured agent convert a PRD and checks its work before it lands.
 //! [`notice`] is what a run says, once, when it finds these files unimported.
 
-mod config_file;
+pub(super) mod config_file;
 mod detect;
 mod fix_plan;
 mod markdown;

@@ -120,6 +120,7 @@ fn facts(end: End, said: Said, gate: Gate, git: Git) -> Facts {
         permission_denials: Vec::new(),
         asking_questions: false,
         error_signature: None,
+        error_example: None,
         tool_errors: Vec::new(),
         commit_leftovers: true,
     }

@@ -316,6 +316,7 @@ impl Run<'_> {
             transient: false,
             asking_questions: false,
             error_signature: None,
+            error_example: None,
             permission_denials: 0,
             handoff_problem: false,
         };
