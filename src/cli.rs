@@ -255,6 +255,17 @@ marked ~ are estimates from cost.prices. Every run writes this report as report.
     /// Reset the circuit breaker to CLOSED
     #[command(after_help = "Example:\n  ralph reset-circuit && ralph")]
     ResetCircuit,
+    /// Accept the run branch's .ralph/config.toml, and the tests its gate counts now
+    #[command(
+        long_about = "The settings that decide trust (gate.*, circuit.*, agent.safe, agent.allowed_tools, \
+agent.args, agent.command) are read from .ralph/config.toml as committed on the run's base branch \
+(the branch ralph cut the run branch from, else main), never from what was committed on the run \
+branch. `ralph trust` accepts the checked-out branch's committed copy as yours (that exact file: \
+a later change of it is not accepted), and forgets the test counts ralph holds the branch's \
+stories to (the next run's baseline sets them again).",
+        after_help = "Example:\n  ralph status        # config: ralph/x changes gate.command …: ignored\n  ralph trust && ralph"
+    )]
+    Trust,
     /// Analyse a saved agent output (a log from .git/ralph/logs/ or any file)
     #[command(
         after_help = "Examples:\n  ralph analyze .git/ralph/logs/20261202-101500-3a7f-9c41e2/iter-3.log\n  ralph analyze out.jsonl --format claude --json"

@@ -19,7 +19,7 @@ use crate::analyze::Format;
 
 pub(crate) mod keys;
 
-pub(crate) use keys::{KEYS, Key, env_name, parse_duration};
+pub(crate) use keys::{KEYS, Key, decides_trust, env_name, parse_duration};
 use keys::{check, find, format_from, parse_text, tool_from};
 
 /// Where a value came from.
@@ -29,6 +29,11 @@ pub(crate) enum Source {
     Default,
     User(PathBuf),
     Project(PathBuf),
+    /// The project file as committed on the run's base branch (`oracle::base`).
+    Base {
+        path: PathBuf,
+        branch: String,
+    },
     Env(String),
     Flag(String),
 }
@@ -38,6 +43,7 @@ impl fmt::Display for Source {
         match self {
             Source::Default => f.write_str("default"),
             Source::User(p) | Source::Project(p) => write!(f, "{}", p.display()),
+            Source::Base { path, branch } => write!(f, "{} at {branch}", path.display()),
             Source::Env(v) => write!(f, "env {v}"),
             Source::Flag(flag) => write!(f, "flag {flag}"),
         }
@@ -239,6 +245,38 @@ fn did_you_mean(full: &str) -> Option<String> {
 #[derive(Debug, Clone)]
 pub(crate) struct Layers {
     values: BTreeMap<&'static str, (toml::Value, Source)>,
+    /// Settings the run branch's project file changes that decide trust,
+    /// read from the base instead.
+    ignored: Vec<Ignored>,
+}
+
+/// A setting that decides trust which the run branch's project file sets
+/// differently from its base: the base's value is used.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Ignored {
+    pub key: String,
+    /// The run branch.
+    pub branch: String,
+    /// The branch it was cut from.
+    pub base: String,
+    /// The value on the run branch, and the one used (TOML text).
+    pub branch_value: String,
+    pub base_value: String,
+}
+
+impl fmt::Display for Ignored {
+    /// "ralph/x changes gate.command to "true" (main has "test -f x"): ignored".
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} changes {} to {} ({} has {}): ignored; run `ralph trust` to accept it",
+            self.branch,
+            self.key,
+            crate::text::clip(&self.branch_value, 80),
+            self.base,
+            crate::text::clip(&self.base_value, 80)
+        )
+    }
 }
 
 impl Layers {
@@ -254,7 +292,7 @@ impl Layers {
                 (k.key, (v, Source::Default))
             })
             .collect();
-        Layers { values }
+        Layers { values, ignored: Vec::new() }
     }
 
     /// Loads the user and project files and the environment on top of the defaults.
@@ -273,13 +311,61 @@ impl Layers {
         Ok(layers)
     }
 
+    /// [`Layers::load`], with the settings that decide trust read from
+    /// `base` (the project file as committed on the run's base) instead of
+    /// the project file; each one the project file sets differently is
+    /// kept in [`Layers::ignored`].
+    pub(crate) fn load_with_base(
+        user_file: Option<&Path>,
+        project_file: &Path,
+        base: Option<&crate::oracle::base::BaseConfig>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Layers, ConfigError> {
+        let Some(base) = base else { return Layers::load(user_file, project_file, env) };
+        let mut layers = Layers::defaults();
+        if let Some(user) = user_file {
+            layers.file(user, Source::User(user.to_path_buf()))?;
+        }
+        let mut plain = layers.clone();
+        plain.file(project_file, Source::Project(project_file.to_path_buf()))?;
+        layers.file_keys(project_file, Source::Project(project_file.to_path_buf()), &|k| {
+            !decides_trust(k)
+        })?;
+        let source = Source::Base { path: base.path.clone(), branch: base.base.clone() };
+        let shown = PathBuf::from(format!("{} at {}", base.path.display(), base.base));
+        layers.text_keys(&shown, &base.text, source, &decides_trust)?;
+        for k in KEYS.iter().filter(|k| decides_trust(k.key)) {
+            let (mine, theirs) = (layers.get(k.key), plain.get(k.key));
+            if mine != theirs {
+                layers.ignored.push(Ignored {
+                    key: k.key.to_string(),
+                    branch: base.branch.clone(),
+                    base: base.base.clone(),
+                    branch_value: theirs.to_string(),
+                    base_value: mine.to_string(),
+                });
+            }
+        }
+        layers.env(env)?;
+        Ok(layers)
+    }
+
     fn file(&mut self, path: &Path, source: Source) -> Result<(), ConfigError> {
+        self.file_keys(path, source, &|_| true)
+    }
+
+    fn file_keys(
+        &mut self,
+        path: &Path,
+        source: Source,
+        keep: &dyn Fn(&str) -> bool,
+    ) -> Result<(), ConfigError> {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(ConfigError::new(format!("cannot read {}: {e}", path.display()))),
         };
-        self.text(path, &text, source)
+        self.text_keys(path, &text, source, keep)
     }
 
     /// Checks `text` as the project file at `path` would be read: what
@@ -289,6 +375,17 @@ impl Layers {
     }
 
     fn text(&mut self, path: &Path, text: &str, source: Source) -> Result<(), ConfigError> {
+        self.text_keys(path, text, source, &|_| true)
+    }
+
+    /// Reads `text` as a config file and sets the keys `keep` accepts.
+    fn text_keys(
+        &mut self,
+        path: &Path,
+        text: &str,
+        source: Source,
+        keep: &dyn Fn(&str) -> bool,
+    ) -> Result<(), ConfigError> {
         let table: toml::Table = toml::from_str(text).map_err(|e| syntax_error(path, text, &e))?;
         let spans = Spans::new(text);
         for (section, value) in table {
@@ -332,7 +429,9 @@ impl Layers {
                         env_name(key.key)
                     )));
                 }
-                self.values.insert(key.key, (value, source.clone()));
+                if keep(key.key) {
+                    self.values.insert(key.key, (value, source.clone()));
+                }
             }
         }
         Ok(())
@@ -496,7 +595,10 @@ impl Layers {
                 tail_bytes: usize::try_from(self.int("gate.tail_bytes")).unwrap_or(4096),
                 fatal_signatures: self.list("gate.fatal_signatures"),
                 baseline: self.bool("gate.baseline"),
+                protect: self.list("gate.protect"),
+                source: self.values["gate.command"].1.to_string(),
             },
+            ignored: self.ignored.clone(),
             circuit: CircuitConfig {
                 no_progress: self.int("circuit.no_progress") as u32,
                 same_error: self.int("circuit.same_error") as u32,
@@ -635,6 +737,8 @@ pub struct Config {
     pub(crate) notify: crate::notify::NotifyConfig,
     pub(crate) color: Color,
     pub(crate) progress: Progress,
+    /// Settings of the run branch's project file read from its base instead.
+    pub(crate) ignored: Vec<Ignored>,
 }
 
 #[derive(Debug, Clone)]
@@ -677,6 +781,11 @@ pub(crate) struct GateConfig {
     pub(crate) tail_bytes: usize,
     pub(crate) fatal_signatures: Vec<String>,
     pub(crate) baseline: bool,
+    /// `gate.protect`: globs the agent may not change, besides the built-in ones.
+    pub(crate) protect: Vec<String>,
+    /// Where `gate.command` came from ("default", ".ralph/config.toml at
+    /// main", "flag --gate"), for the report.
+    pub(crate) source: String,
 }
 
 #[derive(Debug, Clone)]

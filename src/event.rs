@@ -28,6 +28,9 @@ pub enum IterationResult {
     Failed,
     /// The gate ran and failed.
     GateFailed,
+    /// It changed what judges it — a protected path (set back), or tests
+    /// that vanished: its story is not verified.
+    Tampered,
     /// A rate, usage or API limit: retried, not counted.
     Transient,
     /// Ctrl-C or SIGTERM stopped it: no verdict.
@@ -42,6 +45,7 @@ impl IterationResult {
             IterationResult::NoProgress => "made no progress",
             IterationResult::Failed => "failed",
             IterationResult::GateFailed => "failed the gate",
+            IterationResult::Tampered => "was refused (tampered)",
             IterationResult::Transient => "hit an API limit (not counted)",
             IterationResult::Stopped => "was stopped",
         }
@@ -54,6 +58,7 @@ impl IterationResult {
             IterationResult::NoProgress => "no_progress",
             IterationResult::Failed => "failed",
             IterationResult::GateFailed => "gate_failed",
+            IterationResult::Tampered => "tampered",
             IterationResult::Transient => "transient",
             IterationResult::Stopped => "stopped",
         }
@@ -225,10 +230,41 @@ pub struct StoryReport {
     /// Why each of its merge attempts failed (a parallel run), in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub merge_failures: Vec<String>,
+    /// The gate command that judged it, and where it came from ("default",
+    /// ".ralph/config.toml at main", "flag --gate", "its \"verify\"").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_source: Option<String>,
+    /// What its gate's test runners counted before its work and at its
+    /// last gate run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tests_before: Option<crate::gate::TestCounts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tests_after: Option<crate::gate::TestCounts>,
+    /// Why its iterations were refused: protected paths changed, tests
+    /// that vanished.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
+    /// Skip markers added and tests deleted in its diffs (file:line).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub test_flags: Vec<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+/// Changes of protected paths an agent made that ralph set back: the
+/// agent's proposal, for the person (its version is in `patch`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProtectedChange {
+    pub iteration: u32,
+    pub story_id: String,
+    /// The paths, relative to the project.
+    pub paths: Vec<String>,
+    /// The agent's changes as a patch (`iter-N.protected.patch` in the run's logs).
+    pub patch: Option<String>,
 }
 
 /// Edits of prd.json an agent made that ralph set back (a story added or
@@ -345,6 +381,10 @@ pub enum Event {
         /// The lessons the iteration produced for its story.
         #[serde(default)]
         lessons: Vec<String>,
+        /// Why its work was refused (result `tampered`): the protected
+        /// paths it changed, the tests that vanished.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        refused: Vec<String>,
         /// A resolver iteration (see `IterationStart`).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         resolve: bool,
@@ -436,6 +476,10 @@ pub enum Event {
         /// Edits of prd.json the agents made and ralph set back: theirs to propose, the person's to make.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         prd_proposals: Vec<PrdProposal>,
+        /// Changes of protected paths the agents made and ralph set back:
+        /// theirs to propose, the person's to make.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        protected_refused: Vec<ProtectedChange>,
     },
 }
 
@@ -555,6 +599,7 @@ mod tests {
                 cost_estimated: true,
                 commit: Some("abc1234".into()),
                 lessons: vec!["l".into()],
+                refused: vec!["r".into()],
                 resolve: true,
             },
             Event::BudgetWarning { budget: BudgetKind::Cost, used: 8.0, limit: 10.0 },
@@ -596,6 +641,12 @@ mod tests {
                     agents: vec!["claude".into(), "codex".into()],
                     resolves: 1,
                     merge_failures: vec!["conflicts with the run branch in a.txt".into()],
+                    gate: Some("cargo test".into()),
+                    gate_source: Some(".ralph/config.toml at main".into()),
+                    tests_before: Some(crate::gate::TestCounts::default()),
+                    tests_after: Some(crate::gate::TestCounts::default()),
+                    refused: vec!["r".into()],
+                    test_flags: vec!["f".into()],
                 }],
                 best: Some(BestIteration {
                     iteration: 3,
@@ -610,6 +661,12 @@ mod tests {
                     until: Some(now),
                 }],
                 prd_proposals: vec![],
+                protected_refused: vec![ProtectedChange {
+                    iteration: 1,
+                    story_id: "US-001".into(),
+                    paths: vec![".ralph/config.toml".into()],
+                    patch: Some("p".into()),
+                }],
             },
         ]
     }

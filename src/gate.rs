@@ -50,6 +50,48 @@ pub struct Verdict {
     pub failing: Vec<String>,
     /// Where the whole output is, when it was written to a log.
     pub log: Option<PathBuf>,
+    /// The tests the runners' summaries counted, when any summary was found.
+    pub counts: Option<TestCounts>,
+}
+
+/// What a gate run's test runners counted: every summary line of the run
+/// added up (cargo prints one per test binary).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestCounts {
+    pub passed: u32,
+    pub failed: u32,
+    /// cargo's `#[ignore]`d tests.
+    #[serde(default)]
+    pub ignored: u32,
+    /// pytest's, jest's, go's and unittest's skipped tests (pytest's
+    /// `xfailed` and jest's `todo` count here too: tests that ran without
+    /// being held to their result).
+    #[serde(default)]
+    pub skipped: u32,
+}
+
+impl TestCounts {
+    /// Tests that ran and were held to their result.
+    pub fn ran(&self) -> u32 {
+        self.passed + self.failed
+    }
+
+    /// Tests set aside: ignored or skipped.
+    pub fn set_aside(&self) -> u32 {
+        self.ignored + self.skipped
+    }
+
+    /// "41 passed, 0 failed, 1 ignored".
+    pub fn describe(&self) -> String {
+        let mut s = format!("{} passed, {} failed", self.passed, self.failed);
+        if self.ignored > 0 {
+            s.push_str(&format!(", {} ignored", self.ignored));
+        }
+        if self.skipped > 0 {
+            s.push_str(&format!(", {} skipped", self.skipped));
+        }
+        s
+    }
 }
 
 /// How close a gate run came to passing.
@@ -94,6 +136,8 @@ pub const SUMMARY_CHARS: usize = 200;
 struct Summaries {
     failed: Option<u32>,
     passed: Option<u32>,
+    ignored: u32,
+    skipped: u32,
     /// unittest's "Ran N tests", until its "OK" or "FAILED (…)" line.
     ran: Option<u32>,
     names: Vec<String>,
@@ -104,13 +148,13 @@ fn summary_patterns() -> &'static [(Regex, &'static str)] {
     PATTERNS.get_or_init(|| {
         [
             // cargo test: "test result: FAILED. 3 passed; 2 failed; 0 ignored"
-            (r"^test result: \w+\. (\d+) passed; (\d+) failed", "cargo"),
+            (r"^test result: \w+\. (\d+) passed; (\d+) failed(?:; (\d+) ignored)?", "cargo"),
             // jest: "Tests:       2 failed, 5 passed, 7 total"
             (r"^Tests:\s+(?:(\d+) failed, )?(?:\d+ \w+, )*?(\d+) passed", "jest"),
             // pytest: "==== 2 failed, 5 passed in 0.12s ====" (either part may be missing)
             (r"^=+ (?:(\d+) failed)?(?:, )?(?:(\d+) passed)?.* in [\d.]+s", "pytest"),
             // go test: "--- FAIL: TestX" / "--- PASS: TestY"
-            (r"^\s*--- (FAIL|PASS):", "go"),
+            (r"^\s*--- (FAIL|PASS|SKIP):", "go"),
             // unittest: "Ran 3 tests in 0.001s", then "OK" or "FAILED (failures=1, errors=2)"
             (r"^Ran (\d+) tests? in ", "unittest-ran"),
             (r"^OK(?: \(.*\))?$", "unittest-ok"),
@@ -163,8 +207,11 @@ impl Summaries {
                 "unittest-ran" => self.ran = Some(num(c.get(1))),
                 "unittest-ok" => {
                     let Some(ran) = self.ran.take() else { continue };
+                    let skipped = c.get(0).map_or(0, |m| count_of(m.as_str(), "skipped="));
+                    // unittest counts a skipped test among those it ran.
                     *self.passed.get_or_insert(0) += ran;
                     self.failed.get_or_insert(0);
+                    self.skipped += skipped;
                 }
                 "unittest-failed" => {
                     let Some(ran) = self.ran.take() else { continue };
@@ -176,28 +223,35 @@ impl Summaries {
                             .unwrap_or(0)
                     };
                     let failed = count("failures=") + count("errors=");
+                    let skipped = count("skipped=");
                     *self.failed.get_or_insert(0) += failed;
                     *self.passed.get_or_insert(0) += ran.saturating_sub(failed);
+                    self.skipped += skipped;
                 }
                 "cargo" => {
                     *self.passed.get_or_insert(0) += num(c.get(1));
                     *self.failed.get_or_insert(0) += num(c.get(2));
+                    self.ignored += num(c.get(3));
                 }
                 "jest" | "pytest" => {
                     let (f, p) = (c.get(1), c.get(2));
-                    if f.is_none() && p.is_none() {
+                    let skipped = count_of(text, " skipped") + count_of(text, " xfailed");
+                    let skipped = skipped + count_of(text, " todo");
+                    if f.is_none() && p.is_none() && skipped == 0 {
                         continue;
                     }
                     *self.failed.get_or_insert(0) += num(f);
                     *self.passed.get_or_insert(0) += num(p);
+                    self.skipped += skipped;
                 }
-                _ => {
-                    if &c[1] == "FAIL" {
-                        *self.failed.get_or_insert(0) += 1;
-                    } else {
-                        *self.passed.get_or_insert(0) += 1;
+                _ => match &c[1] {
+                    "FAIL" => *self.failed.get_or_insert(0) += 1,
+                    "SKIP" => {
+                        self.failed.get_or_insert(0);
+                        self.skipped += 1;
                     }
-                }
+                    _ => *self.passed.get_or_insert(0) += 1,
+                },
             }
             return;
         }
@@ -215,6 +269,42 @@ impl Summaries {
         if !name.is_empty() && !self.names.contains(&name) {
             self.names.push(name);
         }
+    }
+}
+
+/// The number written just before `word` in `text` ("3 skipped" → 3;
+/// "skipped=2" → 2 when `word` ends with `=`), 0 when there is none.
+fn count_of(text: &str, word: &str) -> u32 {
+    let Some(at) = text.find(word) else { return 0 };
+    if let Some(after) = word.strip_suffix('=').map(|_| &text[at + word.len()..]) {
+        return after
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+            .parse()
+            .unwrap_or(0);
+    }
+    let digits: String = text[..at]
+        .chars()
+        .rev()
+        .take_while(char::is_ascii_digit)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    digits.parse().unwrap_or(0)
+}
+
+impl Summaries {
+    fn counts(&self) -> Option<TestCounts> {
+        (self.passed.is_some() || self.failed.is_some() || self.ignored + self.skipped > 0).then(
+            || TestCounts {
+                passed: self.passed.unwrap_or(0),
+                failed: self.failed.unwrap_or(0),
+                ignored: self.ignored,
+                skipped: self.skipped,
+            },
+        )
     }
 }
 
@@ -406,6 +496,18 @@ impl Gate {
             (None, None) => None,
             (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
         };
+        let counts = match (out.summaries.counts(), err.summaries.counts()) {
+            (None, None) => None,
+            (a, b) => {
+                let (a, b) = (a.unwrap_or_default(), b.unwrap_or_default());
+                Some(TestCounts {
+                    passed: a.passed + b.passed,
+                    failed: a.failed + b.failed,
+                    ignored: a.ignored + b.ignored,
+                    skipped: a.skipped + b.skipped,
+                })
+            }
+        };
         let mut failing = out.summaries.names;
         for name in err.summaries.names {
             if failing.len() < MAX_NAMES && !failing.contains(&name) {
@@ -425,6 +527,7 @@ impl Gate {
             stderr_tail,
             failing,
             log,
+            counts,
         })
     }
 

@@ -80,6 +80,11 @@ impl Snapshot {
     pub fn is_dirty(&self, path: &str) -> bool {
         self.dirty.contains_key(path)
     }
+
+    /// Every path that differed from HEAD (or was untracked).
+    pub fn dirty_paths(&self) -> impl Iterator<Item = &str> {
+        self.dirty.keys().map(String::as_str)
+    }
 }
 
 /// What a path holds, as far as telling "changed" from "unchanged" needs.
@@ -634,6 +639,41 @@ impl Repo {
             .map_err(|e| err("commit", e))?;
         real_index.write().map_err(|e| err("write the git index", e))?;
         Ok(id)
+    }
+
+    /// The bytes of `path` (relative to the work tree) in `commit`'s tree;
+    /// `None` when it has no such file.
+    pub fn blob_in(&self, commit: Option<Oid>, path: &str) -> Option<Vec<u8>> {
+        let tree = self.repo.find_commit(commit?).ok()?.tree().ok()?;
+        let entry = tree.get_path(Path::new(path)).ok()?;
+        Some(self.repo.find_blob(entry.id()).ok()?.content().to_vec())
+    }
+
+    /// Puts `path` (relative to the work tree) back in the work tree as
+    /// `commit` has it — its content, its executable bit, a link as a link
+    /// — or removes it when `commit` has no such file.
+    pub fn restore_file(&self, commit: Option<Oid>, path: &str) -> std::io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let file = self.workdir().join(path);
+        let entry = commit
+            .and_then(|c| self.repo.find_commit(c).ok())
+            .and_then(|c| c.tree().ok())
+            .and_then(|t| t.get_path(Path::new(path)).ok());
+        let _ = std::fs::remove_file(&file);
+        let Some(entry) = entry else { return Ok(()) };
+        let blob = self.repo.find_blob(entry.id()).map_err(std::io::Error::other)?;
+        if let Some(dir) = file.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        if entry.filemode() == 0o120000 {
+            let target = String::from_utf8_lossy(blob.content()).into_owned();
+            return std::os::unix::fs::symlink(target, &file);
+        }
+        std::fs::write(&file, blob.content())?;
+        if entry.filemode() == 0o100755 {
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755))?;
+        }
+        Ok(())
     }
 
     /// Adds `path` (relative to the work tree) to `.git/info/exclude`, the

@@ -25,6 +25,7 @@ mod history;
 mod learn;
 mod limits;
 mod notify;
+mod oracle;
 mod paths;
 pub mod prd;
 mod process;

@@ -119,6 +119,12 @@ pub struct RunState {
     /// calls-per-hour limit: taken back if ralph's own end cuts the agent off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call_at: Option<DateTime<Utc>>,
+    /// Changes of protected paths ralph set back, for the report.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protected_refused: Vec<crate::event::ProtectedChange>,
+    /// What the gate's test runners counted at the run's baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tests_baseline: Option<crate::gate::TestCounts>,
     /// The ralph process working the run (`process::instance`): a run whose
     /// process still lives is never resumed as an interrupted one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -141,6 +147,18 @@ pub struct StoryTally {
     /// Why each of its merge attempts failed (a parallel run), in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub merge_failures: Vec<String>,
+    /// What its gate counted before its work (the record it was held to)
+    /// and at its last gate run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tests_before: Option<crate::gate::TestCounts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tests_after: Option<crate::gate::TestCounts>,
+    /// Why its iterations were refused (tampered), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
+    /// Skip markers added and tests deleted in its diffs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub test_flags: Vec<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -189,6 +207,8 @@ impl RunState {
             stories: Default::default(),
             switches: Vec::new(),
             prd_proposals: Vec::new(),
+            protected_refused: Vec::new(),
+            tests_baseline: None,
             call_at: None,
             owner: None,
             given_up: Default::default(),

@@ -215,7 +215,7 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
             use crate::event::IterationResult as R;
             let code = match result {
                 R::Progress => "32",
-                R::Failed | R::Stopped | R::GateFailed => "31",
+                R::Failed | R::Stopped | R::GateFailed | R::Tampered => "31",
                 R::NoProgress | R::Transient => "33",
             };
             paint(c, code, &s)
@@ -305,6 +305,7 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
             best,
             switches,
             prd_proposals,
+            protected_refused,
             ..
         } => {
             let mut s = format!(
@@ -345,6 +346,12 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
                 if let Some(note) = &story.note {
                     s.push_str(&format!(": {note}"));
                 }
+                for why in &story.refused {
+                    s.push_str(&format!("\n      refused, {why}"));
+                }
+                for flag in &story.test_flags {
+                    s.push_str(&format!("\n      flagged, {flag}"));
+                }
             }
             for sw in switches {
                 s.push_str("\n  ");
@@ -353,6 +360,15 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
             for p in prd_proposals {
                 s.push_str("\n  ");
                 s.push_str(&proposal_text(p));
+            }
+            for p in protected_refused {
+                s.push_str(&format!(
+                    "\n  the agent proposes changing {} (iteration {}, {}), which ralph protects{}",
+                    p.paths.join(", "),
+                    p.iteration,
+                    p.story_id,
+                    p.patch.as_ref().map(|f| format!(": its version is {f}")).unwrap_or_default()
+                ));
             }
             if let Some(b) = best {
                 s.push_str(&format!(

@@ -24,7 +24,8 @@
 //!
 //! Commands: `implement` (the happy path: file, passes, progress, handoff,
 //! commit), `resolve` (every file the prompt lists with conflict markers:
-//! both sides kept, the markers removed), `write PATH TEXT`, `append PATH TEXT`, `mark-pass [ID]`,
+//! both sides kept, the markers removed), `write PATH TEXT`, `put PATH TEXT` (the whole
+//! file; `\n` in TEXT is a newline), `append PATH TEXT`, `mark-pass [ID]`,
 //! `commit MESSAGE` ({id} and {title} are replaced), `progress TEXT`,
 //! `replace-line PATH MATCH NEW` (the first line equal to MATCH; `\n` in NEW
 //! starts a new line),
@@ -394,6 +395,14 @@ fn run(cmd: &str, rest: &str, task: &Task, prompt: &str, dir: &Path) -> Result<(
                 fs::create_dir_all(d).map_err(|e| e.to_string())?;
             }
             fs::write(path, format!("{text}\n")).map_err(|e| e.to_string())?;
+        }
+        "put" => {
+            // put PATH TEXT: the whole file, `\n` in TEXT a newline.
+            let (path, text) = rest.split_once(' ').unwrap_or((rest, ""));
+            if let Some(d) = Path::new(path).parent() {
+                fs::create_dir_all(d).map_err(|e| e.to_string())?;
+            }
+            fs::write(path, text.replace("\\n", "\n")).map_err(|e| e.to_string())?;
         }
         "replace-line" => {
             // replace-line PATH MATCH NEW: the first line equal to MATCH

@@ -24,9 +24,12 @@ pub(crate) fn layers(g: &Global, project: &Path, settings: &SettingArgs) -> Resu
     let mut layers = if g.no_config {
         Layers::load(None, &project.join(".ralph/none"), &env)?
     } else {
-        Layers::load(
+        let config = Store::new(project).config();
+        let base = crate::oracle::base::trusted(project, &config);
+        Layers::load_with_base(
             crate::config::user_file(&env).as_deref(),
-            &Store::new(project).config(),
+            &config,
+            base.as_ref(),
             &env,
         )?
     };

@@ -22,6 +22,7 @@ mod run;
 mod serve;
 mod status;
 mod status_remote;
+mod trust;
 mod worker;
 
 use crate::cli::{Cli, Command, ConfigCommand, Global, RunArgs, StatusArgs};
@@ -54,6 +55,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<u8, Error> {
         Some(Command::History(args)) => history::history(g, &args),
         Some(Command::Report(args)) => history::report(g, &args),
         Some(Command::ResetCircuit) => reset_circuit::run(g),
+        Some(Command::Trust) => trust::run(g),
         Some(Command::Analyze(args)) => analyze::run(g, &args),
         Some(Command::Demo(args)) => demo::run(g, &args),
         Some(Command::DemoAgent { pace }) => Ok(demo::agent(pace)),
@@ -96,6 +98,7 @@ fn name(command: &Command) -> &'static str {
         Command::History(_) => "history",
         Command::Report(_) => "report",
         Command::ResetCircuit => "reset-circuit",
+        Command::Trust => "trust",
         Command::Analyze(_) => "analyze",
         Command::Demo(_) => "demo",
         Command::Init(_) => "init",

@@ -52,6 +52,15 @@ pub(crate) struct Status {
     pub(crate) current_run: Option<RunLine>,
     pub(crate) last_run: Option<serde_json::Value>,
     pub(crate) warnings: Vec<String>,
+    /// Settings of the checked-out branch's `.ralph/config.toml` that decide
+    /// trust and are read from its base instead (`ralph trust` accepts them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) ignored: Vec<crate::config::Ignored>,
+    /// What ralph refused in the current or last run: iterations that
+    /// changed a protected path or whose tests vanished, and the agents'
+    /// changes of protected paths it set back.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) refused: Vec<String>,
     /// A parallel run's workers, merge queue and given-up stories, while
     /// it runs (or when it was stopped mid-run).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -194,6 +203,7 @@ pub(crate) fn gather(
     let (limits, w) = Limits::load(store).unwrap_or_else(|e| (Limits::new(), Some(e.to_string())));
     warnings.extend(w);
     warnings.extend(state_warning);
+    let refused_now = state.as_ref().map(refused).unwrap_or_default();
     let last_run = store::read_jsonl::<serde_json::Value>(&store.runs())
         .ok()
         .and_then(|(v, _)| v.into_iter().last());
@@ -243,6 +253,8 @@ pub(crate) fn gather(
         }),
         last_run,
         warnings,
+        ignored: Vec::new(),
+        refused: refused_now,
         parallel,
         cannot_start: crate::prd::Prd::load(&paths.prd).ok().and_then(|prd| {
             crate::gate::check_programs_in(gate, &prd, &paths.project)
@@ -415,10 +427,35 @@ pub(crate) fn render(s: &Status, color: bool) -> String {
             let _ = writeln!(o, "  {line}");
         }
     }
+    for r in &s.refused {
+        let _ = writeln!(o, "{}", paint("31", format!("refused: {r}")));
+    }
+    for i in &s.ignored {
+        let _ = writeln!(o, "{}", paint("33", format!("config: {i}")));
+    }
     for w in &s.warnings {
         let _ = writeln!(o, "{}", paint("33", format!("warning: {w}")));
     }
     o
+}
+
+/// What a run refused, per story, and the protected changes it set back.
+fn refused(state: &RunState) -> Vec<String> {
+    let mut out: Vec<String> = state
+        .stories
+        .iter()
+        .flat_map(|(id, t)| t.refused.iter().map(move |r| format!("{id}, {r}")))
+        .collect();
+    for p in &state.protected_refused {
+        out.push(format!(
+            "{}, iteration {}: the agent changed {} (set back{})",
+            p.story_id,
+            p.iteration,
+            p.paths.join(", "),
+            p.patch.as_ref().map(|f| format!("; its version: {f}")).unwrap_or_default()
+        ));
+    }
+    out
 }
 
 /// Why a run ended, its last failure and where its logs are, under its line.
@@ -507,6 +544,7 @@ pub(crate) fn run(g: &Global, args: &StatusArgs) -> Result<u8, Error> {
             &config.gate.command,
             Utc::now(),
         );
+        s.ignored = config.ignored.clone();
         // One agent: its limit is the run's, said as before.
         if config.agent.fallback.is_empty() {
             s.usage_limits.clear();

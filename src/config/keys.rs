@@ -93,6 +93,15 @@ macro_rules! key {
     };
 }
 
+/// Whether a setting decides what counts as verified — the gate, the
+/// breaker, the agent's sandbox — and is therefore read from the run's base
+/// rather than the run branch (`oracle::base`).
+pub(crate) fn decides_trust(key: &str) -> bool {
+    key.starts_with("gate.")
+        || key.starts_with("circuit.")
+        || matches!(key, "agent.safe" | "agent.allowed_tools" | "agent.args" | "agent.command")
+}
+
 /// Every setting ralph has.
 pub(crate) const KEYS: &[Key] = &[
     key!(
@@ -235,6 +244,12 @@ pub(crate) const KEYS: &[Key] = &[
         List,
         "[]",
         "Text in the gate's output that means the environment is broken (not the code), e.g. \"No space left on device\"."
+    ),
+    key!(
+        "gate.protect",
+        List,
+        "[]",
+        "Paths the agent may not change, as globs, besides those always protected (.ralph/**, CI files such as .github/workflows/**, and the files the gate command names: its script, Makefile for make, justfile for just, package.json for npm): e.g. [\"tests/fixtures/**\"]. An iteration that changes one is set back and judged tampered: its story is not verified."
     ),
     key!(
         "gate.baseline",

@@ -55,6 +55,7 @@ impl Run<'_> {
             cost_estimated: c.outcome.cost_estimated,
             commit: passes.then(|| self.repo.head().map(|o| format!("{o:.7}"))).flatten(),
             lessons,
+            refused: c.facts.tampered.iter().map(ToString::to_string).collect(),
             resolve: false,
         });
         let env = vec![

@@ -14,7 +14,7 @@ use chrono::Utc;
 
 use super::judge::{
     self, Claim, Evidence, Facts, GateFailure, GateRun, GitCheck, HandoffFacts, PrdCheck,
-    StoryFacts,
+    StoryFacts, Tamper,
 };
 use super::verdict::ClaimGuard;
 use super::{End, Run};
@@ -26,6 +26,14 @@ use crate::gate::Verdict;
 use crate::git::{Changes, Snapshot};
 use crate::prd::{Prd, Story};
 use crate::state::Phase;
+
+/// The iteration's starting point: the snapshot, and the protected files
+/// a person left uncommitted (which git cannot give back).
+#[derive(Clone, Copy)]
+pub(super) struct Start<'a> {
+    before: &'a Snapshot,
+    saved: &'a super::oracle::Saved,
+}
 
 /// What the iteration gathered, beyond the facts the verdict needs.
 pub(super) struct Collected {
@@ -104,12 +112,14 @@ impl Run<'_> {
                 return Err(Error::io(format!("write {}", self.paths.store.limits().display()), e));
             }
         }
+        let saved = self.save_protected(&before);
         let refs = self.repo.refs();
         let agent = self.run_agent(n, story, &prompt, &prompt_path, &log)?;
         // From here prd.json may hold the agent's claims.
         let guard = ClaimGuard::new(&self.paths.prd, prd);
         let git = self.check_git(&refs);
-        let collected = self.collect(n, prd, story, &before, agent, git, log, started, applied)?;
+        let start = Start { before: &before, saved: &saved };
+        let collected = self.collect(n, prd, story, start, agent, git, log, started, applied)?;
         let judgement = judge::judge(&collected.facts);
         self.carry_out(guard, collected, judgement)
     }
@@ -230,7 +240,7 @@ impl Run<'_> {
         n: u32,
         prd: &Prd,
         story: &Story,
-        before: &Snapshot,
+        start: Start<'_>,
         agent: AgentRun,
         git: GitCheck,
         log: PathBuf,
@@ -261,11 +271,23 @@ impl Run<'_> {
         let marked =
             agent_prd.as_ref().ok().and_then(|p| p.story(&story.id)).is_some_and(|s| s.passes)
                 && !story.passes;
+        let before = start.before;
         let after = self.repo.snapshot()?;
-        let changes = self.repo.changes(before, &after);
+        let mut changes = self.repo.changes(before, &after);
         if self.kit.gate.is_none() && self.cfg.hooks.on_iteration_end.is_empty() {
             self.kit.reusable_snapshot = Some(after.clone());
         }
+        // The oracle first: what judges the work is the person's again
+        // before the gate runs.
+        let mut tampered: Vec<Tamper> = if git.fatal.is_some() {
+            Vec::new()
+        } else {
+            self.set_back_protected(n, before, &after, start.saved, &mut changes)
+                .into_iter()
+                .map(Tamper::Protected)
+                .collect()
+        };
+        let test_flags = self.test_flags(before, &changes);
         let (evidence, leftovers) = self.evidence(&changes, &after);
         if self.kit.gate.is_some() {
             self.checkpoint(Phase::Gate);
@@ -275,6 +297,26 @@ impl Run<'_> {
         } else {
             self.gate_run(n, story, outcome.error.as_ref())
         };
+        let gate_command = self.gate_command(story);
+        if let (Some(v), Some(cmd)) = (&verdict, &gate_command) {
+            // Counts of a story's own `verify` are not the gate's.
+            let before = story.verify.is_none().then(|| self.tests_before_record(cmd)).flatten();
+            if let Some(gone) =
+                story.verify.is_none().then(|| self.tests_vanished(cmd, v)).flatten()
+            {
+                tampered.push(Tamper::TestsVanished(gone));
+            }
+            let tally = self.state.stories.entry(story.id.clone()).or_default();
+            tally.tests_after = v.counts.or(tally.tests_after);
+            tally.tests_before = before.map(|r| r.counts).or(tally.tests_before);
+        }
+        let tally = self.state.stories.entry(story.id.clone()).or_default();
+        for t in &tampered {
+            tally.refused.push(format!("iteration {n}: {t}"));
+        }
+        for flag in &test_flags {
+            tally.test_flags.push(format!("iteration {n}: {flag}"));
+        }
         let (handoff, handoff_facts) = self.read_handoff();
         let status = outcome.status_block.as_ref();
         let said_done = outcome.claimed_complete
@@ -310,6 +352,8 @@ impl Run<'_> {
             error_example: outcome.error_example.clone(),
             tool_errors: outcome.tool_errors.clone(),
             commit_leftovers: self.cfg.run.commit_leftovers,
+            tampered,
+            test_flags,
         };
         Ok(Collected {
             n,

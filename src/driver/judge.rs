@@ -24,6 +24,12 @@
 //!    that changed (committed or not), or a story newly verified. What the
 //!    agent says it did is reported, never counted.
 //! 5. **A missing handoff is its own signal**, never a failed run.
+//! 6. **The oracle is the person's.** An iteration that changed a protected
+//!    path (set back before the gate ran) or whose passing gate counted
+//!    fewer tests than before is `Tampered`: its story is not verified (a
+//!    claim is set back), it is not progress, and the breaker counts it as
+//!    a failed run. Skip markers added and tests deleted in its diff are
+//!    reported, and the counts decide.
 
 use chrono::{DateTime, Utc};
 
@@ -60,6 +66,28 @@ pub(crate) struct Facts {
     pub tool_errors: Vec<String>,
     /// `run.commit_leftovers`.
     pub commit_leftovers: bool,
+    /// What the agent did to ralph's oracle: any of it refuses the story.
+    pub tampered: Vec<Tamper>,
+    /// Skip markers added and tests deleted in the diff: reported.
+    pub test_flags: Vec<crate::oracle::vanish::Flag>,
+}
+
+/// Why an iteration's work cannot count: it changed what judges it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Tamper {
+    /// A protected path it changed (relative to the project), set back.
+    Protected(String),
+    /// The gate passed with fewer tests than before.
+    TestsVanished(crate::oracle::vanish::Vanished),
+}
+
+impl std::fmt::Display for Tamper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Tamper::Protected(path) => write!(f, "the agent changed the protected path {path}"),
+            Tamper::TestsVanished(v) => write!(f, "{v}"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -310,9 +338,28 @@ pub(crate) fn judge(f: &Facts) -> Judgement {
         j.feedback.push(feedback.clone());
     }
     let work = f.evidence.work_files > 0;
+    let tampered = !f.tampered.is_empty();
+    if tampered {
+        refuse(f, &mut j);
+    }
+    if !f.test_flags.is_empty() {
+        let flags: Vec<String> = f.test_flags.iter().map(ToString::to_string).collect();
+        j.warnings.push(format!("in {}'s diff: {}", f.story.id, flags.join("; ")));
+        j.feedback.push(format!(
+            "ralph saw tests set aside or removed in your changes:\n{}\nA test is the \
+             person's check: make it pass instead of skipping, ignoring or deleting it.",
+            flags.iter().map(|l| format!("- {l}")).collect::<Vec<_>>().join("\n")
+        ));
+    }
     let mut gate_signature = None;
     let mut gate_example = None;
     match &f.gate {
+        GateRun::Passed | GateRun::None | GateRun::Skipped if tampered => {
+            j.verified = matches!(f.gate, GateRun::Passed).then_some(false);
+            if f.claim.marked {
+                j.commit = unmark(f);
+            }
+        }
         GateRun::Passed if f.story.own_gate || f.claim.marked || f.claim.said_done || work => {
             j.verified = Some(true);
             done(f, &mut j, true);
@@ -354,8 +401,10 @@ pub(crate) fn judge(f: &Facts) -> Judgement {
         }
     }
     let newly_verified = j.passes && !f.story.passed_before && j.verified == Some(true);
-    let progress = work || newly_verified;
-    j.result = if failed {
+    let progress = !tampered && (work || newly_verified);
+    j.result = if tampered {
+        IterationResult::Tampered
+    } else if failed {
         IterationResult::Failed
     } else if matches!(f.gate, GateRun::Failed(_)) {
         IterationResult::GateFailed
@@ -401,7 +450,7 @@ pub(crate) fn judge(f: &Facts) -> Judgement {
     j.breaker = Some(Signals {
         iteration: u64::from(f.iteration),
         progress,
-        failed,
+        failed: failed || tampered,
         transient: false,
         asking_questions: f.asking_questions,
         // A productive agent that hit an error on its way is not repeating
@@ -466,6 +515,43 @@ fn done(f: &Facts, j: &mut Judgement, verified: bool) {
     if verified && !f.claim.marked {
         j.notices.push(format!("the gate passes: ralph marked {} as passing", f.story.id));
     }
+}
+
+/// The story is refused: what the agent touched goes into the warnings,
+/// the next prompt and a lesson.
+fn refuse(f: &Facts, j: &mut Judgement) {
+    let what: Vec<String> = f.tampered.iter().map(ToString::to_string).collect();
+    j.note = j.note.take().or_else(|| Some(format!("tampered: {}", what.join("; "))));
+    j.warnings.push(format!("{} is not verified: {}", f.story.id, what.join("; ")));
+    let protected: Vec<&str> = f
+        .tampered
+        .iter()
+        .filter_map(|t| match t {
+            Tamper::Protected(p) => Some(p.as_str()),
+            Tamper::TestsVanished(_) => None,
+        })
+        .collect();
+    if !protected.is_empty() {
+        j.feedback.push(format!(
+            "You changed {}, which ralph protects: the gate and what it runs are the person's. \
+             ralph set it back and did not count this iteration for {}. If the change is \
+             needed, propose it in your handoff (summary and nextSteps): ralph shows it to the \
+             person.",
+            protected.join(", "),
+            f.story.id
+        ));
+    }
+    for t in &f.tampered {
+        if let Tamper::TestsVanished(v) = t {
+            j.feedback.push(format!(
+                "{}: {v}. ralph does not verify a story whose gate passes because tests were \
+                 deleted, ignored or skipped: bring them back and make them pass.",
+                f.story.id
+            ));
+        }
+    }
+    let detail = format!("{}: {}", f.story.id, what.join("; "));
+    j.learn.push(learned(f, Category::Tampered, &what.join("; "), &detail));
 }
 
 /// Setting a claim back is committed when the claim itself was: a mark

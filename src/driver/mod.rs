@@ -7,6 +7,7 @@
 //! resume.rs     a run that did not end: its N, an iteration ralph's end cut off, the notice
 //! mod.rs        the loop below
 //! iteration.rs  one iteration: prompt → agent → prd.json, git, gate, handoff → Facts
+//! oracle.rs     protected paths set back, tests counted and flagged (the oracle is the person's)
 //! judge.rs      Facts → Judgement (pure: what passes, what is committed, what counts)
 //! verdict.rs    carrying the judgement out: prd.json once, commits, state, breaker
 //! learning.rs   failures → events, rule cards, lessons
@@ -25,6 +26,7 @@ mod hooks;
 mod iteration;
 mod judge;
 mod learning;
+mod oracle;
 mod parallel;
 mod records;
 mod report;
@@ -238,6 +240,8 @@ struct Kit {
     reusable_snapshot: Option<crate::git::Snapshot>,
     /// Verdict of the most recent gate run (baseline included).
     last_gate_passed: Option<bool>,
+    /// The paths the agent may not change (`oracle::protect`).
+    protected: Option<crate::oracle::protect::Protected>,
 }
 
 /// Runs the loop. Returns the exit code; `Err` for fatal setup errors.
@@ -410,6 +414,7 @@ impl Run<'_> {
             )),
             Ok(v) => {
                 self.kit.last_gate_passed = Some(v.passed);
+                self.baseline_tests(&gate.command, &v);
                 let detail = if v.passed || v.summary().is_empty() {
                     String::new()
                 } else {

@@ -40,6 +40,15 @@ impl Run<'_> {
                     agents: tally.agents,
                     resolves: tally.resolves,
                     merge_failures: tally.merge_failures,
+                    gate: self.gate_command(s).map(|c| crate::gate::display(&c)),
+                    gate_source: self.gate_command(s).map(|_| match &s.verify {
+                        Some(_) => "its \"verify\" in prd.json".to_string(),
+                        None => self.cfg.gate.source.clone(),
+                    }),
+                    tests_before: tally.tests_before,
+                    tests_after: tally.tests_after,
+                    refused: tally.refused,
+                    test_flags: tally.test_flags,
                 }
             })
             .collect();
@@ -90,6 +99,7 @@ impl Run<'_> {
             best,
             switches: self.state.switches.clone(),
             prd_proposals: self.state.prd_proposals.clone(),
+            protected_refused: self.state.protected_refused.clone(),
         });
         Ok(end.code)
     }

@@ -192,6 +192,7 @@ impl Run<'_> {
             cost_estimated: outcome.cost_estimated,
             commit,
             lessons: Vec::new(),
+            refused: Vec::new(),
             resolve: true,
         });
         Ok(match (stopped, verdict) {

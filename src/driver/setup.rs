@@ -196,6 +196,7 @@ pub(super) fn start<'a>(
                 .map_err(|e| Error::Config(e.into()))?,
             reusable_snapshot: None,
             last_gate_passed: None,
+            protected: Some(protected(paths, cfg)?),
         },
         state,
     };
@@ -241,6 +242,9 @@ pub(super) fn start<'a>(
         tool: Some(run.kit.agents.current().tool.to_string()),
         model: run.kit.agents.current().model.clone(),
     });
+    for ignored in &cfg.ignored {
+        run.warn(ignored.to_string());
+    }
     run.save_checkpoint(Phase::Idle)?;
     Ok(run)
 }
@@ -389,6 +393,17 @@ pub(super) fn load_template(paths: &Paths, opts: &Options) -> Result<String, Err
     }
 }
 
+/// The paths the agent may not change: the built-in ones, `gate.protect`,
+/// and the files the gate command names that exist now.
+fn protected(
+    paths: &Paths,
+    cfg: &crate::config::Config,
+) -> Result<crate::oracle::protect::Protected, Error> {
+    let exists = |rel: &str| paths.project.join(rel).is_file();
+    let files = crate::oracle::protect::gate_files(&cfg.gate.command, &exists);
+    crate::oracle::protect::Protected::new(&cfg.gate.protect, &files).map_err(Error::Usage)
+}
+
 fn warn(reporter: &mut dyn Reporter, warning: Option<String>) {
     if let Some(message) = warning {
         reporter.emit(&Event::Notice { level: Level::Warn, message });
@@ -429,6 +444,10 @@ impl Run<'_> {
                 BranchAction::AlreadyOn => {}
                 BranchAction::SwitchedTo => self.notice(format!("switched to branch {branch}")),
                 BranchAction::Created { from } => {
+                    // The run's base: where its trusted settings are read from.
+                    if self.repo.branch_tip(&from).is_some() {
+                        crate::oracle::base::record_base(&p.project, branch, &from);
+                    }
                     self.notice(format!("created branch {branch} from {from}"))
                 }
             }

@@ -103,9 +103,17 @@ impl Run<'_> {
         }
         if j.verified == Some(true) {
             self.record_gate_pass(&c.applied);
+            // What the gate counted is what the next stories are held to.
+            if let (Some(counts), Some(cmd)) = (
+                c.verdict.as_ref().and_then(|v| v.counts),
+                self.gate_command(&c.story).filter(|_| c.story.verify.is_none()),
+            ) {
+                self.record_tests(&cmd, counts, id.clone());
+            }
         }
         self.learn(&c, &j);
         if c.facts.evidence.work_files > 0
+            && j.result != IterationResult::Tampered
             && let Some(v) = &c.verdict
         {
             self.note_best(&c, &j, v, prd.passing());

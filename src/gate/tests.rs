@@ -14,6 +14,30 @@ fn summaries(text: &str) -> (Option<u32>, Option<u32>) {
 }
 
 #[test]
+fn counts_what_each_runner_ignored_or_skipped() {
+    let counts = |text: &str| read(text).counts();
+    let c =
+        |passed, failed, ignored, skipped| Some(TestCounts { passed, failed, ignored, skipped });
+    let cases: &[(&str, Option<TestCounts>)] = &[
+        ("test result: ok. 5 passed; 0 failed; 1 ignored; 0 measured", c(5, 0, 1, 0)),
+        (
+            "test result: ok. 2 passed; 0 failed; 0 ignored\ntest result: ok. 0 passed; 0 failed; 2 ignored",
+            c(2, 0, 2, 0),
+        ),
+        ("======= 3 passed, 1 skipped in 0.12s =======", c(3, 0, 0, 1)),
+        ("======= 1 failed, 3 passed, 1 xfailed in 0.12s =======", c(3, 1, 0, 1)),
+        ("============ 2 skipped in 0.01s ============", c(0, 0, 0, 2)),
+        ("Tests:       1 skipped, 5 passed, 6 total", c(5, 0, 0, 1)),
+        ("--- PASS: TestA (0.00s)\n--- SKIP: TestB (0.00s)", c(1, 0, 0, 1)),
+        ("Ran 4 tests in 0.001s\nOK (skipped=1)", c(4, 0, 0, 1)),
+        ("nothing to see here", None),
+    ];
+    for (text, want) in cases {
+        assert_eq!(counts(text), *want, "{text}");
+    }
+}
+
+#[test]
 fn reads_test_runner_summaries() {
     let cases: &[(&str, (Option<u32>, Option<u32>))] = &[
         ("test result: ok. 5 passed; 0 failed; 0 ignored", (Some(0), Some(5))),
@@ -76,6 +100,7 @@ fn failed(failing: &[&str], score_failed: Option<u32>, out: &str, err: &str) -> 
         score: Score { exit_code: Some(1), failed: score_failed, passed_tests: None },
         failing: failing.iter().map(|s| s.to_string()).collect(),
         log: Some(PathBuf::from(".git/ralph/logs/r/gate-2.log")),
+        counts: None,
     }
 }
 

@@ -209,6 +209,52 @@ pub fn markdown(r: &RunReport) -> String {
             );
         }
     }
+    if !r.protected_refused.is_empty() {
+        let _ = writeln!(out, "\n## Changes the agent proposed to protected paths\n");
+        let _ = writeln!(
+            out,
+            "Set back by ralph (what judges the work is yours: gate.protect); yours to make or not.\n"
+        );
+        for p in &r.protected_refused {
+            let _ = writeln!(
+                out,
+                "- iteration {} ({}): {}{}",
+                p.iteration,
+                p.story_id,
+                cell(&p.paths.join(", ")),
+                p.patch
+                    .as_ref()
+                    .map(|f| format!(" — the agent's version: `{f}`"))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    let judged: Vec<_> =
+        r.stories.iter().filter_map(|s| s.oracle.as_ref().map(|o| (s, o))).collect();
+    if !judged.is_empty() {
+        let _ = writeln!(out, "\n## What judged each story\n");
+        for (st, o) in judged {
+            let gate = match (&o.gate, &o.gate_source) {
+                (Some(g), Some(src)) => format!("`{}` ({})", cell(g), cell(src)),
+                (Some(g), None) => format!("`{}`", cell(g)),
+                _ => "no gate".into(),
+            };
+            let tests = match (o.tests_before, o.tests_after) {
+                (Some(b), Some(a)) => {
+                    format!("; tests before: {}, after: {}", b.describe(), a.describe())
+                }
+                (None, Some(a)) => format!("; tests: {}", a.describe()),
+                _ => String::new(),
+            };
+            let _ = writeln!(out, "- {}: {gate}{tests}", st.id);
+            for why in &o.refused {
+                let _ = writeln!(out, "  - refused, {}", cell(why));
+            }
+            for flag in &o.test_flags {
+                let _ = writeln!(out, "  - flagged, {}", cell(flag));
+            }
+        }
+    }
     let notes: Vec<_> = r.stories.iter().filter_map(|s| s.note.as_ref().map(|n| (s, n))).collect();
     if !notes.is_empty() {
         let _ = writeln!(out, "\n## Notes\n");

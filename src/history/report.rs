@@ -59,6 +59,9 @@ pub struct StoryLine {
     pub lessons: Vec<String>,
     /// Why it does not count although it looks done, when ralph knows.
     pub note: Option<String>,
+    /// Its gate, its test counts, and what ralph refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oracle: Option<StoryOracle>,
 }
 
 /// The run as a whole.
@@ -95,6 +98,24 @@ pub struct RunReport {
     /// Edits of prd.json the agents made and ralph set back.
     #[serde(default)]
     pub prd_proposals: Vec<crate::event::PrdProposal>,
+    /// Changes of protected paths the agents made and ralph set back.
+    #[serde(default)]
+    pub protected_refused: Vec<crate::event::ProtectedChange>,
+}
+
+/// What judged a story and what ralph refused (from the run's end).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoryOracle {
+    /// The gate command and where it came from.
+    pub gate: Option<String>,
+    pub gate_source: Option<String>,
+    /// What its gate's runners counted before its work and at its last gate.
+    pub tests_before: Option<crate::gate::TestCounts>,
+    pub tests_after: Option<crate::gate::TestCounts>,
+    /// Its iterations refused as tampered, and why.
+    pub refused: Vec<String>,
+    /// Skip markers added and tests deleted in its diffs.
+    pub test_flags: Vec<String>,
 }
 
 fn line(id: &str, title: &str) -> StoryLine {
@@ -120,6 +141,7 @@ fn line(id: &str, title: &str) -> StoryLine {
         agents: Vec::new(),
         lessons: Vec::new(),
         note: None,
+        oracle: None,
     }
 }
 
@@ -260,11 +282,13 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
     if let Some(w) = wait {
         waited_ms += waited(w, last_tick.unwrap_or(w.0));
     }
-    let prd_proposals = events
+    let (prd_proposals, protected_refused) = events
         .iter()
         .rev()
         .find_map(|r| match &r.event {
-            Event::RunEnd { prd_proposals, .. } => Some(prd_proposals.clone()),
+            Event::RunEnd { prd_proposals, protected_refused, .. } => {
+                Some((prd_proposals.clone(), protected_refused.clone()))
+            }
             _ => None,
         })
         .unwrap_or_default();
@@ -283,6 +307,15 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
             s.passes = st.passes;
             s.verified = st.verified;
             s.note.clone_from(&st.note);
+            s.oracle = Some(StoryOracle {
+                gate: st.gate.clone(),
+                gate_source: st.gate_source.clone(),
+                tests_before: st.tests_before,
+                tests_after: st.tests_after,
+                refused: st.refused.clone(),
+                test_flags: st.test_flags.clone(),
+            })
+            .filter(|o| o.gate.is_some() || !o.refused.is_empty() || !o.test_flags.is_empty());
             if s.commit.is_none() {
                 s.commit.clone_from(&st.commit);
             }
@@ -308,5 +341,12 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
         retried_ms,
         lost_ms: waited_ms + retried_ms,
     };
-    RunReport { summary: summarize(run_id, events), stories, totals, switches, prd_proposals }
+    RunReport {
+        summary: summarize(run_id, events),
+        stories,
+        totals,
+        switches,
+        prd_proposals,
+        protected_refused,
+    }
 }

@@ -44,6 +44,7 @@ fn iter_end(n: u32, story: &str, result: R, passes: bool, cost: Option<f64>, est
         cost_estimated: est,
         commit: passes.then(|| format!("c{n}")),
         lessons: if passes { vec![] } else { vec![format!("lesson {n}")] },
+        refused: vec![],
         agent: "codex".into(),
         resolve: false,
     }
@@ -74,6 +75,12 @@ fn story(id: &str, passes: bool) -> StoryReport {
         agents: vec![],
         resolves: 0,
         merge_failures: vec![],
+        gate: None,
+        gate_source: None,
+        tests_before: None,
+        tests_after: None,
+        refused: vec![],
+        test_flags: vec![],
     }
 }
 
@@ -92,6 +99,7 @@ fn end(outcome: RunOutcome) -> Event {
         best: None,
         switches: vec![],
         prd_proposals: vec![],
+        protected_refused: vec![],
     }
 }
 

@@ -55,6 +55,9 @@ pub enum Category {
     Blocked,
     /// A lesson was recorded for the story.
     Lesson,
+    /// The agent changed what judges its work (a protected path, tests
+    /// that vanished): refused.
+    Tampered,
     Other(String),
 }
 
@@ -70,6 +73,7 @@ impl Category {
             Category::ToolError => "tool-error",
             Category::Blocked => "blocked",
             Category::Lesson => "lesson",
+            Category::Tampered => "tampered",
             Category::Other(name) => name,
         }
     }
@@ -96,6 +100,7 @@ impl From<String> for Category {
         match name.as_str() {
             "gate-failure" => Category::GateFailure,
             "gate-not-run" => Category::GateNotRun,
+            "tampered" => Category::Tampered,
             "agent-exit" => Category::AgentExit,
             "agent-killed" => Category::AgentKilled,
             "agent-timeout" => Category::AgentTimeout,

@@ -18,6 +18,7 @@ fn end(outcome: RunOutcome) -> Event {
         best: None,
         switches: vec![],
         prd_proposals: vec![],
+        protected_refused: vec![],
     }
 }
 

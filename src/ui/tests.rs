@@ -69,6 +69,12 @@ fn colour_is_closed_on_every_line() {
             agents: vec!["claude".into(), "codex".into()],
             resolves: 0,
             merge_failures: vec![],
+            gate: None,
+            gate_source: None,
+            tests_before: None,
+            tests_after: None,
+            refused: vec![],
+            test_flags: vec![],
         }],
         best: None,
         switches: vec![crate::event::SwitchReport {
@@ -79,6 +85,7 @@ fn colour_is_closed_on_every_line() {
             until: None,
         }],
         prd_proposals: vec![],
+        protected_refused: vec![],
     };
     let text = describe(&end, style).unwrap();
     assert_eq!(text.lines().count(), 4, "{text}");

@@ -21,6 +21,7 @@ mod killed;
 mod merging;
 mod notify;
 mod openai_stub;
+mod oracle;
 mod parallel;
 mod real_aider;
 mod real_claude;

@@ -123,7 +123,35 @@ fn facts(end: End, said: Said, gate: Gate, git: Git) -> Facts {
         error_example: None,
         tool_errors: Vec::new(),
         commit_leftovers: true,
+        tampered: Vec::new(),
+        test_flags: Vec::new(),
     }
+}
+
+/// What the agent did to ralph's oracle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Oracle {
+    Kept,
+    /// It changed a protected path (set back before the gate ran).
+    Protected,
+    /// Its passing gate counted fewer tests.
+    Vanished,
+}
+
+const ORACLES: [Oracle; 3] = [Oracle::Kept, Oracle::Protected, Oracle::Vanished];
+
+fn facts_with(end: End, said: Said, gate: Gate, git: Git, oracle: Oracle) -> Facts {
+    let mut f = facts(end, said, gate, git);
+    let counts = |passed| crate::gate::TestCounts { passed, ..Default::default() };
+    f.tampered = match oracle {
+        Oracle::Kept => Vec::new(),
+        Oracle::Protected => vec![Tamper::Protected(".ralph/config.toml".into())],
+        Oracle::Vanished => vec![Tamper::TestsVanished(crate::oracle::vanish::Vanished {
+            before: counts(41),
+            after: counts(39),
+        })],
+    };
+    f
 }
 
 /// What a row expects: result, passes, verified, commit, progress,
@@ -213,6 +241,89 @@ fn the_matrix() {
     }
 }
 
+/// The oracle is the person's: an iteration that changed a protected path
+/// or whose gate passed with tests gone is tampered, whatever else it did.
+#[test]
+fn the_tampered_rows() {
+    use Commit as C;
+    use IterationResult::*;
+    use Oracle::*;
+    const N: Option<bool> = None;
+    const T: Option<bool> = Some(true);
+    const F: Option<bool> = Some(false);
+    #[rustfmt::skip]
+    let rows: &[(End, Said, Gate, Git, Oracle, Want)] = &[
+        // The gamer: rewrote the gate (set back), marked, committed; the real gate passes or fails.
+        (End::Ok, Said::Marked, Gate::Pass, Git::Committed, Protected, (Tampered, false, F, C::Unmark, false, T, "continue")),
+        (End::Ok, Said::Marked, Gate::Fail, Git::Committed, Protected, (Tampered, false, F, C::Unmark, false, T, "continue")),
+        (End::Ok, Said::Nothing, Gate::Pass, Git::Committed, Protected, (Tampered, false, F, C::None, false, T, "continue")),
+        (End::Ok, Said::Marked, Gate::Pass, Git::Uncommitted, Protected, (Tampered, false, F, C::Unmark, false, T, "continue")),
+        // Without a gate the mark does not stand either.
+        (End::Ok, Said::Marked, Gate::No, Git::Committed, Protected, (Tampered, false, N, C::Unmark, false, T, "continue")),
+        // Tests deleted or skipped to make the gate pass.
+        (End::Ok, Said::Marked, Gate::Pass, Git::Committed, Vanished, (Tampered, false, F, C::Unmark, false, T, "continue")),
+        (End::Ok, Said::Nothing, Gate::Pass, Git::Uncommitted, Vanished, (Tampered, false, F, C::None, false, T, "continue")),
+        // A failed run that also tampered is refused all the same.
+        (End::Fail, Said::Marked, Gate::Pass, Git::Committed, Protected, (Tampered, false, F, C::Unmark, false, T, "continue")),
+        // Nothing to judge: the early endings stand.
+        (End::Usage, Said::Marked, Gate::Pass, Git::Committed, Protected, (Transient, false, N, C::None, false, N, "usage-limit")),
+        (End::Ok, Said::Marked, Gate::Interrupt, Git::Committed, Protected, (Stopped, false, N, C::None, false, N, "interrupted")),
+        // Kept: the ordinary verdict.
+        (End::Ok, Said::Marked, Gate::Pass, Git::Committed, Kept, (Progress, true, T, C::None, true, F, "continue")),
+    ];
+    for (end, said, gate, git, oracle, want) in rows {
+        let name = format!("{end:?} × {said:?} × {gate:?} × {git:?} × {oracle:?}");
+        let j = judge(&facts_with(*end, *said, *gate, *git, *oracle));
+        let got: Want = (
+            j.result,
+            j.passes,
+            j.verified,
+            j.commit,
+            j.breaker.as_ref().is_some_and(|s| s.progress),
+            j.breaker.as_ref().map(|s| s.failed),
+            next_name(&j.next),
+        );
+        assert_eq!(got, *want, "{name}");
+    }
+    let j = judge(&facts_with(End::Ok, Said::Marked, Gate::Pass, Git::Committed, Protected));
+    assert!(
+        j.feedback
+            .iter()
+            .any(|f| f.contains("You changed .ralph/config.toml, which ralph protects")),
+        "{:?}",
+        j.feedback
+    );
+    assert_eq!(j.learn[0].category, Category::Tampered);
+    assert_eq!(
+        j.note.as_deref(),
+        Some("tampered: the agent changed the protected path .ralph/config.toml")
+    );
+    let j = judge(&facts_with(End::Ok, Said::Marked, Gate::Pass, Git::Committed, Vanished));
+    assert!(
+        j.warnings
+            .iter()
+            .any(|w| w
+                == "US-001 is not verified: 41 tests passed before, 39 now: 2 tests disappeared"),
+        "{:?}",
+        j.warnings
+    );
+}
+
+#[test]
+fn skip_markers_and_deleted_tests_are_reported_not_judged() {
+    use crate::oracle::vanish::Flag;
+    let mut f = facts(End::Ok, Said::Marked, Gate::Pass, Git::Committed);
+    f.test_flags = vec![Flag::SkipAdded {
+        path: "tests/test_calc.py".into(),
+        line: 3,
+        marker: "@pytest.mark.skip".into(),
+    }];
+    let j = judge(&f);
+    assert_eq!((j.result, j.passes), (IterationResult::Progress, true));
+    assert!(j.warnings.iter().any(|w| w.contains("tests/test_calc.py:3: skip marker added")));
+    assert!(j.feedback.iter().any(|w| w.contains("- tests/test_calc.py:3: skip marker added")));
+}
+
 /// Properties of every combination, listed or not.
 #[test]
 fn invariants_over_every_combination() {
@@ -220,43 +331,57 @@ fn invariants_over_every_combination() {
         for said in SAID {
             for gate in GATES {
                 for git in GITS {
-                    let f = facts(end, said, gate, git);
-                    let j = judge(&f);
-                    let name = format!("{end:?} × {said:?} × {gate:?} × {git:?}");
-                    // Only the gate, or the agent's own mark where there is no
-                    // gate, makes a story pass.
-                    if j.passes {
-                        let by_gate = j.verified == Some(true);
-                        let by_mark = matches!(f.gate, GateRun::None) && said == Said::Marked;
-                        assert!(by_gate || by_mark, "{name}: passes without a verdict");
-                    }
-                    // Done means committed.
-                    if j.passes && git == Git::Uncommitted {
-                        assert_eq!(j.commit, Commit::Work, "{name}");
-                    }
-                    // Nothing the agent says is progress; only git and the gate are.
-                    if let Some(s) = &j.breaker {
-                        let newly_verified = j.passes && j.verified == Some(true);
-                        let work = matches!(git, Git::Committed | Git::Uncommitted);
-                        assert_eq!(s.progress, work || newly_verified, "{name}");
-                        assert_eq!(s.iteration, 4, "{name}");
-                    }
-                    // Iterations that end before a verdict are not judged.
-                    if !needs_gate(f.agent.as_ref())
-                        || matches!(gate, Gate::Interrupt | Gate::Cannot)
-                    {
-                        assert!(!j.passes, "{name}: a claim survived an unjudged iteration");
-                        assert_eq!(j.breaker, None, "{name}");
-                        assert_eq!(j.commit, Commit::None, "{name}");
-                    }
-                    // Transient and stopped iterations are retried, never counted.
-                    let retried =
-                        matches!(j.result, IterationResult::Transient | IterationResult::Stopped);
-                    assert_eq!(j.counts, !retried, "{name}");
-                    // A failed result is a failed run for the breaker, and
-                    // the other way round.
-                    if let Some(s) = &j.breaker {
-                        assert_eq!(s.failed, j.result == IterationResult::Failed, "{name}");
+                    for oracle in ORACLES {
+                        let f = facts_with(end, said, gate, git, oracle);
+                        let j = judge(&f);
+                        let name = format!("{end:?} × {said:?} × {gate:?} × {git:?} × {oracle:?}");
+                        let tampered = oracle != Oracle::Kept;
+                        // Tampering never passes a story.
+                        if tampered {
+                            assert!(!j.passes, "{name}: a tampered iteration passed its story");
+                            assert_ne!(j.verified, Some(true), "{name}");
+                        }
+                        // Only the gate, or the agent's own mark where there is no
+                        // gate, makes a story pass.
+                        if j.passes {
+                            let by_gate = j.verified == Some(true);
+                            let by_mark = matches!(f.gate, GateRun::None) && said == Said::Marked;
+                            assert!(by_gate || by_mark, "{name}: passes without a verdict");
+                        }
+                        // Done means committed.
+                        if j.passes && git == Git::Uncommitted {
+                            assert_eq!(j.commit, Commit::Work, "{name}");
+                        }
+                        // Nothing the agent says is progress; only git and the gate are.
+                        if let Some(s) = &j.breaker {
+                            let newly_verified = j.passes && j.verified == Some(true);
+                            let work = matches!(git, Git::Committed | Git::Uncommitted);
+                            assert_eq!(s.progress, !tampered && (work || newly_verified), "{name}");
+                            assert_eq!(s.iteration, 4, "{name}");
+                        }
+                        // Iterations that end before a verdict are not judged.
+                        if !needs_gate(f.agent.as_ref())
+                            || matches!(gate, Gate::Interrupt | Gate::Cannot)
+                        {
+                            assert!(!j.passes, "{name}: a claim survived an unjudged iteration");
+                            assert_eq!(j.breaker, None, "{name}");
+                            assert_eq!(j.commit, Commit::None, "{name}");
+                        }
+                        // Transient and stopped iterations are retried, never counted.
+                        let retried = matches!(
+                            j.result,
+                            IterationResult::Transient | IterationResult::Stopped
+                        );
+                        assert_eq!(j.counts, !retried, "{name}");
+                        // A failed (or tampered) result is a failed run for the
+                        // breaker, and the other way round.
+                        if let Some(s) = &j.breaker {
+                            let failed = matches!(
+                                j.result,
+                                IterationResult::Failed | IterationResult::Tampered
+                            );
+                            assert_eq!(s.failed, failed, "{name}");
+                        }
                     }
                 }
             }

@@ -1,0 +1,190 @@
+//! The gate's definition comes from the person, not from the run branch.
+//!
+//! The settings that decide trust (`config::decides_trust`: the gate, the
+//! breaker, the sandbox) are read from the project's `.ralph/config.toml`
+//! **as committed on the run's base** — the branch the run branch was cut
+//! from (recorded when ralph creates it; else `main`, else `master`) — and
+//! never from what was committed on the run branch, where the agent
+//! commits. A person changes them on the base (a commit on `main`), or
+//! accepts the branch's copy with `ralph trust`, which records that exact
+//! file (its blob id): a later change of it is not accepted.
+//!
+//! When the base has no committed config, or the run works on the base
+//! itself, there is nothing to compare with: the work tree's file is read,
+//! and protected paths keep agents from changing it during a run. An
+//! uncommitted edit of the file (the branch's copy still the base's) is the
+//! person's and is read as it is.
+//!
+//! `trust.json` (in the main repository's `.git/ralph/`, shared by a
+//! parallel run's worktrees) holds each run branch's base and the accepted
+//! copies.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The base's copy of the project config, when the run branch's differs.
+#[derive(Debug, Clone)]
+pub struct BaseConfig {
+    /// The run branch (checked out).
+    pub branch: String,
+    /// The branch it was cut from.
+    pub base: String,
+    /// The config file's path in the repository.
+    pub path: PathBuf,
+    /// The base's copy.
+    pub text: String,
+    /// The run branch's committed copy (its blob id), `None` when it has none.
+    pub branch_blob: Option<String>,
+}
+
+const VERSION: u32 = 1;
+
+/// `trust.json`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TrustFile {
+    #[serde(default)]
+    pub version: u32,
+    /// Run branch → the branch it was cut from.
+    #[serde(default)]
+    pub bases: BTreeMap<String, String>,
+    /// Run branch → the blob id of its `.ralph/config.toml` a person accepted.
+    #[serde(default)]
+    pub accepted: BTreeMap<String, String>,
+    /// Run branch → what its gate's test runners counted last: at a run's
+    /// baseline, then after each story the gate verified. A story's gate
+    /// may not count fewer.
+    #[serde(default)]
+    pub tests: BTreeMap<String, TestRecord>,
+}
+
+/// The tests a gate command counted on a branch, and when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestRecord {
+    /// The gate command, as a person reads it: counts of another command
+    /// are not compared.
+    pub command: String,
+    pub counts: crate::gate::TestCounts,
+    /// "the baseline of run <id>", "US-003".
+    pub at: String,
+}
+
+impl TrustFile {
+    fn path(repo: &git2::Repository) -> PathBuf {
+        repo.commondir().join("ralph/trust.json")
+    }
+
+    pub fn load(repo: &git2::Repository) -> TrustFile {
+        let bytes = crate::store::read_regular(&TrustFile::path(repo)).unwrap_or_default();
+        serde_json::from_slice(&bytes).unwrap_or_default()
+    }
+
+    pub fn save(&mut self, repo: &git2::Repository) -> std::io::Result<()> {
+        self.version = VERSION;
+        let path = TrustFile::path(repo);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        crate::store::write_json(&path, self)
+    }
+}
+
+/// Records that ralph cut `branch` from `base` (best effort: without it
+/// the base is `main` or `master`).
+pub fn record_base(project: &Path, branch: &str, base: &str) {
+    let Ok(repo) = git2::Repository::discover(project) else { return };
+    let mut t = TrustFile::load(&repo);
+    if t.bases.get(branch).map(String::as_str) != Some(base) {
+        t.bases.insert(branch.to_string(), base.to_string());
+        let _ = t.save(&repo);
+    }
+}
+
+/// The base of `branch`: the recorded one, else `main`, else `master`
+/// (never the branch itself).
+fn base_of(repo: &git2::Repository, t: &TrustFile, branch: &str) -> Option<String> {
+    let exists = |b: &str| repo.find_branch(b, git2::BranchType::Local).is_ok();
+    t.bases
+        .get(branch)
+        .cloned()
+        .into_iter()
+        .chain(["main".to_string(), "master".to_string()])
+        .find(|b| b != branch && exists(b))
+}
+
+fn blob_at(repo: &git2::Repository, refname: &str, path: &Path) -> Option<(git2::Oid, Vec<u8>)> {
+    let commit = repo.revparse_single(refname).ok()?.peel_to_commit().ok()?;
+    let entry = commit.tree().ok()?.get_path(path).ok()?;
+    let blob = repo.find_blob(entry.id()).ok()?;
+    Some((entry.id(), blob.content().to_vec()))
+}
+
+/// What the checked-out branch and its base hold of the project config at
+/// `config` (an absolute path): `(base config, accepted)` when the base
+/// has one and the branch's committed copy differs from it — `accepted`
+/// when a person accepted the branch's copy with `ralph trust`.
+pub fn compare(project: &Path, config: &Path) -> Option<(BaseConfig, bool)> {
+    let repo = git2::Repository::discover(project).ok()?;
+    let workdir = repo.workdir()?.canonicalize().ok()?;
+    let config = config.parent()?.canonicalize().ok()?.join(config.file_name()?);
+    let path = config.strip_prefix(&workdir).ok()?.to_path_buf();
+    let head = repo.head().ok()?;
+    if !head.is_branch() {
+        return None;
+    }
+    let branch = head.shorthand().ok()?.to_string();
+    let t = TrustFile::load(&repo);
+    let base = base_of(&repo, &t, &branch)?;
+    let (base_blob, text) = blob_at(&repo, &format!("refs/heads/{base}"), &path)?;
+    let branch_blob = blob_at(&repo, "HEAD", &path).map(|(id, _)| id);
+    if branch_blob == Some(base_blob) {
+        return None;
+    }
+    let branch_blob = branch_blob.map(|b| b.to_string());
+    let accepted = t.accepted.get(&branch).map(String::as_str) == Some(accept_key(&branch_blob));
+    let text = String::from_utf8_lossy(&text).into_owned();
+    Some((BaseConfig { branch, base, path, text, branch_blob }, accepted))
+}
+
+/// What `accepted` holds for a branch's copy: its blob id, or "deleted".
+fn accept_key(blob: &Option<String>) -> &str {
+    blob.as_deref().unwrap_or("deleted")
+}
+
+/// The base's copy to read the trusted settings from, unless the branch's
+/// copy is the base's or a person accepted it.
+pub fn trusted(project: &Path, config: &Path) -> Option<BaseConfig> {
+    compare(project, config).filter(|(_, accepted)| !accepted).map(|(b, _)| b)
+}
+
+/// `ralph trust`: accepts the run branch's committed config as the
+/// person's. Returns what was accepted, `None` when there was nothing to.
+pub fn accept(project: &Path, config: &Path) -> std::io::Result<Option<BaseConfig>> {
+    let Some((base, accepted)) = compare(project, config) else { return Ok(None) };
+    if accepted {
+        return Ok(None);
+    }
+    let repo = git2::Repository::discover(project).map_err(std::io::Error::other)?;
+    let mut t = TrustFile::load(&repo);
+    t.accepted.insert(base.branch.clone(), accept_key(&base.branch_blob).to_string());
+    t.save(&repo)?;
+    Ok(Some(base))
+}
+
+/// What a gate command counted last on `branch` (see [`TrustFile::tests`]).
+pub fn test_record(project: &Path, branch: &str) -> Option<TestRecord> {
+    let repo = git2::Repository::discover(project).ok()?;
+    TrustFile::load(&repo).tests.get(branch).cloned()
+}
+
+/// Records what the gate counted on `branch` (best effort).
+pub fn set_test_record(project: &Path, branch: &str, record: Option<TestRecord>) {
+    let Ok(repo) = git2::Repository::discover(project) else { return };
+    let mut t = TrustFile::load(&repo);
+    match record {
+        Some(r) => t.tests.insert(branch.to_string(), r),
+        None => t.tests.remove(branch),
+    };
+    let _ = t.save(&repo);
+}
