@@ -30,6 +30,7 @@ pub mod prd;
 mod process;
 mod prompt;
 mod redact;
+mod sandbox;
 mod serve;
 mod signals;
 mod state;

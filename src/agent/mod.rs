@@ -38,6 +38,8 @@ pub(crate) struct AgentRun {
     pub(crate) outcome: Outcome,
     /// Writing the log failed (disk full, file-size limit): the first error.
     pub(crate) log_error: Option<std::io::Error>,
+    /// What the sandbox denied it, as its output tells ("sandbox denied /etc/x").
+    pub(crate) sandbox_denials: Vec<String>,
 }
 
 /// Readable lines waiting for the calling thread to show them. When the
@@ -101,14 +103,17 @@ struct OutSink {
     splitter: LineSplitter,
     analyzer: Analyzer,
     display: Option<Display>,
+    denials: crate::sandbox::Denials,
 }
 
 impl Sink for OutSink {
     fn write(&mut self, chunk: &[u8]) {
         self.lines.push(chunk, &self.log);
-        let (analyzer, display) = (&mut self.analyzer, &mut self.display);
+        let (analyzer, display, denials) =
+            (&mut self.analyzer, &mut self.display, &mut self.denials);
         self.splitter.push(chunk, &mut |line, len| {
             analyzer.feed_part(line, len);
+            denials.line(line);
             if let Some(d) = display.as_mut() {
                 d.show(line);
             }
@@ -129,9 +134,11 @@ impl Sink for OutSink {
 
     fn finish(&mut self) {
         self.lines.flush(&self.log);
-        let (analyzer, display) = (&mut self.analyzer, &mut self.display);
+        let (analyzer, display, denials) =
+            (&mut self.analyzer, &mut self.display, &mut self.denials);
         self.splitter.finish(&mut |line, len| {
             analyzer.feed_part(line, len);
+            denials.line(line);
             if let Some(d) = display.as_mut() {
                 d.show(line);
             }
@@ -145,22 +152,31 @@ struct ErrSink {
     tail: Tail,
     splitter: LineSplitter,
     display: Option<Display>,
+    denials: crate::sandbox::Denials,
 }
 
 impl Sink for ErrSink {
     fn write(&mut self, chunk: &[u8]) {
         self.lines.push(chunk, &self.log);
         self.tail.push(chunk);
-        if let Some(d) = self.display.as_mut() {
-            self.splitter.push(chunk, &mut |line, _| d.show(line));
-        }
+        let (display, denials) = (&mut self.display, &mut self.denials);
+        self.splitter.push(chunk, &mut |line, _| {
+            denials.line(line);
+            if let Some(d) = display.as_mut() {
+                d.show(line);
+            }
+        });
     }
 
     fn finish(&mut self) {
         self.lines.flush(&self.log);
-        if let Some(d) = self.display.as_mut() {
-            self.splitter.finish(&mut |line, _| d.show(line));
-        }
+        let (display, denials) = (&mut self.display, &mut self.denials);
+        self.splitter.finish(&mut |line, _| {
+            denials.line(line);
+            if let Some(d) = display.as_mut() {
+                d.show(line);
+            }
+        });
     }
 }
 
@@ -183,17 +199,26 @@ pub(crate) enum AgentEvent {
     Stopping { reason: crate::analyze::StopReason, grace: std::time::Duration },
 }
 
-/// Runs one agent invocation: the log at `log_path`, output analysed with
+/// Where and how one agent runs: its folder, its log, its limits and its sandbox.
+pub(crate) struct Place<'a> {
+    pub(crate) cwd: &'a Path,
+    pub(crate) log: &'a Path,
+    pub(crate) limits: Limits,
+    /// `None`: unconfined.
+    pub(crate) sandbox: Option<&'a crate::sandbox::Child>,
+}
+
+/// Runs one agent invocation: the log at `place.log`, output analysed with
 /// `analyzer`, readable lines passed to `on_output` (when given) on this thread.
 pub(crate) fn run(
     invocation: &Invocation,
-    cwd: &Path,
-    log_path: &Path,
-    limits: Limits,
+    place: Place<'_>,
     analyzer: Analyzer,
     redactor: &crate::redact::Redactor,
     watch: Watch<'_>,
 ) -> Result<AgentRun, SpawnError> {
+    let Place { cwd, log: log_path, limits, sandbox } = place;
+    let denials = || sandbox.map(|s| s.denials()).unwrap_or_default();
     let Watch { show, on_event } = watch;
     let (file, open_error) = match File::create(log_path) {
         Ok(f) => (Some(f), None),
@@ -210,6 +235,7 @@ pub(crate) fn run(
         splitter: LineSplitter::keeping_cr(),
         analyzer,
         display: display(show),
+        denials: denials(),
     };
     let err = ErrSink {
         log: log.clone(),
@@ -217,6 +243,7 @@ pub(crate) fn run(
         tail: Tail::new(STDERR_TAIL),
         splitter: LineSplitter::default(),
         display: display(show),
+        denials: denials(),
     };
     let spec = Spec {
         program: &invocation.program,
@@ -226,6 +253,7 @@ pub(crate) fn run(
         env_set: &invocation.env_set,
         stdin: invocation.stdin.clone(),
         limits,
+        sandbox,
     };
     let mut watch = |s: supervise::Supervised| match s {
         supervise::Supervised::Spawned(pid) => on_event(AgentEvent::Spawned(pid)),
@@ -251,9 +279,22 @@ pub(crate) fn run(
     if let std::borrow::Cow::Owned(clean) = redactor.text(&outcome.final_text) {
         outcome.final_text = clean;
     }
+    let mut sandbox_denials = out.denials.texts();
+    for d in err.denials.texts() {
+        if !sandbox_denials.contains(&d) {
+            sandbox_denials.push(d);
+        }
+    }
+    if !sandbox_denials.is_empty() {
+        // The iteration's log names each denial after the agent's own lines.
+        let mut lines = log.lock().unwrap_or_else(|p| p.into_inner());
+        for d in &sandbox_denials {
+            lines.write(format!("[ralph] {d}\n").as_bytes());
+        }
+    }
     let log_error =
         open_error.or_else(|| log.lock().unwrap_or_else(|p| p.into_inner()).take_error());
-    Ok(AgentRun { finished, outcome, log_error })
+    Ok(AgentRun { finished, outcome, log_error, sandbox_denials })
 }
 
 #[cfg(test)]
@@ -291,7 +332,8 @@ mod tests {
         let log = dir.path().join("iter-1.log");
         let analyzer = Analyzer::new(Format::Claude);
         let watch = Watch { show: false, on_event: &mut |_| {} };
-        run(&invocation, dir.path(), &log, limits, analyzer, &redactor, watch).unwrap()
+        let place = Place { cwd: dir.path(), log: &log, limits, sandbox: None };
+        run(&invocation, place, analyzer, &redactor, watch).unwrap()
     }
 
     /// codex repeats its network wait for ever when the API is down: that
@@ -320,7 +362,8 @@ mod tests {
         let log = dir.path().join("iter-1.log");
         let watch = Watch { show: false, on_event: &mut |_| {} };
         let analyzer = Analyzer::new(Format::Codex);
-        let run = run(&invocation, dir.path(), &log, limits, analyzer, &redactor, watch).unwrap();
+        let place = Place { cwd: dir.path(), log: &log, limits, sandbox: None };
+        let run = run(&invocation, place, analyzer, &redactor, watch).unwrap();
         assert_eq!(run.finished.stopped, Some(StopReason::Idle));
         assert!(run.outcome.output_lines > 0);
         assert_eq!(

@@ -237,6 +237,8 @@ struct Kit {
     reusable_snapshot: Option<crate::git::Snapshot>,
     /// Verdict of the most recent gate run (baseline included).
     last_gate_passed: Option<bool>,
+    /// What agents, the gate and hooks are confined to.
+    sandbox: std::sync::Arc<crate::sandbox::Sandbox>,
 }
 
 /// Runs the loop. Returns the exit code; `Err` for fatal setup errors.

@@ -88,6 +88,19 @@ pub struct RunReport {
     /// Edits of prd.json the agents made and ralph set back.
     #[serde(default)]
     pub prd_proposals: Vec<crate::event::PrdProposal>,
+    /// What the sandbox denied agents and gates, in order.
+    #[serde(default)]
+    pub sandbox_denials: Vec<SandboxDenial>,
+}
+
+/// What the sandbox denied one iteration's agent or gate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SandboxDenial {
+    pub iteration: u32,
+    /// The story the iteration worked on (when known).
+    pub story_id: Option<String>,
+    pub who: crate::event::Confined,
+    pub denials: Vec<String>,
 }
 
 fn line(id: &str, title: &str) -> StoryLine {
@@ -122,6 +135,8 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
     let mut switches = Vec::new();
     let mut retried_ms = 0u64;
     let mut gate_ms = std::collections::BTreeMap::<String, u64>::new();
+    let mut sandbox_denials = Vec::new();
+    let mut current_story: Option<String> = None;
     fn get<'s>(stories: &'s mut Vec<StoryLine>, id: &str, title: &str) -> &'s mut StoryLine {
         match stories.iter().position(|s| s.id == id) {
             Some(i) => &mut stories[i],
@@ -135,6 +150,7 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
         let from_worker = matches!(r.event, Event::Worker { .. });
         match inner(&r.event) {
             Event::IterationStart { story_id, story_title, agent, .. } => {
+                current_story = Some(story_id.clone());
                 let s = get(&mut stories, story_id, story_title);
                 if s.title.is_empty() {
                     s.title.clone_from(story_title);
@@ -218,6 +234,14 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
                 }
             }
             Event::Waiting { seconds, .. } => waited_ms += seconds * 1000,
+            Event::SandboxDenied { iteration, who, denials } => {
+                sandbox_denials.push(SandboxDenial {
+                    iteration: *iteration,
+                    story_id: current_story.clone(),
+                    who: *who,
+                    denials: denials.clone(),
+                });
+            }
             _ => {}
         }
     }
@@ -269,5 +293,12 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
         retried_ms,
         lost_ms: waited_ms + retried_ms,
     };
-    RunReport { summary: summarize(run_id, events), stories, totals, switches, prd_proposals }
+    RunReport {
+        summary: summarize(run_id, events),
+        stories,
+        totals,
+        switches,
+        prd_proposals,
+        sandbox_denials,
+    }
 }
