@@ -266,3 +266,35 @@ fn without_landlock_auto_runs_unconfined_and_strict_refuses() {
     );
     assert_eq!(p.agent_runs().len(), 1, "strict ran no agent");
 }
+
+/// `ralph agents` and `ralph --dry-run` print the policy the next agent
+/// gets: what it writes, reads and connects to, and what it may not.
+#[test]
+fn the_policy_is_printed_by_agents_and_dry_run() {
+    if !landlock() {
+        return;
+    }
+    let p = Project::with_prd(ONE_STORY);
+    std::fs::create_dir_all(p.home().join(".ssh")).unwrap();
+    std::fs::create_dir_all(p.home().join(".cargo")).unwrap();
+    let env = [("RALPH_SANDBOX_PORTS", "5432"), ("RALPH_SANDBOX_WRITE", "~/.cargo")];
+    for args in [&["agents"][..], &["--dry-run"][..]] {
+        let r = to_run(p.ralph().args(args).envs(env).output().unwrap());
+        assert_eq!(r.code, 0, "{r:?}");
+        assert!(r.stdout.contains("sandbox (Landlock ABI"), "{args:?}: {r:?}");
+        let line = |word: &str| {
+            r.stdout.lines().find(|l| l.trim_start().starts_with(word)).unwrap_or("").to_string()
+        };
+        let (writes, reads, connects) = (line("writes "), line("reads "), line("connects "));
+        assert!(writes.contains(&p.dir().display().to_string()), "{writes}");
+        assert!(writes.contains(&format!("{}/.cargo", p.home().display())), "{writes}");
+        assert!(reads.contains("/usr") && !reads.contains(".ssh"), "{reads}");
+        assert_eq!(connects.trim(), "connects 80, 443, 5432", "{args:?}");
+    }
+    let json = to_run(p.ralph().args(["--dry-run", "--json"]).output().unwrap());
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(v["agent"]["sandbox"]["mode"], "auto", "{v}");
+    assert_eq!(v["agent"]["sandbox"]["policy"]["connect"], serde_json::json!([80, 443]), "{v}");
+    let off = to_run(p.ralph().arg("agents").env("RALPH_AGENT_SANDBOX", "off").output().unwrap());
+    assert!(off.stdout.contains("sandbox off"), "{off:?}");
+}
