@@ -16,7 +16,9 @@ use serde_json::json;
 
 use crate::harness::{Project, RefusedPort, Run, code, to_run};
 use crate::openai_stub::{Reply, Stub, codex_config, error_body, has_tool_output};
-use crate::real_cli::{STATUS, bin_or_skip, one_story};
+use crate::real_cli::{
+    STATUS, TRESPASS, assert_trespass_denied, bin_or_skip, one_story, plant_key,
+};
 
 /// `ralph <args> --tool codex` in a one-story project, codex talking to `stub`.
 fn ralph(bin: &PathBuf, stub: &Stub, project: &Project, args: &[&str]) -> Run {
@@ -162,4 +164,22 @@ fn codex_with_no_server_is_ended_by_the_idle_timeout_as_unreachable() {
     let r = to_run(out);
     assert_eq!(r.code, code(4), "{r:?}");
     assert!(r.stdout.contains("cannot reach the API"), "{r:?}");
+}
+
+#[test]
+fn codex_a_denial_by_the_sandbox_is_seen_through_its_output() {
+    let Some(bin) = bin_or_skip("RALPH_CODEX_BIN", "codex", "codex_a_denial_by_the_sandbox") else {
+        return;
+    };
+    let stub = Stub::start(|_, body| {
+        if has_tool_output(body) {
+            Reply::Text(format!("Looked around.{STATUS}"))
+        } else {
+            Reply::Shell(TRESPASS.into())
+        }
+    });
+    let project = Project::with_prd(&one_story("Codex"));
+    plant_key(&project);
+    let r = ralph(&bin, &stub, &project, &["1"]);
+    assert_trespass_denied(&project, &r);
 }

@@ -18,7 +18,9 @@ use serde_json::json;
 
 use crate::harness::{Project, RefusedPort, Run, code, to_run};
 use crate::openai_stub::{Reply, Stub, gemini_settings, google_error, has_tool_output};
-use crate::real_cli::{IMPLEMENT, STATUS, bin_or_skip, scripted_project};
+use crate::real_cli::{
+    IMPLEMENT, STATUS, TRESPASS, assert_trespass_denied, bin_or_skip, plant_key, scripted_project,
+};
 
 /// `ralph <args> --tool gemini --model gemini-2.5-flash` (a named model:
 /// no router request), gemini talking to `stub`.
@@ -201,4 +203,23 @@ fn gemini_with_no_server_is_ended_by_the_idle_timeout_as_unreachable() {
     let r = ralph_at(&bin, &url, &project, &["3", "--no-wait", "--idle-timeout", "10s"]);
     assert_eq!(r.code, code(4), "{r:?}");
     assert!(r.stdout.contains("cannot reach the API"), "{r:?}");
+}
+
+#[test]
+fn gemini_a_denial_by_the_sandbox_is_seen_through_its_output() {
+    let Some(bin) = bin_or_skip("RALPH_GEMINI_BIN", "gemini", "gemini_a_denial_by_the_sandbox")
+    else {
+        return;
+    };
+    let stub = Stub::start(|_, request| {
+        if has_tool_output(request) {
+            Reply::Text(format!("Looked around.{STATUS}"))
+        } else {
+            Reply::Shell(TRESPASS.into())
+        }
+    });
+    let project = scripted_project("gemini");
+    plant_key(&project);
+    let r = ralph(&bin, &stub, &project, &["1"]);
+    assert_trespass_denied(&project, &r);
 }

@@ -16,7 +16,9 @@ use serde_json::{Value, json};
 
 use crate::harness::{Project, RefusedPort, Run, code, to_run};
 use crate::openai_stub::{Reply, Stub, error_body, has_tool_output, opencode_config};
-use crate::real_cli::{IMPLEMENT, STATUS, bin_or_skip, scripted_project};
+use crate::real_cli::{
+    IMPLEMENT, STATUS, TRESPASS, assert_trespass_denied, bin_or_skip, plant_key, scripted_project,
+};
 
 fn ralph(bin: &PathBuf, stub: &Stub, project: &Project, args: &[&str]) -> Run {
     ralph_at(bin, &stub.base_url(), project, args)
@@ -197,4 +199,18 @@ fn opencode_with_no_server_is_ended_by_the_idle_timeout_as_unreachable() {
     let r = ralph_at(&bin, &url, &project, &["3", "--no-wait", "--idle-timeout", "10s"]);
     assert_eq!(r.code, code(4), "{r:?}");
     assert!(r.stdout.contains("cannot reach the API"), "{r:?}");
+}
+
+#[test]
+fn opencode_a_denial_by_the_sandbox_is_seen_through_its_output() {
+    let Some(bin) =
+        bin_or_skip("RALPH_OPENCODE_BIN", "opencode", "opencode_a_denial_by_the_sandbox")
+    else {
+        return;
+    };
+    let stub = model(TRESPASS);
+    let project = scripted_project("opencode");
+    plant_key(&project);
+    let r = ralph(&bin, &stub, &project, &["1"]);
+    assert_trespass_denied(&project, &r);
 }
