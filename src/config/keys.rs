@@ -180,30 +180,6 @@ pub(crate) const KEYS: &[Key] = &[
         "Confine the agent, the gate and hooks with Linux Landlock: writes only to the work tree, a private TMPDIR and the agent CLI's own state dirs; no reads of credential stores (~/.ssh, ~/.aws, …) or other projects; TCP connects only to 80, 443 and the configured API's port; no signals outside its own processes. auto: on where the kernel has Landlock (unconfined elsewhere, said once); strict: refuse to start without it (exit 7); off: as before. Set it in your own config (~/.config/ralph/config.toml), the environment or the flag: a value in the project's .ralph/config.toml is one the agent could have committed."
     ),
     key!(
-        "sandbox.read",
-        List,
-        "[]",
-        "More paths the sandboxed agent, gate and hooks may read (\"~/\" is the home), e.g. [\"~/datasets\"]."
-    ),
-    key!(
-        "sandbox.write",
-        List,
-        "[]",
-        "More paths the sandboxed agent, gate and hooks may write: the caches builds need, e.g. [\"~/.cargo\", \"~/.npm\", \"~/.cache/pip\"]."
-    ),
-    key!(
-        "sandbox.net",
-        Net,
-        "\"ports\"",
-        "TCP connects from the sandbox: \"ports\" allows 80, 443, the ports of URLs in the agent's environment and its CLI's config, and sandbox.ports; \"any\" lifts the limit (a test suite that serves on local ports needs it)."
-    ),
-    key!(
-        "sandbox.ports",
-        Ports,
-        "[]",
-        "More TCP ports the sandbox may connect to, e.g. [22, 5432]."
-    ),
-    key!(
         "run.max_iterations",
         Int,
         "10",
@@ -275,6 +251,30 @@ pub(crate) const KEYS: &[Key] = &[
         Bool,
         "true",
         "Run the gate once before the first iteration (fails fast when it cannot run)."
+    ),
+    key!(
+        "sandbox.read",
+        List,
+        "[]",
+        "More paths the sandboxed agent, gate and hooks may read (\"~/\" is the home), e.g. [\"~/datasets\"]."
+    ),
+    key!(
+        "sandbox.write",
+        List,
+        "[]",
+        "More paths the sandboxed agent, gate and hooks may write: the caches builds need, e.g. [\"~/.cargo\", \"~/.npm\", \"~/.cache/pip\"]."
+    ),
+    key!(
+        "sandbox.net",
+        Net,
+        "\"ports\"",
+        "TCP connects from the sandbox: \"ports\" allows 80, 443, the ports of URLs in the agent's environment and its CLI's config, and sandbox.ports; \"any\" lifts the limit (a test suite that serves on local ports needs it)."
+    ),
+    key!(
+        "sandbox.ports",
+        Ports,
+        "[]",
+        "More TCP ports the sandbox may connect to, e.g. [22, 5432]."
     ),
     key!(
         "circuit.no_progress",
