@@ -19,7 +19,7 @@ trap 'rm -f "$out" "$log"' EXIT
 
 echo "building and running the benches (details: cargo bench)…" >&2
 if ! RALPH_BENCH_OUT="$out" cargo bench --locked --bench iteration --bench analyze \
-    --bench commands --bench parallel --bench remote >"$log" 2>&1; then
+    --bench commands --bench parallel --bench remote --bench sandbox >"$log" 2>&1; then
     cat "$log" >&2
     exit 1
 fi
@@ -47,6 +47,8 @@ rows=(
     "loop: processes created per iteration|processes_per_iteration|%.0f|1|6|~480 (84 jq)"
     "loop: wall time per iteration, no-op agent|iteration_ms|%.2f ms|||"
     "loop: spawning the no-op agent directly|spawn_ms|%.2f ms|||"
+    "sandbox: set-up per spawn|setup_ms|%.2f ms|<= 1 ms||"
+    "sandbox: a confined spawn over a plain one|spawn_extra_ms|%.2f ms|||"
 )
 for mode in analyze live; do
     for kind in text stream_json json; do

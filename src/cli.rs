@@ -154,6 +154,10 @@ pub(crate) struct SettingArgs {
     /// Use the agent CLI's safer permission mode instead of "allow everything"
     #[arg(long)]
     pub(crate) safe: bool,
+    /// Confine the agent, gate and hooks with Landlock: auto (where the kernel has it),
+    /// strict (refuse to start without it) or off [default: auto]
+    #[arg(long, value_name = "MODE", value_parser = ["auto", "strict", "off"])]
+    pub(crate) sandbox: Option<String>,
     /// Verification gate: a story passes only when this command passes (shell syntax such as
     /// "cd tests && pytest" runs it with sh -c)
     #[arg(long, value_name = "COMMAND", value_parser = command)]

@@ -579,6 +579,23 @@ impl Layers {
                 idle_timeout: nonzero(self.duration("agent.idle_timeout")),
                 grace: self.duration("agent.grace"),
             },
+            sandbox: crate::sandbox::Settings {
+                mode: crate::sandbox::Mode::parse(&self.str("agent.sandbox")).unwrap_or_default(),
+                read: self.list("sandbox.read"),
+                write: self.list("sandbox.write"),
+                net: if self.str("sandbox.net") == "any" {
+                    crate::sandbox::Net::Any
+                } else {
+                    crate::sandbox::Net::Ports
+                },
+                ports: match self.get("sandbox.ports") {
+                    toml::Value::Array(a) => a
+                        .iter()
+                        .filter_map(|v| v.as_integer().and_then(|p| u16::try_from(p).ok()))
+                        .collect(),
+                    _ => Vec::new(),
+                },
+            },
             run: RunConfig {
                 max_iterations: u32::try_from(self.int("run.max_iterations")).unwrap_or(u32::MAX),
                 jobs: u32::try_from(self.int("run.jobs")).unwrap_or(1).max(1),
@@ -721,6 +738,8 @@ pub(crate) fn user_file(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf>
 #[derive(Debug, Clone)]
 pub struct Config {
     pub(crate) agent: AgentConfig,
+    /// `agent.sandbox` and `sandbox.*`: what agents, the gate and hooks may touch.
+    pub(crate) sandbox: crate::sandbox::Settings,
     pub(crate) run: RunConfig,
     pub(crate) gate: GateConfig,
     pub(crate) circuit: CircuitConfig,

@@ -198,6 +198,14 @@ pub enum BudgetKind {
     Duration,
 }
 
+/// Who a sandbox denial was reported for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Confined {
+    Agent,
+    Gate,
+}
+
 /// One story in the final report.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StoryReport {
@@ -394,6 +402,13 @@ pub enum Event {
         budget: BudgetKind,
         used: f64,
         limit: f64,
+    },
+    /// The sandbox denied the iteration's agent or gate something outside
+    /// its policy, as the child's output tells (`sandbox denied <path>`).
+    SandboxDenied {
+        iteration: u32,
+        who: Confined,
+        denials: Vec<String>,
     },
     Gate {
         iteration: u32,
@@ -603,6 +618,11 @@ mod tests {
                 resolve: true,
             },
             Event::BudgetWarning { budget: BudgetKind::Cost, used: 8.0, limit: 10.0 },
+            Event::SandboxDenied {
+                iteration: 1,
+                who: Confined::Agent,
+                denials: vec!["sandbox denied /etc/x".into()],
+            },
             Event::Gate {
                 iteration: 1,
                 story_id: "US-001".into(),

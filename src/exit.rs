@@ -46,7 +46,7 @@ pub const TABLE: &[(u8, &str)] = &[
     (RATE_LIMITED, "rate or usage limit and not waiting (--no-wait or past --max-wait)"),
     (BLOCKED, "the agent reported BLOCKED"),
     (BUDGET, "budget spent (--max-duration, --max-cost, --max-tokens)"),
-    (ENVIRONMENT, "environment error: agent or gate cannot run, auth failure, disk"),
+    (ENVIRONMENT, "environment error: agent, gate or sandbox cannot run, auth failure, disk"),
     (LOCKED, "another ralph holds this work tree (whatever its PRD)"),
     (GATE_DISAGREES, "every story is marked passing but the gate fails"),
     (GIVEN_UP, "a parallel run gave stories up (merges kept failing); nothing else can start"),

@@ -31,6 +31,8 @@ pub struct Gate {
     pub fatal_signatures: Vec<String>,
     /// Secrets never reach the gate's log or the next prompt.
     pub redactor: Option<crate::redact::Redactor>,
+    /// The gate runs code the agent wrote: confined like the agent (`None`: unconfined).
+    pub sandbox: Option<std::sync::Arc<crate::sandbox::Sandbox>>,
 }
 
 /// A gate run that happened.
@@ -52,6 +54,8 @@ pub struct Verdict {
     pub log: Option<PathBuf>,
     /// The tests the runners' summaries counted, when any summary was found.
     pub counts: Option<TestCounts>,
+    /// What the sandbox denied it ("sandbox denied /etc/x").
+    pub sandbox_denials: Vec<String>,
 }
 
 /// What a gate run's test runners counted: every summary line of the run
@@ -314,6 +318,7 @@ struct GateSink {
     summaries: Summaries,
     log: Option<std::fs::File>,
     redactor: Option<crate::redact::Redactor>,
+    denials: crate::sandbox::Denials,
 }
 
 impl Sink for GateSink {
@@ -329,13 +334,19 @@ impl Sink for GateSink {
                 self.log = None;
             }
         }
-        let s = &mut self.summaries;
-        self.splitter.push(chunk, &mut |line, _| s.line(line));
+        let (s, d) = (&mut self.summaries, &mut self.denials);
+        self.splitter.push(chunk, &mut |line, _| {
+            s.line(line);
+            d.line(line);
+        });
     }
 
     fn finish(&mut self) {
-        let s = &mut self.summaries;
-        self.splitter.finish(&mut |line, _| s.line(line));
+        let (s, d) = (&mut self.summaries, &mut self.denials);
+        self.splitter.finish(&mut |line, _| {
+            s.line(line);
+            d.line(line);
+        });
     }
 }
 
@@ -441,12 +452,22 @@ impl Gate {
                 hint: "set gate.command".into(),
             });
         };
+        let cannot_confine = |e: std::io::Error| NotRun {
+            message: format!("the gate cannot run: cannot make its sandbox's temp dir: {e}"),
+            hint: "check that the temp dir (TMPDIR) is writable".into(),
+        };
+        let child = match &self.sandbox {
+            Some(s) => s.child(None, cwd, program, &[]).map_err(cannot_confine)?,
+            None => None,
+        };
+        let denials = || child.as_ref().map(|c| c.denials()).unwrap_or_default();
         let sink = |log: Option<std::fs::File>| GateSink {
             tail: Tail::new(self.tail_bytes),
             splitter: LineSplitter::default(),
             summaries: Summaries::default(),
             log,
             redactor: self.redactor.clone(),
+            denials: denials(),
         };
         let log_file = log.and_then(|p| std::fs::File::create(p).ok());
         let log_written = log_file.is_some();
@@ -465,8 +486,9 @@ impl Gate {
                 deadline: None,
                 interruptible: true,
             },
+            sandbox: child.as_ref(),
         };
-        let (finished, out, err) = supervise::run(&spec, sink(log_file), sink(err_log), &mut || {})
+        let (finished, mut out, err) = supervise::run(&spec, sink(log_file), sink(err_log), &mut || {})
             .map_err(|e| NotRun {
                 message: format!("the gate cannot run: {e}"),
                 hint: format!(
@@ -514,9 +536,22 @@ impl Gate {
                 failing.push(name);
             }
         }
+        let mut sandbox_denials = out.denials.texts();
+        for d in err.denials.texts() {
+            if !sandbox_denials.contains(&d) {
+                sandbox_denials.push(d);
+            }
+        }
+        if let Some(f) = out.log.as_mut() {
+            use std::io::Write;
+            for d in &sandbox_denials {
+                let _ = writeln!(f, "[ralph] {d}");
+            }
+        }
         let log =
             log.filter(|_| log_written).map(|p| p.strip_prefix(cwd).unwrap_or(p).to_path_buf());
         Ok(Verdict {
+            sandbox_denials,
             passed: finished.success(),
             exit_code: finished.exit_code,
             timed_out,

@@ -31,6 +31,7 @@ pub mod prd;
 mod process;
 mod prompt;
 mod redact;
+mod sandbox;
 mod serve;
 mod signals;
 mod state;
@@ -63,4 +64,30 @@ pub fn main_entry() -> u8 {
             e.exit_code()
         }
     }
+}
+
+/// One child's sandbox set-up as a run does it, for `benches/sandbox.rs`
+/// (the one caller; not an interface): the kernel asked, the policy for
+/// `program` in `cwd` computed (the home listed, config files read, the
+/// program found), the private temp dir made, the Landlock ruleset built
+/// and, when `spawn`, `program` started confined and waited for; the temp
+/// dir is removed on the way out. `Err` where the kernel cannot confine.
+#[doc(hidden)]
+pub fn sandbox_setup(cwd: &std::path::Path, program: &str, spawn: bool) -> Result<(), String> {
+    let env = |k: &str| std::env::var(k).ok();
+    let sandbox = sandbox::Sandbox::new(sandbox::Settings::default(), &env)?;
+    let child = sandbox
+        .child(Some(agent::Tool::Claude), cwd, program, &[])
+        .map_err(|e| e.to_string())?
+        .ok_or("this kernel has no Landlock")?;
+    let mut cmd = std::process::Command::new(program);
+    cmd.current_dir(cwd).stdin(std::process::Stdio::null());
+    process::confine(&mut cmd, &child.policy, child.abi)?;
+    if spawn {
+        let status = cmd.status().map_err(|e| e.to_string())?;
+        if !status.success() {
+            return Err(format!("{program} ended with {status}"));
+        }
+    }
+    Ok(())
 }

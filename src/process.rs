@@ -204,6 +204,109 @@ pub fn signal_on_parent_death(cmd: &mut Command, signal: libc::c_int) {
     let _ = (cmd, signal);
 }
 
+/// The Landlock ABI this kernel offers: 0 when it has none (not built
+/// in, turned off at boot, or not Linux).
+pub fn landlock_abi() -> u32 {
+    #[cfg(target_os = "linux")]
+    {
+        // LANDLOCK_CREATE_RULESET_VERSION: asks for the ABI, creates nothing.
+        const VERSION: libc::c_uint = 1;
+        // SAFETY: with this flag landlock_create_ruleset reads no memory (a
+        // null attribute pointer and size 0 are what it requires) and
+        // returns the ABI version or -1.
+        let abi = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<libc::c_void>(),
+                0usize,
+                VERSION,
+            )
+        };
+        u32::try_from(abi).unwrap_or(0)
+    }
+    #[cfg(not(target_os = "linux"))]
+    0
+}
+
+/// The highest Landlock ABI ralph asks for: its rights are the ones ralph
+/// was tested with (ABI 6: file rights, TCP connect, signal and abstract
+/// socket scoping); a newer kernel enforces these, an older one the part
+/// it knows.
+pub const LANDLOCK_ABI: u32 = 6;
+
+/// Confines the child `cmd` starts to `policy`, at Landlock ABI `abi` (at
+/// most [`LANDLOCK_ABI`]): the ruleset is built here, in ralph (paths
+/// opened, rules added), and the child only enforces it between fork and
+/// exec, with two async-signal-safe system calls. Paths that do not exist
+/// are skipped. The child cannot undo it, nor can anything it starts.
+pub fn confine(cmd: &mut Command, policy: &crate::sandbox::Policy, abi: u32) -> Result<(), String> {
+    #[cfg(target_os = "linux")]
+    {
+        use landlock::{
+            ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath,
+            PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
+        };
+        use std::os::fd::{AsRawFd, OwnedFd};
+        use std::os::unix::process::CommandExt;
+
+        let abi = ABI::from(abi.min(LANDLOCK_ABI) as i32);
+        let fail = |e: landlock::RulesetError| format!("cannot set up the sandbox: {e}");
+        let mut ruleset = Ruleset::default()
+            .set_compatibility(CompatLevel::BestEffort)
+            .handle_access(AccessFs::from_all(abi))
+            .map_err(fail)?;
+        let net = policy.connect.is_some() && !AccessNet::from_all(abi).is_empty();
+        if net {
+            ruleset = ruleset.handle_access(AccessNet::ConnectTcp).map_err(fail)?;
+        }
+        if !Scope::from_all(abi).is_empty() {
+            ruleset = ruleset.scope(Scope::from_all(abi)).map_err(fail)?;
+        }
+        let mut created = ruleset.create().map_err(fail)?;
+        let rules =
+            [(&policy.read, AccessFs::from_read(abi)), (&policy.write, AccessFs::from_all(abi))];
+        for (paths, access) in rules {
+            for path in paths {
+                let Ok(fd) = PathFd::new(path) else { continue };
+                created = created.add_rule(PathBeneath::new(fd, access)).map_err(fail)?;
+            }
+        }
+        if net {
+            for &port in policy.connect.iter().flatten() {
+                created =
+                    created.add_rule(NetPort::new(port, AccessNet::ConnectTcp)).map_err(fail)?;
+            }
+        }
+        let Some(fd): Option<OwnedFd> = created.into() else {
+            // The kernel has no Landlock after all: nothing to enforce.
+            return Err("cannot set up the sandbox: this kernel has no Landlock".into());
+        };
+        // SAFETY: the closure runs between fork and exec, where only
+        // async-signal-safe calls are allowed: prctl and the raw
+        // landlock_restrict_self system call are, and it touches no memory
+        // but the descriptor it owns (close-on-exec, so the agent never
+        // holds it).
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let rc = libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), 0u32);
+                if rc != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Ok(())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (cmd, policy, abi);
+        Err("cannot set up the sandbox: Landlock is Linux only".into())
+    }
+}
+
 /// How many bytes `pipe` takes before a writer blocks. Usually 64 KiB, but
 /// Linux shrinks new pipes to one page for a user over their pipe quota,
 /// so it is asked, not assumed; 0 when unknown.

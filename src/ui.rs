@@ -220,6 +220,13 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
             };
             paint(c, code, &s)
         }
+        Event::SandboxDenied { iteration, who, denials } => {
+            let who = match who {
+                crate::event::Confined::Agent => "the agent",
+                crate::event::Confined::Gate => "the gate",
+            };
+            paint(c, "33", &format!("iteration {iteration}: {who}: {}", denials.join(", ")))
+        }
         Event::Gate { story_id, passed, exit_code, duration_ms, summary, .. } => {
             let verdict = if *passed { "passed" } else { "failed" };
             let code = exit_code.map(|c| format!(" (exit {c})")).unwrap_or_default();

@@ -46,7 +46,10 @@
 //! `claude-tool-error TEXT` (a failed tool call's result, as claude
 //! streams it; `\n` in TEXT is a newline), `term-succeeds` (from now on SIGTERM makes it print a
 //! claude success result and exit 0, as claude does when SIGTERM cancels a
-//! running tool).
+//! running tool), `try COMMAND ARGS` (a failing command says why on stderr,
+//! `fake-agent: COMMAND ARGS: <error>`, and the script goes on), `rm DIR`
+//! (recursively), `symlink LINK TARGET`, `connect PORT` (TCP on 127.0.0.1),
+//! `kill-parent STOP|TERM|KILL|N` (a signal to ralph, its parent).
 
 use std::fs;
 use std::io::{Read, Write};
@@ -606,6 +609,41 @@ fn run(cmd: &str, rest: &str, task: &Task, prompt: &str, dir: &Path) -> Result<(
                     }
                 })?,
                 other => return Err(format!("corrupt-prd {other}?")),
+            }
+        }
+        "try" => {
+            // try COMMAND ARGS: on failure it says so on stderr (as a
+            // tool's error would read) and goes on with the script.
+            let (inner, args) = rest.split_once(' ').unwrap_or((rest, ""));
+            if let Err(e) = run(inner, args, task, prompt, dir) {
+                eprintln!("fake-agent: {inner} {args}: {e}");
+            }
+        }
+        "rm" => fs::remove_dir_all(rest.trim()).map_err(|e| e.to_string())?,
+        "symlink" => {
+            let (link, target) = rest.split_once(' ').ok_or("symlink LINK TARGET")?;
+            std::os::unix::fs::symlink(target.trim(), link).map_err(|e| e.to_string())?;
+        }
+        "connect" => {
+            let port: u16 = rest.trim().parse().map_err(|_| "connect PORT")?;
+            std::net::TcpStream::connect(("127.0.0.1", port))
+                .map_err(|e| format!("connect 127.0.0.1:{port}: {e}"))?;
+            println!("connected to 127.0.0.1:{port}");
+        }
+        "kill-parent" => {
+            let signal = match rest.trim() {
+                "STOP" => libc::SIGSTOP,
+                "TERM" => libc::SIGTERM,
+                "KILL" => libc::SIGKILL,
+                other => other.parse().map_err(|_| "kill-parent STOP|TERM|KILL|N")?,
+            };
+            // SAFETY: getppid and kill(2) have no memory effects.
+            let (parent, rc) = unsafe {
+                let parent = libc::getppid();
+                (parent, libc::kill(parent, signal))
+            };
+            if rc != 0 {
+                return Err(format!("kill {parent}: {}", std::io::Error::last_os_error()));
             }
         }
         "cat" => {

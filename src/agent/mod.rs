@@ -38,6 +38,8 @@ pub(crate) struct AgentRun {
     pub(crate) outcome: Outcome,
     /// Writing the log failed (disk full, file-size limit): the first error.
     pub(crate) log_error: Option<std::io::Error>,
+    /// What the sandbox denied it, as its output tells ("sandbox denied /etc/x").
+    pub(crate) sandbox_denials: Vec<String>,
 }
 
 /// Readable lines waiting for the calling thread to show them. When the
@@ -109,15 +111,17 @@ struct OutSink {
     splitter: LineSplitter,
     analyzer: SharedAnalyzer,
     display: Option<Display>,
+    denials: crate::sandbox::Denials,
 }
 
 impl Sink for OutSink {
     fn write(&mut self, chunk: &[u8]) {
         self.lines.push(chunk, &self.log);
         let mut analyzer = lock(&self.analyzer);
-        let display = &mut self.display;
+        let (display, denials) = (&mut self.display, &mut self.denials);
         self.splitter.push(chunk, &mut |line, len| {
             analyzer.feed_part(line, len);
+            denials.line(line);
             if let Some(d) = display.as_mut() {
                 d.show(line);
             }
@@ -139,9 +143,10 @@ impl Sink for OutSink {
     fn finish(&mut self) {
         self.lines.flush(&self.log);
         let mut analyzer = lock(&self.analyzer);
-        let display = &mut self.display;
+        let (display, denials) = (&mut self.display, &mut self.denials);
         self.splitter.finish(&mut |line, len| {
             analyzer.feed_part(line, len);
+            denials.line(line);
             if let Some(d) = display.as_mut() {
                 d.show(line);
             }
@@ -156,6 +161,7 @@ struct ErrSink {
     splitter: LineSplitter,
     analyzer: SharedAnalyzer,
     display: Option<Display>,
+    denials: crate::sandbox::Denials,
 }
 
 impl Sink for ErrSink {
@@ -163,9 +169,10 @@ impl Sink for ErrSink {
         self.lines.push(chunk, &self.log);
         self.tail.push(chunk);
         let mut analyzer = lock(&self.analyzer);
-        let display = &mut self.display;
+        let (display, denials) = (&mut self.display, &mut self.denials);
         self.splitter.push(chunk, &mut |line, _| {
             analyzer.stderr_line(line);
+            denials.line(line);
             if let Some(d) = display.as_mut() {
                 d.show(line);
             }
@@ -175,9 +182,10 @@ impl Sink for ErrSink {
     fn finish(&mut self) {
         self.lines.flush(&self.log);
         let mut analyzer = lock(&self.analyzer);
-        let display = &mut self.display;
+        let (display, denials) = (&mut self.display, &mut self.denials);
         self.splitter.finish(&mut |line, _| {
             analyzer.stderr_line(line);
+            denials.line(line);
             if let Some(d) = display.as_mut() {
                 d.show(line);
             }
@@ -204,17 +212,26 @@ pub(crate) enum AgentEvent {
     Stopping { reason: crate::analyze::StopReason, grace: std::time::Duration },
 }
 
-/// Runs one agent invocation: the log at `log_path`, output analysed with
+/// Where and how one agent runs: its folder, its log, its limits and its sandbox.
+pub(crate) struct Place<'a> {
+    pub(crate) cwd: &'a Path,
+    pub(crate) log: &'a Path,
+    pub(crate) limits: Limits,
+    /// `None`: unconfined.
+    pub(crate) sandbox: Option<&'a crate::sandbox::Child>,
+}
+
+/// Runs one agent invocation: the log at `place.log`, output analysed with
 /// `analyzer`, readable lines passed to `on_output` (when given) on this thread.
 pub(crate) fn run(
     invocation: &Invocation,
-    cwd: &Path,
-    log_path: &Path,
-    limits: Limits,
+    place: Place<'_>,
     analyzer: Analyzer,
     redactor: &crate::redact::Redactor,
     watch: Watch<'_>,
 ) -> Result<AgentRun, SpawnError> {
+    let Place { cwd, log: log_path, limits, sandbox } = place;
+    let denials = || sandbox.map(|s| s.denials()).unwrap_or_default();
     let Watch { show, on_event } = watch;
     let (file, open_error) = match File::create(log_path) {
         Ok(f) => (Some(f), None),
@@ -232,6 +249,7 @@ pub(crate) fn run(
         splitter: LineSplitter::keeping_cr(),
         analyzer: analyzer.clone(),
         display: display(show),
+        denials: denials(),
     };
     let err = ErrSink {
         log: log.clone(),
@@ -240,6 +258,7 @@ pub(crate) fn run(
         splitter: LineSplitter::default(),
         analyzer: analyzer.clone(),
         display: display(show),
+        denials: denials(),
     };
     let spec = Spec {
         program: &invocation.program,
@@ -249,6 +268,7 @@ pub(crate) fn run(
         env_set: &invocation.env_set,
         stdin: invocation.stdin.clone(),
         limits,
+        sandbox,
     };
     let mut watch = |s: supervise::Supervised| match s {
         supervise::Supervised::Spawned(pid) => on_event(AgentEvent::Spawned(pid)),
@@ -269,6 +289,12 @@ pub(crate) fn run(
         stopped: finished.stopped,
         stderr_tail: redactor.text(&err.tail.text()).into_owned(),
     };
+    let mut sandbox_denials = out.denials.texts();
+    for d in err.denials.texts() {
+        if !sandbox_denials.contains(&d) {
+            sandbox_denials.push(d);
+        }
+    }
     drop((out, err));
     // The pumps have ended and their sinks are dropped: this is the last
     // handle (a poisoned lock still holds a whole analyser).
@@ -279,9 +305,16 @@ pub(crate) fn run(
     if let std::borrow::Cow::Owned(clean) = redactor.text(&outcome.final_text) {
         outcome.final_text = clean;
     }
+    if !sandbox_denials.is_empty() {
+        // The iteration's log names each denial after the agent's own lines.
+        let mut lines = log.lock().unwrap_or_else(|p| p.into_inner());
+        for d in &sandbox_denials {
+            lines.write(format!("[ralph] {d}\n").as_bytes());
+        }
+    }
     let log_error =
         open_error.or_else(|| log.lock().unwrap_or_else(|p| p.into_inner()).take_error());
-    Ok(AgentRun { finished, outcome, log_error })
+    Ok(AgentRun { finished, outcome, log_error, sandbox_denials })
 }
 
 #[cfg(test)]
@@ -319,7 +352,8 @@ mod tests {
         let log = dir.path().join("iter-1.log");
         let analyzer = Analyzer::new(Format::Claude);
         let watch = Watch { show: false, on_event: &mut |_| {} };
-        run(&invocation, dir.path(), &log, limits, analyzer, &redactor, watch).unwrap()
+        let place = Place { cwd: dir.path(), log: &log, limits, sandbox: None };
+        run(&invocation, place, analyzer, &redactor, watch).unwrap()
     }
 
     /// codex repeats its network wait for ever when the API is down: that
@@ -348,7 +382,8 @@ mod tests {
         let log = dir.path().join("iter-1.log");
         let watch = Watch { show: false, on_event: &mut |_| {} };
         let analyzer = Analyzer::new(Format::Codex);
-        let run = run(&invocation, dir.path(), &log, limits, analyzer, &redactor, watch).unwrap();
+        let place = Place { cwd: dir.path(), log: &log, limits, sandbox: None };
+        let run = run(&invocation, place, analyzer, &redactor, watch).unwrap();
         assert_eq!(run.finished.stopped, Some(StopReason::Idle));
         assert!(run.outcome.output_lines > 0);
         assert_eq!(

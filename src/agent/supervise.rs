@@ -80,6 +80,9 @@ pub struct Spec<'a> {
     pub env_set: &'a [(String, String)],
     pub stdin: Option<Vec<u8>>,
     pub limits: Limits,
+    /// The sandbox the child is confined to, with its private `TMPDIR`;
+    /// `None`: unconfined.
+    pub sandbox: Option<&'a crate::sandbox::Child>,
 }
 
 /// How the child ended.
@@ -174,6 +177,14 @@ pub fn run_watched<O: Sink, E: Sink>(
     // What ralph's watchdog finds the child's leftovers by, if ralph dies.
     if let Some((k, v)) = crate::watchdog::env() {
         cmd.env(k, v);
+    }
+    if let Some(sandbox) = spec.sandbox {
+        let (k, v) = sandbox.env();
+        cmd.env(k, v);
+        process::confine(&mut cmd, &sandbox.policy, sandbox.abi).map_err(|e| SpawnError {
+            program: spec.program.to_string(),
+            source: io::Error::other(e),
+        })?;
     }
     let start = Instant::now();
     let mut child =
@@ -437,6 +448,7 @@ mod tests {
             env_set: &[],
             stdin: None,
             limits,
+            sandbox: None,
         }
     }
 

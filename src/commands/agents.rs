@@ -63,6 +63,8 @@ struct Report {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     fallback: Vec<Configured>,
     gate: GateCheck,
+    /// The sandbox the configured agent would run in (`agent.sandbox`, `sandbox.*`).
+    sandbox: crate::sandbox::Shown,
     /// Whether `ralph` could start here: the configured agent and the gate can run.
     ready: bool,
 }
@@ -101,9 +103,18 @@ pub(crate) fn run(g: &Global) -> Result<u8, Error> {
         })
         .collect();
     let gate = gate(&config.gate.command, &paths.prd);
+    let agent = Backend::configured(&config.agent).ok();
+    let sandbox = crate::sandbox::show(
+        &config.sandbox,
+        &env,
+        agent.as_ref().map(|a| a.tool),
+        &paths.project,
+        agent.as_ref().map_or("", |a| a.program()),
+    );
     let ready = configured.problems.is_empty()
         && fallback.iter().all(|f| f.problems.is_empty())
-        && gate.problem.is_none();
+        && gate.problem.is_none()
+        && sandbox.problem.is_none();
     let code = if configured.misconfigured {
         crate::exit::USAGE
     } else if ready {
@@ -111,7 +122,7 @@ pub(crate) fn run(g: &Global) -> Result<u8, Error> {
     } else {
         crate::exit::ENVIRONMENT
     };
-    let report = Report { version: 1, agents, configured, fallback, gate, ready };
+    let report = Report { version: 1, agents, configured, fallback, gate, sandbox, ready };
     if g.json {
         print_json(&report)?;
     } else {
@@ -252,6 +263,10 @@ fn render(r: &Report, code: u8) -> String {
     if let Some(p) = &r.gate.problem {
         o.push_str(&format!("          - {p}\n"));
     }
+    o.push_str(&format!("  sandbox {}\n", r.sandbox.summary));
+    for line in r.sandbox.policy.iter().flat_map(crate::sandbox::details) {
+        o.push_str(&format!("          {line}\n"));
+    }
     if !r.ready {
         o.push_str(&format!(
             "\n`ralph` would stop here with exit {code}, before running an agent.\n"
@@ -282,6 +297,7 @@ fn version(program: &Path) -> Option<String> {
             deadline: None,
             interruptible: true,
         },
+        sandbox: None,
     };
     let tail = || crate::agent::supervise::TailSink(crate::agent::capture::Tail::new(1024));
     let (f, out, err) = crate::agent::supervise::run(&spec, tail(), tail(), &mut || {}).ok()?;

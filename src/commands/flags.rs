@@ -72,6 +72,7 @@ fn value(g: &Global, s: &SettingArgs, flag: &str) -> Option<Value> {
         "--agent-cmd" => text(&s.agent_cmd),
         "--model" => text(&s.model),
         "--safe" => given(s.safe, true),
+        "--sandbox" => text(&s.sandbox),
         "--gate" => text(&s.gate),
         "--gate-timeout" => text(&s.gate_timeout),
         "--timeout" => text(&s.timeout),
@@ -164,6 +165,9 @@ mod tests {
                 Kind::Command | Kind::AgentCommand => Some("my-agent --fast"),
                 Kind::Tool | Kind::Tools | Kind::Format | Kind::MaybeTool => Some("codex"),
                 Kind::Resolve => Some("redo"),
+                Kind::Sandbox => Some("strict"),
+                Kind::Net => Some("any"),
+                Kind::Ports => Some("22"),
                 Kind::Color => Some("never"),
                 Kind::Progress => Some("plain"),
             };

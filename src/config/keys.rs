@@ -32,6 +32,12 @@ pub(crate) enum Kind {
     Resolve,
     /// An agent's name, or "" for none given.
     MaybeTool,
+    /// `agent.sandbox`: auto, strict or off.
+    Sandbox,
+    /// `sandbox.net`: ports or any.
+    Net,
+    /// TCP ports (1–65535): a TOML array of integers, or comma-separated in the environment.
+    Ports,
 }
 
 impl Kind {
@@ -64,6 +70,9 @@ impl Kind {
             Kind::MaybeTool => {
                 "\"\" or one of claude, amp, codex, gemini, opencode, cursor-agent, aider, custom"
             }
+            Kind::Sandbox => "one of auto, strict, off",
+            Kind::Net => "one of ports, any",
+            Kind::Ports => "an array of TCP port numbers (1 to 65535)",
         }
     }
 }
@@ -99,7 +108,11 @@ macro_rules! key {
 pub(crate) fn decides_trust(key: &str) -> bool {
     key.starts_with("gate.")
         || key.starts_with("circuit.")
-        || matches!(key, "agent.safe" | "agent.allowed_tools" | "agent.args" | "agent.command")
+        || key.starts_with("sandbox.")
+        || matches!(
+            key,
+            "agent.safe" | "agent.sandbox" | "agent.allowed_tools" | "agent.args" | "agent.command"
+        )
 }
 
 /// Every setting ralph has.
@@ -171,6 +184,13 @@ pub(crate) const KEYS: &[Key] = &[
         Duration,
         "\"10s\"",
         "Time between SIGTERM and SIGKILL when stopping the agent."
+    ),
+    key!(
+        "agent.sandbox",
+        Sandbox,
+        "\"auto\"",
+        flag "--sandbox",
+        "Confine the agent, the gate and hooks with Linux Landlock: writes only to the work tree, a private TMPDIR and the agent CLI's own state dirs; no reads of credential stores (~/.ssh, ~/.aws, …) or other projects; TCP connects only to 80, 443 and the configured API's port; no signals outside its own processes. auto: on where the kernel has Landlock (unconfined elsewhere, said once); strict: refuse to start without it (exit 7); off: as before. Set it in your own config (~/.config/ralph/config.toml), the environment or the flag: a value in the project's .ralph/config.toml is one the agent could have committed."
     ),
     key!(
         "run.max_iterations",
@@ -256,6 +276,30 @@ pub(crate) const KEYS: &[Key] = &[
         Bool,
         "true",
         "Run the gate once before the first iteration (fails fast when it cannot run)."
+    ),
+    key!(
+        "sandbox.read",
+        List,
+        "[]",
+        "More paths the sandboxed agent, gate and hooks may read (\"~/\" is the home), e.g. [\"~/datasets\"]."
+    ),
+    key!(
+        "sandbox.write",
+        List,
+        "[]",
+        "More paths the sandboxed agent, gate and hooks may write: the caches builds need, e.g. [\"~/.cargo\", \"~/.npm\", \"~/.cache/pip\"]."
+    ),
+    key!(
+        "sandbox.net",
+        Net,
+        "\"ports\"",
+        "TCP connects from the sandbox: \"ports\" allows 80, 443, the ports of URLs in the agent's environment and its CLI's config, and sandbox.ports; \"any\" lifts the limit (a test suite that serves on local ports needs it)."
+    ),
+    key!(
+        "sandbox.ports",
+        Ports,
+        "[]",
+        "More TCP ports the sandbox may connect to, e.g. [22, 5432]."
     ),
     key!(
         "circuit.no_progress",
@@ -578,6 +622,11 @@ pub(super) fn check(key: &Key, value: &toml::Value) -> Result<(), String> {
         (Kind::Progress, V::String(s)) => matches!(s.as_str(), "auto" | "plain" | "bar"),
         (Kind::Resolve, V::String(s)) => matches!(s.as_str(), "agent" | "redo"),
         (Kind::MaybeTool, V::String(s)) => s.is_empty() || tool_from(s).is_some(),
+        (Kind::Sandbox, V::String(s)) => crate::sandbox::Mode::parse(s).is_some(),
+        (Kind::Net, V::String(s)) => matches!(s.as_str(), "ports" | "any"),
+        (Kind::Ports, V::Array(a)) => {
+            a.iter().all(|v| v.as_integer().is_some_and(|p| (1..=65535).contains(&p)))
+        }
         _ => false,
     };
     if ok { Ok(()) } else { Err(format!("expected {}, found {value}", key.kind.expected())) }
@@ -620,6 +669,8 @@ pub(super) fn parse_text(key: &Key, text: &str) -> Result<toml::Value, String> {
         | Kind::Progress
         | Kind::Resolve
         | Kind::MaybeTool
+        | Kind::Sandbox
+        | Kind::Net
         | Kind::Command
         | Kind::AgentCommand => V::String(text.into()),
         Kind::Bool => match text.to_ascii_lowercase().as_str() {
@@ -632,6 +683,17 @@ pub(super) fn parse_text(key: &Key, text: &str) -> Result<toml::Value, String> {
         ),
         Kind::Float => V::Float(
             text.trim().parse::<f64>().map_err(|_| format!("expected {}", key.kind.expected()))?,
+        ),
+        Kind::Ports => V::Array(
+            text.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|s| {
+                    s.parse::<i64>()
+                        .map(V::Integer)
+                        .map_err(|_| format!("expected {}", key.kind.expected()))
+                })
+                .collect::<Result<_, _>>()?,
         ),
         // A JSON array of strings, or else items separated by commas.
         Kind::List | Kind::Tools => match crate::agent::words::json_argv(text) {

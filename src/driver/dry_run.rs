@@ -59,6 +59,8 @@ pub struct DryAgent {
     pub env_set: Vec<(String, String)>,
     /// Variables removed from it.
     pub env_remove: Vec<String>,
+    /// The sandbox it would run in: what it may read, write and connect to.
+    pub sandbox: crate::sandbox::Shown,
 }
 
 /// The agent the next iteration would run: a fallback while the
@@ -165,8 +167,15 @@ pub fn dry_run(paths: &Paths, opts: &Options) -> Result<DryRun, Error> {
             PromptChannel::File => "file",
         },
         cwd: paths.project.display().to_string(),
-        env_set,
         env_remove: invocation.env_remove.clone(),
+        sandbox: crate::sandbox::show(
+            &cfg.sandbox,
+            &|k: &str| std::env::var(k).ok(),
+            Some(backend.tool),
+            &paths.project,
+            &invocation.program,
+        ),
+        env_set,
     });
     out.gate = gate;
     out.prompt_file = Some(prompt_file.display().to_string());
@@ -201,6 +210,10 @@ impl std::fmt::Display for DryRun {
         }
         if !agent.env_remove.is_empty() {
             writeln!(f, "  unset:   {}", agent.env_remove.join(" "))?;
+        }
+        writeln!(f, "  sandbox: {}", agent.sandbox.summary)?;
+        for line in agent.sandbox.policy.iter().flat_map(crate::sandbox::details) {
+            writeln!(f, "           {line}")?;
         }
         match &self.gate {
             Some(g) => writeln!(f, "gate:      {}", shell_words(g))?,

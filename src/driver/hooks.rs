@@ -108,6 +108,16 @@ impl Run<'_> {
             var("RALPH_PRD", self.paths.prd.display().to_string()),
             var("RALPH_TOTAL_COST_USD", format!("{:.4}", self.state.cost_usd)),
         ]);
+        // A hook may run a script the agent could change: confined like it.
+        let child = match self.kit.sandbox.child(None, &self.paths.project, program, &env) {
+            Ok(c) => c,
+            Err(e) => {
+                self.warn(format!(
+                    "hook {name} cannot run: cannot make its sandbox's temp dir: {e}"
+                ));
+                return;
+            }
+        };
         let spec = agent::supervise::Spec {
             program,
             args,
@@ -115,6 +125,7 @@ impl Run<'_> {
             env_remove: &[],
             env_set: &env,
             stdin: None,
+            sandbox: child.as_ref(),
             limits: agent::supervise::Limits {
                 timeout: Some(Duration::from_secs(60)),
                 idle: None,
@@ -124,7 +135,17 @@ impl Run<'_> {
             },
         };
         let tail = || agent::supervise::TailSink(agent::capture::Tail::new(2048));
-        match agent::supervise::run(&spec, tail(), tail(), &mut || {}) {
+        let result = agent::supervise::run(&spec, tail(), tail(), &mut || {});
+        if let (Ok((_, out, err)), Some(child)) = (&result, &child) {
+            let mut denials = child.denials();
+            for line in out.0.text().lines().chain(err.0.text().lines()) {
+                denials.line(line.as_bytes());
+            }
+            if !denials.found.is_empty() {
+                self.warn(format!("hook {name}: {}", denials.texts().join(", ")));
+            }
+        }
+        match result {
             Ok((f, _, err)) if !f.success() => {
                 let detail = err.0.text();
                 self.warn(format!(

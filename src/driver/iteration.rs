@@ -172,11 +172,21 @@ impl Run<'_> {
                 message: stopping_message(reason, grace, "the agent"),
             }),
         };
+        let backend = self.kit.agents.current();
+        let child = self
+            .kit
+            .sandbox
+            .child(
+                Some(backend.tool),
+                &self.paths.project,
+                &invocation.program,
+                &invocation.env_set,
+            )
+            .map_err(|e| Error::io("make the agent's sandbox temp dir", e))?;
+        let place = agent::Place { cwd: &self.paths.project, log, limits, sandbox: child.as_ref() };
         let result = agent::run(
             &invocation,
-            &self.paths.project,
-            log,
-            limits,
+            place,
             analyzer,
             &self.kit.redactor,
             agent::Watch { show: self.opts.agent_output, on_event: &mut on_event },
@@ -190,6 +200,13 @@ impl Run<'_> {
         })?;
         if let Some(e) = run.log_error {
             return Err(Error::io(format!("write the agent log {}", log.display()), e));
+        }
+        if !run.sandbox_denials.is_empty() {
+            self.reporter.emit(&Event::SandboxDenied {
+                iteration: n,
+                who: crate::event::Confined::Agent,
+                denials: run.sandbox_denials.clone(),
+            });
         }
         if run.finished.leftovers > 0 {
             let n = crate::text::count(run.finished.leftovers, "process", "processes");
@@ -347,6 +364,15 @@ impl Run<'_> {
             prd: check,
             git,
             permission_denials: outcome.permission_denials.clone(),
+            sandbox_denials: {
+                let mut all = agent.sandbox_denials.clone();
+                for d in verdict.iter().flat_map(|v| &v.sandbox_denials) {
+                    if !all.contains(d) {
+                        all.push(d.clone());
+                    }
+                }
+                all
+            },
             asking_questions: outcome.asking_questions,
             error_signature: outcome.error_signature.clone(),
             error_example: outcome.error_example.clone(),
@@ -437,6 +463,13 @@ impl Run<'_> {
         };
         if v.interrupted {
             return (GateRun::Interrupted, None);
+        }
+        if !v.sandbox_denials.is_empty() {
+            self.reporter.emit(&Event::SandboxDenied {
+                iteration: n,
+                who: crate::event::Confined::Gate,
+                denials: v.sandbox_denials.clone(),
+            });
         }
         self.reporter.emit(&Event::Gate {
             iteration: n,

@@ -57,6 +57,8 @@ pub(crate) struct Facts {
     /// What the agent did to HEAD and the run branch (`git::Integrity`).
     pub git: GitCheck,
     pub permission_denials: Vec<String>,
+    /// What the sandbox denied the agent or the gate ("sandbox denied /etc/x").
+    pub sandbox_denials: Vec<String>,
     pub asking_questions: bool,
     /// The shape of the run's error lines (its own output or failed tools).
     pub error_signature: Option<String>,
@@ -437,8 +439,20 @@ pub(crate) fn judge(f: &Facts) -> Judgement {
         j.learn.extend(agent_failure(f).or_else(|| other_failure(f, progress)));
     }
     let handoff_problem = matches!(f.handoff, HandoffFacts::Problem { .. });
+    if !f.sandbox_denials.is_empty() {
+        j.feedback.push(format!(
+            "The sandbox denied these (the lines of the output that say so):\n{}\nYou cannot \
+             write outside the project, read credential stores or other projects, connect to \
+             ports other than the API's, or signal processes outside your own: do not retry \
+             them; do the work inside the project.",
+            crate::prompt::fence(&f.sandbox_denials.join("\n"))
+        ));
+    }
     j.note = j.note.take().or_else(|| {
-        if !f.permission_denials.is_empty() {
+        if !f.sandbox_denials.is_empty() {
+            // What the sandbox stopped explains the rest better than anything.
+            Some(f.sandbox_denials.join(", "))
+        } else if !f.permission_denials.is_empty() {
             // The denial explains a missing handoff better than the handoff does.
             Some(format!("permission denied: {}", f.permission_denials.join(", ")))
         } else if let HandoffFacts::Problem { note, .. } = &f.handoff {
@@ -462,7 +476,8 @@ pub(crate) fn judge(f: &Facts) -> Judgement {
         },
         error_signature: gate_signature
             .or_else(|| f.error_signature.clone().filter(|_| f.agent.is_some() || !progress)),
-        permission_denials: f.permission_denials.len(),
+        // A denial by the sandbox is a permission wall like a CLI's own.
+        permission_denials: f.permission_denials.len() + f.sandbox_denials.len(),
         handoff_problem,
     });
     j.next = blocked(f, &mut j).unwrap_or(match f.agent {

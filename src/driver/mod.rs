@@ -242,6 +242,8 @@ struct Kit {
     last_gate_passed: Option<bool>,
     /// The paths the agent may not change (`oracle::protect`).
     protected: Option<crate::oracle::protect::Protected>,
+    /// What agents, the gate and hooks are confined to.
+    sandbox: std::sync::Arc<crate::sandbox::Sandbox>,
 }
 
 /// Runs the loop. Returns the exit code; `Err` for fatal setup errors.

@@ -28,6 +28,18 @@ pub(super) fn start<'a>(
     crate::signals::become_subreaper();
     let cfg = &opts.config;
     preflight(paths, opts)?;
+    let env = |k: &str| std::env::var(k).ok();
+    let sandbox = crate::sandbox::Sandbox::new(cfg.sandbox.clone(), &env).map_err(|message| {
+        Error::Environment {
+            message,
+            hint: Some(
+                "run on a kernel with Landlock, or set agent.sandbox = \"auto\" (runs unconfined where \
+                 Landlock is missing) in ~/.config/ralph/config.toml"
+                    .into(),
+            ),
+        }
+    })?;
+    let sandbox = std::sync::Arc::new(sandbox);
     paths
         .store
         .ensure()
@@ -160,6 +172,7 @@ pub(super) fn start<'a>(
             tail_bytes: cfg.gate.tail_bytes,
             fatal_signatures: cfg.gate.fatal_signatures.clone(),
             redactor: Some(redactor.clone()),
+            sandbox: Some(sandbox.clone()),
         });
     let deadline = cfg
         .budget
@@ -197,6 +210,7 @@ pub(super) fn start<'a>(
             reusable_snapshot: None,
             last_gate_passed: None,
             protected: Some(protected(paths, cfg)?),
+            sandbox,
         },
         state,
     };
@@ -244,6 +258,13 @@ pub(super) fn start<'a>(
     });
     for ignored in &cfg.ignored {
         run.warn(ignored.to_string());
+    }
+    // What the agent may touch, said once per run (a worker's run said it).
+    if opts.mode.worker().is_none() && run.kit.sandbox.support != crate::sandbox::Support::Off {
+        let agent = run.kit.agents.current();
+        let line = run.kit.sandbox.describe(Some(agent.tool), &paths.project, agent.program());
+        let level = if run.kit.sandbox.abi().is_some() { Level::Info } else { Level::Warn };
+        run.reporter.emit(&Event::Notice { level, message: line });
     }
     run.save_checkpoint(Phase::Idle)?;
     Ok(run)

@@ -90,6 +90,7 @@ fn failing_test_names_as_each_runner_prints_them() {
 
 fn failed(failing: &[&str], score_failed: Option<u32>, out: &str, err: &str) -> Verdict {
     Verdict {
+        sandbox_denials: Vec::new(),
         passed: false,
         exit_code: Some(1),
         timed_out: false,
@@ -150,6 +151,7 @@ fn a_failed_gate_says_what_failed_and_where_its_log_is() {
 
 fn gate(cmd: &[&str]) -> (Gate, Vec<String>) {
     let g = Gate {
+        sandbox: None,
         command: cmd.iter().map(|s| s.to_string()).collect(),
         timeout: Duration::from_secs(20),
         grace: Duration::from_millis(200),

@@ -255,6 +255,22 @@ pub fn markdown(r: &RunReport) -> String {
             }
         }
     }
+    if !r.sandbox_denials.is_empty() {
+        let _ = writeln!(out, "\n## Sandbox denials\n");
+        for d in &r.sandbox_denials {
+            let who = match d.who {
+                crate::event::Confined::Agent => "the agent",
+                crate::event::Confined::Gate => "the gate",
+            };
+            let story = d.story_id.as_deref().map(|s| format!(" ({s})")).unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "- iteration {}{story}, {who}: {}",
+                d.iteration,
+                cell(&d.denials.join(", "))
+            );
+        }
+    }
     let notes: Vec<_> = r.stories.iter().filter_map(|s| s.note.as_ref().map(|n| (s, n))).collect();
     if !notes.is_empty() {
         let _ = writeln!(out, "\n## Notes\n");

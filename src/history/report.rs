@@ -101,6 +101,19 @@ pub struct RunReport {
     /// Changes of protected paths the agents made and ralph set back.
     #[serde(default)]
     pub protected_refused: Vec<crate::event::ProtectedChange>,
+    /// What the sandbox denied agents and gates, in order.
+    #[serde(default)]
+    pub sandbox_denials: Vec<SandboxDenial>,
+}
+
+/// What the sandbox denied one iteration's agent or gate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SandboxDenial {
+    pub iteration: u32,
+    /// The story the iteration worked on (when known).
+    pub story_id: Option<String>,
+    pub who: crate::event::Confined,
+    pub denials: Vec<String>,
 }
 
 /// What judged a story and what ralph refused (from the run's end).
@@ -153,6 +166,8 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
     let mut switches = Vec::new();
     let mut retried_ms = 0u64;
     let mut gate_ms = std::collections::BTreeMap::<String, u64>::new();
+    let mut sandbox_denials = Vec::new();
+    let mut current_story: Option<String> = None;
     fn get<'s>(stories: &'s mut Vec<StoryLine>, id: &str, title: &str) -> &'s mut StoryLine {
         match stories.iter().position(|s| s.id == id) {
             Some(i) => &mut stories[i],
@@ -182,6 +197,7 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
         }
         match inner(&r.event) {
             Event::IterationStart { story_id, story_title, agent, .. } => {
+                current_story = Some(story_id.clone());
                 let s = get(&mut stories, story_id, story_title);
                 if s.title.is_empty() {
                     s.title.clone_from(story_title);
@@ -276,6 +292,14 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
             }
             // A worker's own wait (its events arrive among the others').
             Event::Waiting { seconds, .. } => waited_ms += seconds.saturating_mul(1000),
+            Event::SandboxDenied { iteration, who, denials } => {
+                sandbox_denials.push(SandboxDenial {
+                    iteration: *iteration,
+                    story_id: current_story.clone(),
+                    who: *who,
+                    denials: denials.clone(),
+                });
+            }
             _ => {}
         }
     }
@@ -348,5 +372,6 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
         switches,
         prd_proposals,
         protected_refused,
+        sandbox_denials,
     }
 }

@@ -1009,3 +1009,40 @@ fn claude_loop_a_gamer_that_deletes_the_failing_test_is_refused() {
     assert!(!p.passes("US-001"));
     l.assert_no_survivors();
 }
+
+/// With the sandbox on (the default), a Bash call of claude's that reads a
+/// key and writes the home is denied; claude's own output carries the
+/// denial, and ralph names it on the iteration and in a `sandbox_denied`
+/// event.
+#[test]
+fn claude_loop_a_denial_by_the_sandbox_is_seen_through_claudes_output() {
+    let Some(bin) = claude_bin_or_skip("claude_loop_a_denial_by_the_sandbox") else {
+        return;
+    };
+    let l = ClaudeLoop::new(
+        bin,
+        PRD,
+        Script::bash_then_text(|_| BashTurn {
+            command: "cat ~/.ssh/id_ed25519; touch ~/escaped; true".into(),
+            description: "Look around".into(),
+            final_text: "Looked around.".into(),
+        }),
+    );
+    let home = l.project.home();
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "PRIVATE-KEY-MATERIAL\n").unwrap();
+    let r = l.run(&["1"], &l.env());
+    r.report("sandbox denial");
+    assert!(!home.join("escaped").exists(), "{r:?}");
+    let denied: Vec<String> = r
+        .events("sandbox_denied")
+        .iter()
+        .flat_map(|e| e["denials"].as_array().cloned().unwrap_or_default())
+        .filter_map(|d| d.as_str().map(str::to_string))
+        .collect();
+    let key = format!("sandbox denied {}/.ssh/id_ed25519", home.display());
+    assert!(denied.contains(&key), "{denied:?} {r:?}");
+    let iteration = &r.events("iteration_end")[0];
+    assert!(iteration["error"].as_str().unwrap_or("").contains(&key), "{r:?}");
+    assert!(!format!("{r:?}").contains("PRIVATE-KEY-MATERIAL"));
+}

@@ -57,13 +57,21 @@ impl Two {
             .env("PATH", path)
             // claude refuses to skip permissions as root outside a sandbox.
             .env("IS_SANDBOX", "1")
-            .env("RALPH_AGENT_FORMAT", "claude");
+            .env("RALPH_AGENT_FORMAT", "claude")
+            // The `claude` on PATH keeps its runs beside its script.
+            .env("RALPH_SANDBOX_WRITE", self.sandbox_write());
         for (k, v) in env {
             c.env(k, v);
         }
         let r = to_run(c.output().unwrap());
         let events = r.stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
         (r, events)
+    }
+
+    /// Where both scripted CLIs keep their run logs and counters.
+    fn sandbox_write(&self) -> String {
+        let claude = self.p.tmp.path().join("claude-agent");
+        format!("{},{}", self.p.agent_dir().display(), claude.display())
     }
 
     /// Story ids of the `claude` CLI's runs, in order.
@@ -159,6 +167,7 @@ fn a_long_usage_limit_hands_the_story_to_the_fallback_which_completes_it() {
         .env("PATH", path)
         .env("IS_SANDBOX", "1")
         .env("RALPH_AGENT_FORMAT", "claude")
+        .env("RALPH_SANDBOX_WRITE", two_plain.sandbox_write())
         .output()
         .unwrap();
     let plain = to_run(out);

@@ -314,7 +314,8 @@ fn secrets_never_reach_the_log_the_output_or_the_next_prompt() {
 fn the_halt_hook_runs_when_ralph_is_terminated() {
     let p = Project::with_prd(THREE_STORIES);
     p.script("[run *]\nsleep 60\n");
-    let marker = p.tmp.path().join("halted");
+    // Hooks run in the sandbox: the marker goes where it may write.
+    let marker = p.agent_dir().join("halted");
     p.write(
         ".ralph/config.toml",
         &format!(

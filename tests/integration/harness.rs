@@ -2,7 +2,7 @@
 //! script, and the real `ralph` binary run against them in a hermetic
 //! environment (no user config, no inherited RALPH_* or agent variables).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -203,6 +203,11 @@ impl Project {
             .env("RALPH_AGENT_TOOL", "custom")
             .env("RALPH_AGENT_COMMAND", FAKE_AGENT)
             .env("RALPH_AGENT_GRACE", "1s")
+            // The fake agent keeps its run log and counters beside its
+            // script: the sandbox lets it write there and nowhere else
+            // outside the project.
+            .env("RALPH_SANDBOX_WRITE", self.agent_dir())
+            .env("RALPH_SANDBOX_READ", Path::new(FAKE_AGENT).parent().unwrap())
             .stdin(Stdio::null());
         c
     }

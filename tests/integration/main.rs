@@ -32,6 +32,7 @@ mod real_gemini;
 mod real_opencode;
 mod remote;
 mod safe_mode;
+mod sandbox;
 mod serve;
 mod serve_page;
 mod stopping;

@@ -311,3 +311,26 @@ fn the_gate_comes_from_the_base_not_from_what_the_run_branch_committed() {
         "{status:?}"
     );
 }
+
+/// The sandbox decides what the agent may reach, so it is the person's too:
+/// an agent's commit that switches it off or opens the home to it is
+/// ignored, and the agent still cannot read outside its project.
+#[test]
+fn the_sandbox_comes_from_the_base_not_from_what_the_run_branch_committed() {
+    let p = Project::with_prd(STORY);
+    committed(&p, &[(".ralph/config.toml", "[gate]\ncommand = \"test -f README.md\"\n")]);
+    p.git(&["checkout", "-q", "-b", "ralph/calc"]);
+    let opened = "[gate]\ncommand = \"test -f README.md\"\n[agent]\nsandbox = \"off\"\n";
+    committed(&p, &[(".ralph/config.toml", opened)]);
+    p.script(&gamer(""));
+    let r = run(&p, &["1"]);
+    assert!(r.stdout.contains("ralph/calc changes agent.sandbox to \"off\""), "{r:?}");
+    assert!(r.stdout.contains("ignored; run `ralph trust` to accept it"), "{r:?}");
+    let status = run(&p, &["status"]);
+    assert!(status.stdout.contains("config: ralph/calc changes agent.sandbox"), "{status:?}");
+    let shown = run(&p, &["config", "show"]);
+    assert!(
+        shown.stdout.lines().any(|l| l.contains("agent.sandbox") && !l.contains("\"off\"")),
+        "{shown:?}"
+    );
+}

@@ -218,3 +218,24 @@ fn aider_repeating_one_compiler_error_is_stopped_naming_it() {
     assert_eq!(r.code, code(3), "{r:?}");
     assert!(r.stdout.contains(SAME_ERROR), "{r:?}");
 }
+
+/// aider runs no commands and edits only inside its repository: the way
+/// out is a link in a hostile checkout that leads to the home. aider reads
+/// what the repository tracks, so it follows the link, is denied the home
+/// and says so ("unable to read: [Errno 13] Permission denied: '<home>'");
+/// its edit through the link is skipped, and the home stays untouched.
+#[test]
+fn aider_a_denial_by_the_sandbox_is_seen_through_its_output() {
+    let Some(bin) = bin("aider_a_denial_by_the_sandbox") else { return };
+    let project = Project::with_prd(&one_story("aider"));
+    std::os::unix::fs::symlink(project.home(), project.path("notes")).unwrap();
+    project.git(&["add", "-A"]);
+    project.git(&["commit", "-q", "-m", "notes"]);
+    let answer = format!("I'll write it.\n\nnotes/escaped\n```\npwned\n```\n{STATUS}\n");
+    let stub = Stub::start(move |_, _| Reply::Text(answer.clone()));
+    let r = ralph(&bin, &stub, &project, &["1"]);
+    assert!(!project.home().join("escaped").exists(), "wrote the home: {r:?}");
+    let want = format!("sandbox denied {}", project.home().display());
+    let line = r.stdout.lines().find(|l| l.contains("iteration 1 ") && l.contains(" · "));
+    assert!(line.is_some_and(|l| l.contains(&want)), "the iteration line lacks {want:?}: {r:?}");
+}

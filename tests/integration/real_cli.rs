@@ -84,3 +84,27 @@ pub fn add_failing_build(project: &Project) {
     project.git(&["add", "-A"]);
     project.git(&["commit", "-q", "-m", "The story's build"]);
 }
+
+/// The model's one command in a denial test: read a planted key, write the
+/// home. The sandbox denies both; the CLI reports the failures in its own
+/// output, and ralph reads the denials from there.
+pub const TRESPASS: &str = "cat ~/.ssh/id_ed25519; touch ~/escaped; true";
+
+/// Plants the key [`TRESPASS`] reads in `project`'s home.
+pub fn plant_key(project: &Project) {
+    let ssh = project.home().join(".ssh");
+    std::fs::create_dir_all(&ssh).unwrap();
+    std::fs::write(ssh.join("id_ed25519"), "PRIVATE-KEY-MATERIAL\n").unwrap();
+}
+
+/// The run named what the sandbox denied [`TRESPASS`] (the key, at least),
+/// nothing was written to the home, and the key is nowhere in ralph's output.
+#[track_caller]
+pub fn assert_trespass_denied(project: &Project, r: &crate::harness::Run) {
+    let home = project.home();
+    assert!(!home.join("escaped").exists(), "wrote the home: {r:?}");
+    let key = format!("sandbox denied {}/.ssh/id_ed25519", home.display());
+    let line = r.stdout.lines().find(|l| l.contains("iteration 1 ") && l.contains(" · "));
+    assert!(line.is_some_and(|l| l.contains(&key)), "the iteration line lacks {key:?}: {r:?}");
+    assert!(!r.stdout.contains("PRIVATE-KEY-MATERIAL"), "{r:?}");
+}

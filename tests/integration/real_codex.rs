@@ -16,7 +16,10 @@ use serde_json::json;
 
 use crate::harness::{Project, RefusedPort, Run, code, to_run};
 use crate::openai_stub::{Reply, Stub, codex_config, error_body, has_tool_output};
-use crate::real_cli::{BUILD, SAME_ERROR, STATUS, bin_or_skip, failing_build_project, one_story};
+use crate::real_cli::{
+    BUILD, SAME_ERROR, STATUS, TRESPASS, assert_trespass_denied, bin_or_skip,
+    failing_build_project, one_story, plant_key,
+};
 
 /// `ralph <args> --tool codex` in a one-story project, codex talking to `stub`.
 fn ralph(bin: &PathBuf, stub: &Stub, project: &Project, args: &[&str]) -> Run {
@@ -182,4 +185,22 @@ fn codex_repeating_one_compiler_error_is_stopped_naming_it() {
     let r = ralph(&bin, &stub, &project, &["5", "--gate", BUILD]);
     assert_eq!(r.code, code(3), "{r:?}");
     assert!(r.stdout.contains(SAME_ERROR), "{r:?}");
+}
+
+#[test]
+fn codex_a_denial_by_the_sandbox_is_seen_through_its_output() {
+    let Some(bin) = bin_or_skip("RALPH_CODEX_BIN", "codex", "codex_a_denial_by_the_sandbox") else {
+        return;
+    };
+    let stub = Stub::start(|_, body| {
+        if has_tool_output(body) {
+            Reply::Text(format!("Looked around.{STATUS}"))
+        } else {
+            Reply::Shell(TRESPASS.into())
+        }
+    });
+    let project = Project::with_prd(&one_story("Codex"));
+    plant_key(&project);
+    let r = ralph(&bin, &stub, &project, &["1"]);
+    assert_trespass_denied(&project, &r);
 }

@@ -19,7 +19,8 @@ use serde_json::json;
 use crate::harness::{Project, RefusedPort, Run, code, to_run};
 use crate::openai_stub::{Reply, Stub, gemini_settings, google_error, has_tool_output};
 use crate::real_cli::{
-    BUILD, IMPLEMENT, SAME_ERROR, STATUS, bin_or_skip, failing_build_project, scripted_project,
+    BUILD, IMPLEMENT, SAME_ERROR, STATUS, TRESPASS, assert_trespass_denied, bin_or_skip,
+    failing_build_project, plant_key, scripted_project,
 };
 
 /// `ralph <args> --tool gemini --model gemini-2.5-flash` (a named model:
@@ -302,4 +303,23 @@ fn gemini_repeating_one_compiler_error_is_stopped_naming_it() {
     let r = ralph(&bin, &stub, &project, &["5", "--gate", BUILD]);
     assert_eq!(r.code, code(3), "{r:?}");
     assert!(r.stdout.contains(SAME_ERROR), "{r:?}");
+}
+
+#[test]
+fn gemini_a_denial_by_the_sandbox_is_seen_through_its_output() {
+    let Some(bin) = bin_or_skip("RALPH_GEMINI_BIN", "gemini", "gemini_a_denial_by_the_sandbox")
+    else {
+        return;
+    };
+    let stub = Stub::start(|_, request| {
+        if has_tool_output(request) {
+            Reply::Text(format!("Looked around.{STATUS}"))
+        } else {
+            Reply::Shell(TRESPASS.into())
+        }
+    });
+    let project = scripted_project("gemini");
+    plant_key(&project);
+    let r = ralph(&bin, &stub, &project, &["1"]);
+    assert_trespass_denied(&project, &r);
 }

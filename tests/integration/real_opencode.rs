@@ -17,7 +17,8 @@ use serde_json::{Value, json};
 use crate::harness::{Project, RefusedPort, Run, code, to_run};
 use crate::openai_stub::{Reply, Stub, error_body, has_tool_output, opencode_config};
 use crate::real_cli::{
-    BUILD, IMPLEMENT, SAME_ERROR, STATUS, bin_or_skip, failing_build_project, scripted_project,
+    BUILD, IMPLEMENT, SAME_ERROR, STATUS, TRESPASS, assert_trespass_denied, bin_or_skip,
+    failing_build_project, plant_key, scripted_project,
 };
 
 fn ralph(bin: &PathBuf, stub: &Stub, project: &Project, args: &[&str]) -> Run {
@@ -260,4 +261,18 @@ fn opencode_repeating_one_compiler_error_is_stopped_naming_it() {
     let r = ralph(&bin, &stub, &project, &["5", "--gate", BUILD]);
     assert_eq!(r.code, code(3), "{r:?}");
     assert!(r.stdout.contains(SAME_ERROR), "{r:?}");
+}
+
+#[test]
+fn opencode_a_denial_by_the_sandbox_is_seen_through_its_output() {
+    let Some(bin) =
+        bin_or_skip("RALPH_OPENCODE_BIN", "opencode", "opencode_a_denial_by_the_sandbox")
+    else {
+        return;
+    };
+    let stub = model(TRESPASS);
+    let project = scripted_project("opencode");
+    plant_key(&project);
+    let r = ralph(&bin, &stub, &project, &["1"]);
+    assert_trespass_denied(&project, &r);
 }

@@ -51,9 +51,10 @@ impl Shared {
         self.p.tmp.path().join(format!("w{i}"))
     }
 
-    /// Every commit a gate ran on, one per line, from every worker.
+    /// Every commit a gate ran on, one per line, from every worker (where
+    /// the sandboxed gate may write).
     fn gated_log(&self) -> PathBuf {
-        self.p.tmp.path().join("gated.log")
+        self.p.agent_dir().join("gated.log")
     }
 
     fn worker(&self, i: usize, extra: &[&str]) -> Child {

@@ -56,6 +56,8 @@ fn redact(text: &str, p: &Project) -> String {
         (r"\b(in|after) (\d+ms|\d+\.\d+s|\d+m \d{2}s|\d+h \d{2}m)\b", "$1 [DURATION]"),
         (r"\bpid \d+\b", "pid [PID]"),
         (r"ralph-project-\d+", "ralph-project-[PID]"),
+        // The kernel's Landlock version is the machine's.
+        (r"Landlock ABI \d+", "Landlock ABI [N]"),
     ];
     for (pattern, with) in rules {
         s = Regex::new(pattern).unwrap().replace_all(&s, with).into_owned();
@@ -457,8 +459,11 @@ fn config_line(stdout: &str, key: &str) -> (String, String) {
 fn config_show_lists_every_key_with_its_source() {
     let p = Project::new();
     // A command of fixed length: the comments' column depends on the values.
+    // (Without the harness's sandbox paths, which are this machine's.)
     let show = |args: &[&str]| {
-        to_run(p.ralph().args(args).env("RALPH_AGENT_COMMAND", "my-agent --fast").output().unwrap())
+        let mut ralph = p.ralph();
+        ralph.env_remove("RALPH_SANDBOX_READ").env_remove("RALPH_SANDBOX_WRITE");
+        to_run(ralph.args(args).env("RALPH_AGENT_COMMAND", "my-agent --fast").output().unwrap())
     };
     let r = show(&["config", "show"]);
     assert_eq!(r.code, 0, "{r:?}");
@@ -622,7 +627,8 @@ fn recording_hooks(dir: &Path) -> String {
 #[test]
 fn hooks_receive_their_variables() {
     let p = Project::with_prd(TWO_STORIES);
-    let dir = p.tmp.path().join("hooks");
+    // Hooks run in the sandbox: they record where they may write.
+    let dir = p.agent_dir().join("hooks");
     std::fs::create_dir_all(&dir).unwrap();
     p.write(".ralph/config.toml", &recording_hooks(&dir));
     p.script("[run *]\nimplement\nclaude-result done\n");
@@ -677,7 +683,8 @@ fn hooks_receive_their_variables() {
 #[test]
 fn the_halt_hook_says_why_the_run_stopped() {
     let p = Project::with_prd(TWO_STORIES);
-    let dir = p.tmp.path().join("hooks");
+    // Hooks run in the sandbox: they record where they may write.
+    let dir = p.agent_dir().join("hooks");
     std::fs::create_dir_all(&dir).unwrap();
     p.write(".ralph/config.toml", &recording_hooks(&dir));
     p.script(WORKING_AGENT);

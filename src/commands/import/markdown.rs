@@ -105,11 +105,15 @@ pub(super) fn run(g: &Global, paths: &Paths, md: &Path, opts: &Options) -> Resul
         crate::analyze::Patterns::configured(&cfg.patterns).map_err(|e| Error::Config(e.into()))?;
     let log = scratch.join("convert.log");
     let redactor = crate::redact::Redactor::from_env();
+    let env = |k: &str| std::env::var(k).ok();
+    let sandbox = crate::sandbox::Sandbox::new(cfg.sandbox.clone(), &env)
+        .map_err(|message| Error::Environment { message, hint: None })?;
+    let child = sandbox
+        .child(Some(backend.tool), &paths.project, &invocation.program, &invocation.env_set)
+        .map_err(|e| Error::io("make the agent's sandbox temp dir", e))?;
     let run = agent::run(
         &invocation,
-        &paths.project,
-        &log,
-        limits,
+        agent::Place { cwd: &paths.project, log: &log, limits, sandbox: child.as_ref() },
         Analyzer::with_patterns(invocation.format, patterns),
         &redactor,
         agent::Watch { show: false, on_event: &mut |_| {} },

@@ -118,6 +118,7 @@ fn facts(end: End, said: Said, gate: Gate, git: Git) -> Facts {
         prd: PrdCheck::default(),
         git: GitCheck::default(),
         permission_denials: Vec::new(),
+        sandbox_denials: Vec::new(),
         asking_questions: false,
         error_signature: None,
         error_example: None,
@@ -436,6 +437,33 @@ fn a_missing_handoff_is_its_own_signal_and_never_a_failed_run() {
     f.handoff = problem();
     f.permission_denials = vec!["Bash(rm)".into()];
     assert_eq!(judge(&f).note.as_deref(), Some("permission denied: Bash(rm)"));
+}
+
+/// What the sandbox denied is the iteration's note, a strike for the
+/// breaker's permission wall, and a word to the next agent; it changes
+/// no verdict.
+#[test]
+fn sandbox_denials_are_noted_counted_and_fed_back() {
+    for (end, said, gate, git) in [
+        (End::Ok, Said::Nothing, Gate::No, Git::Nothing),
+        (End::Ok, Said::Marked, Gate::Pass, Git::Committed),
+        (End::Fail, Said::Nothing, Gate::Fail, Git::Uncommitted),
+    ] {
+        let mut f = facts(end, said, gate, git);
+        let before = judge(&f);
+        f.sandbox_denials = vec!["sandbox denied /etc/x".into(), "sandbox denied ~/x".into()];
+        f.permission_denials = vec!["Bash(rm)".into()];
+        let j = judge(&f);
+        assert_eq!((j.result, j.passes), (before.result, before.passes), "{end:?} {said:?}");
+        if before.note.is_none()
+            || before.note.as_deref().is_some_and(|n| n.starts_with("permission"))
+        {
+            assert_eq!(j.note.as_deref(), Some("sandbox denied /etc/x, sandbox denied ~/x"));
+        }
+        assert_eq!(j.breaker.unwrap().permission_denials, 3);
+        let said = j.feedback.iter().find(|t| t.contains("The sandbox denied")).expect("feedback");
+        assert!(said.contains("sandbox denied /etc/x") && said.contains("do not retry"), "{said}");
+    }
 }
 
 #[test]

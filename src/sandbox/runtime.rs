@@ -1,0 +1,318 @@
+//! The sandbox at run time: whether this kernel can confine at all, and
+//! for each child the inputs of [`super::policy`] gathered from the disk
+//! and the environment, and its private temp dir.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::{Inputs, Mode, Policy, Settings, StateKind};
+use crate::agent::Tool;
+
+/// Pretends the kernel offers this Landlock ABI at most (0: none), so the
+/// tests can see what `auto` and `strict` do on a kernel without Landlock.
+pub const ABI_OVERRIDE: &str = "RALPH_SANDBOX_ABI";
+
+/// Whether children are confined.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Support {
+    /// Confined at this Landlock ABI.
+    Confined { abi: u32 },
+    /// `auto` on a kernel without Landlock: unconfined, and said so.
+    Unconfined { why: String },
+    /// `agent.sandbox = "off"`.
+    Off,
+}
+
+/// The run's sandbox: its settings and what the kernel supports.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    pub settings: Settings,
+    pub support: Support,
+    home: Option<PathBuf>,
+}
+
+impl Sandbox {
+    /// From the settings and this machine's kernel. `Err`: `strict` on a
+    /// kernel that cannot confine (ralph refuses to start).
+    pub fn new(
+        settings: Settings,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Sandbox, String> {
+        let home = env("HOME").filter(|h| h.starts_with('/')).map(PathBuf::from);
+        let support = match settings.mode {
+            Mode::Off => Support::Off,
+            mode => {
+                let mut abi = crate::process::landlock_abi();
+                if let Some(limit) = env(ABI_OVERRIDE).and_then(|v| v.trim().parse::<u32>().ok()) {
+                    abi = abi.min(limit);
+                }
+                if abi > 0 {
+                    Support::Confined { abi }
+                } else if mode == Mode::Strict {
+                    return Err(
+                        "agent.sandbox is \"strict\" but this kernel has no Landlock (Linux 5.13 or later, \
+                         with landlock in the lsm= boot list), so the agent cannot be confined"
+                            .into(),
+                    );
+                } else {
+                    Support::Unconfined { why: "this kernel has no Landlock".into() }
+                }
+            }
+        };
+        Ok(Sandbox { settings, support, home })
+    }
+
+    /// The Landlock ABI children are confined at; `None`: unconfined.
+    pub fn abi(&self) -> Option<u32> {
+        match self.support {
+            Support::Confined { abi } => Some(abi),
+            _ => None,
+        }
+    }
+
+    pub fn home(&self) -> Option<&Path> {
+        self.home.as_deref()
+    }
+
+    /// What the run says at its start: the policy an agent gets, or that
+    /// agents run unconfined and why.
+    pub fn describe(&self, tool: Option<Tool>, cwd: &Path, program: &str) -> String {
+        match &self.support {
+            Support::Off => {
+                "sandbox off (agent.sandbox = \"off\"): agents, the gate and hooks run unconfined"
+                    .into()
+            }
+            Support::Unconfined { why } => format!(
+                "sandbox unavailable: {why}; agents, the gate and hooks run unconfined \
+                 (agent.sandbox = \"strict\" refuses to start instead)"
+            ),
+            Support::Confined { abi } => {
+                let Some(policy) = self.preview(tool, cwd, program) else { return String::new() };
+                let root = work_tree(cwd).into_iter().next().unwrap_or_else(|| cwd.to_path_buf());
+                super::describe(&policy, self.home(), &root, *abi)
+            }
+        }
+    }
+
+    /// The policy a child would get, its temp dir named but not made
+    /// (`ralph agents`, `--dry-run`); `None` when children run unconfined.
+    pub fn preview(&self, tool: Option<Tool>, cwd: &Path, program: &str) -> Option<Policy> {
+        self.abi()?;
+        let tmp = std::env::temp_dir().join("ralph-<pid>-<n>");
+        Some(self.policy(tool, cwd, program, &[], &tmp, false))
+    }
+
+    /// The policy for one child, and its private temp dir (made here,
+    /// removed when the [`Child`] is dropped); `None` when children run
+    /// unconfined.
+    pub fn child(
+        &self,
+        tool: Option<Tool>,
+        cwd: &Path,
+        program: &str,
+        env_set: &[(String, String)],
+    ) -> std::io::Result<Option<Child>> {
+        let Some(abi) = self.abi() else { return Ok(None) };
+        let tmp = private_temp_dir()?;
+        let policy = self.policy(tool, cwd, program, env_set, &tmp, true);
+        let cwd = Some(cwd.to_path_buf());
+        Ok(Some(Child { policy: Arc::new(policy), abi, tmp, home: self.home.clone(), cwd }))
+    }
+
+    /// The inputs of [`super::policy`], gathered. `make` creates the CLI's
+    /// state folders (a folder that does not exist cannot be granted).
+    fn policy(
+        &self,
+        tool: Option<Tool>,
+        cwd: &Path,
+        program: &str,
+        env_set: &[(String, String)],
+        tmp: &Path,
+        make: bool,
+    ) -> Policy {
+        let env = |name: &str| -> Option<String> {
+            env_set
+                .iter()
+                .rev()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+                .or_else(|| std::env::var(name).ok())
+        };
+        let home = self.home.as_deref();
+        let list = |dir: &Path| -> Vec<String> {
+            std::fs::read_dir(dir)
+                .map(|d| d.flatten().filter_map(|e| e.file_name().into_string().ok()).collect())
+                .unwrap_or_default()
+        };
+        let tree = work_tree(cwd);
+        let project = tree.first().map(PathBuf::as_path).unwrap_or(cwd);
+        if let (Some(tool), Some(home), true) = (tool, home, make) {
+            for (path, kind) in super::state_paths(tool, home, &env, &list(home)) {
+                if kind == StateKind::Dir && !path.exists() {
+                    let _ = make_private_dir(&path, true);
+                }
+            }
+        }
+        if make {
+            for dir in super::build_outputs(&env, home, tree.first()) {
+                let _ = std::fs::create_dir_all(dir);
+            }
+        }
+        let mut url_texts: Vec<String> = std::env::vars_os()
+            .filter_map(|(_, v)| v.into_string().ok())
+            .filter(|v| v.contains("://"))
+            .collect();
+        url_texts.extend(env_set.iter().map(|(_, v)| v.clone()).filter(|v| v.contains("://")));
+        if let (Some(tool), Some(home)) = (tool, home) {
+            for file in super::config_files(tool, home, &env, project) {
+                if let Some(text) = read_small(&file) {
+                    url_texts.push(text);
+                }
+            }
+        }
+        let mut programs = Vec::new();
+        let path_var = env("PATH").unwrap_or_default();
+        if let Ok(found) = which::which_in(program, Some(&path_var), cwd) {
+            if let Ok(real) = found.canonicalize() {
+                programs.push(real);
+            }
+            programs.push(found);
+        }
+        let path: Vec<PathBuf> = std::env::split_paths(&path_var).collect();
+        super::policy(&Inputs {
+            home,
+            list: &list,
+            tool,
+            env: &env,
+            url_texts: &url_texts,
+            work_tree: &tree,
+            tmp,
+            programs: &programs,
+            path: &path,
+            settings: &self.settings,
+        })
+    }
+}
+
+/// What `ralph agents` and `ralph --dry-run` show of the sandbox.
+#[derive(Debug, serde::Serialize)]
+pub struct Shown {
+    /// auto, strict or off.
+    pub mode: &'static str,
+    /// The Landlock ABI agents are confined at; `None`: unconfined.
+    pub abi: Option<u32>,
+    /// The run's start line.
+    pub summary: String,
+    /// What the agent may read, write and connect to.
+    pub policy: Option<Policy>,
+    /// Why a run would refuse to start (`strict` without Landlock).
+    pub problem: Option<String>,
+}
+
+/// The sandbox the configured agent would run in.
+pub fn show(
+    settings: &Settings,
+    env: &dyn Fn(&str) -> Option<String>,
+    tool: Option<Tool>,
+    cwd: &Path,
+    program: &str,
+) -> Shown {
+    let mode = match settings.mode {
+        Mode::Auto => "auto",
+        Mode::Strict => "strict",
+        Mode::Off => "off",
+    };
+    match Sandbox::new(settings.clone(), env) {
+        Ok(s) => Shown {
+            mode,
+            abi: s.abi(),
+            summary: s.describe(tool, cwd, program),
+            policy: s.preview(tool, cwd, program),
+            problem: None,
+        },
+        Err(e) => Shown { mode, abi: None, summary: e.clone(), policy: None, problem: Some(e) },
+    }
+}
+
+/// One confined child's policy and temp dir.
+#[derive(Debug)]
+pub struct Child {
+    pub policy: Arc<Policy>,
+    pub abi: u32,
+    tmp: PathBuf,
+    home: Option<PathBuf>,
+    cwd: Option<PathBuf>,
+}
+
+impl Child {
+    /// A reader of the denials in this child's output.
+    pub fn denials(&self) -> super::Denials {
+        super::Denials::new(Some(self.policy.clone()), self.home.clone(), self.cwd.clone())
+    }
+
+    /// `TMPDIR`, pointing at the child's private temp dir.
+    pub fn env(&self) -> (String, String) {
+        ("TMPDIR".to_string(), self.tmp.display().to_string())
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.tmp);
+    }
+}
+
+/// A config file's text, when it is a small regular file.
+fn read_small(path: &Path) -> Option<String> {
+    let meta = std::fs::metadata(path).ok()?;
+    (meta.is_file() && meta.len() <= 256 * 1024)
+        .then(|| std::fs::read_to_string(path).ok())
+        .flatten()
+}
+
+/// The work tree `cwd` is in (its top, where `.git` is), then its git
+/// directory and the common one of a linked worktree, where they lie
+/// outside it: git writes objects and refs there.
+pub fn work_tree(cwd: &Path) -> Vec<PathBuf> {
+    let cwd = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
+    let Some(top) = cwd.ancestors().find(|d| d.join(".git").exists()) else {
+        return vec![cwd];
+    };
+    let mut tree = vec![top.to_path_buf()];
+    let dot_git = top.join(".git");
+    if dot_git.is_file()
+        && let Some(text) = read_small(&dot_git)
+        && let Some(dir) = text.trim().strip_prefix("gitdir:")
+    {
+        let git_dir = top.join(dir.trim());
+        let git_dir = git_dir.canonicalize().unwrap_or(git_dir);
+        if let Some(common) = read_small(&git_dir.join("commondir")) {
+            let common = git_dir.join(common.trim());
+            tree.push(common.canonicalize().unwrap_or(common));
+        }
+        tree.push(git_dir);
+    }
+    let root = tree[0].clone();
+    let mut out = vec![root.clone()];
+    out.extend(tree.into_iter().skip(1).filter(|d| !d.starts_with(&root)));
+    out
+}
+
+/// `$TMPDIR/ralph-<pid>-<n>-<nanos>`, mode 0700.
+fn private_temp_dir() -> std::io::Result<PathBuf> {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let name =
+        format!("ralph-{}-{}-{nanos:08x}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+    let dir = std::env::temp_dir().join(name);
+    make_private_dir(&dir, false)?;
+    Ok(dir)
+}
+
+fn make_private_dir(path: &Path, recursive: bool) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().recursive(recursive).mode(0o700).create(path)
+}
