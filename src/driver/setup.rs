@@ -73,6 +73,8 @@ pub(super) fn start<'a>(
     let (checkpoint, warning) =
         RunState::load(&paths.store).map_err(|e| Error::io("read the checkpoint", e))?;
     warn(reporter, warning);
+    // Where the run branch was cut from, known to the run that cut it.
+    let cut = checkpoint.as_ref().and_then(|s| Some((s.branch.clone()?, s.base.clone()?)));
     let unfinished = checkpoint.filter(|s| s.phase != Phase::Ended);
     if let Some(owner) = unfinished.as_ref().and_then(|s| s.owner.as_deref()) {
         still_running(owner, paths)?;
@@ -179,6 +181,13 @@ pub(super) fn start<'a>(
     // A worker's worktree is already on its story's branch.
     if opts.mode.worker().is_none() {
         run.setup_branch(&prd)?;
+        if let Some((branch, base)) = cut
+            && run.state.base.is_none()
+            && prd.branch_name() == Some(branch.as_str())
+        {
+            run.state.branch = Some(branch);
+            run.state.base = Some(base);
+        }
     }
     if let Some(old) = &unfinished {
         run.clean_up_after(old)?;
@@ -378,7 +387,12 @@ impl Run<'_> {
                 BranchAction::AlreadyOn => {}
                 BranchAction::SwitchedTo => self.notice(format!("switched to branch {branch}")),
                 BranchAction::Created { from } => {
-                    self.notice(format!("created branch {branch} from {from}"))
+                    self.notice(format!("created branch {branch} from {from}"));
+                    // A branch, not a detached commit or an empty repository.
+                    if self.repo.branch_exists(&from) {
+                        self.state.branch = Some(branch.to_string());
+                        self.state.base = Some(from);
+                    }
                 }
             }
         }
