@@ -8,6 +8,7 @@ mod analyze;
 mod argv;
 mod common;
 mod config;
+mod deliver;
 mod demo;
 mod flags;
 mod generate;
@@ -54,6 +55,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<u8, Error> {
         Some(Command::History(args)) => history::history(g, &args),
         Some(Command::Report(args)) => history::report(g, &args),
         Some(Command::ResetCircuit) => reset_circuit::run(g),
+        Some(Command::Deliver(args)) => deliver::run(g, &args),
         Some(Command::Analyze(args)) => analyze::run(g, &args),
         Some(Command::Demo(args)) => demo::run(g, &args),
         Some(Command::DemoAgent { pace }) => Ok(demo::agent(pace)),
@@ -96,6 +98,7 @@ fn name(command: &Command) -> &'static str {
         Command::History(_) => "history",
         Command::Report(_) => "report",
         Command::ResetCircuit => "reset-circuit",
+        Command::Deliver(_) => "deliver",
         Command::Analyze(_) => "analyze",
         Command::Demo(_) => "demo",
         Command::Init(_) => "init",

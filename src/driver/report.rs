@@ -60,6 +60,7 @@ impl Run<'_> {
         self.state.outcome = Some(end.outcome.as_str().into());
         self.state.message = Some(end.message.clone());
         self.state.exit_code = Some(end.code);
+        let code = end.code;
         self.checkpoint(if resumable { Phase::Idle } else { Phase::Ended });
         let _ = store::append_jsonl(
             &self.paths.store.runs(),
@@ -76,7 +77,7 @@ impl Run<'_> {
             }),
         );
         self.end_hook(&end, prd.passing(), prd.stories().len());
-        self.reporter.emit(&Event::RunEnd {
+        let end = Event::RunEnd {
             outcome: end.outcome,
             exit_code: end.code,
             iterations: self.state.iteration,
@@ -90,7 +91,9 @@ impl Run<'_> {
             best,
             switches: self.state.switches.clone(),
             prd_proposals: self.state.prd_proposals.clone(),
-        });
-        Ok(end.code)
+        };
+        self.deliver_at_end(&end);
+        self.reporter.emit(&end);
+        Ok(code)
     }
 }
