@@ -581,6 +581,7 @@ impl Layers {
                 stack: self.bool("deliver.stack"),
                 api: self.opt_str("deliver.api"),
                 timeout: self.duration("deliver.timeout"),
+                reopen_on_close: self.bool("deliver.reopen_on_close"),
             },
             color: match self.str("ui.color").as_str() {
                 "always" => Color::Always,

@@ -529,6 +529,12 @@ pub(crate) const KEYS: &[Key] = &[
         "Time for one request to the forge. A rate limit the forge says ends within a minute is waited out; a longer one, a refused token or a forge that is down leaves the branches pushed and says to run `ralph deliver`."
     ),
     key!(
+        "deliver.reopen_on_close",
+        Bool,
+        "false",
+        "With deliver.pr = \"story\": a story whose pull request a reviewer closed without merging is unfinished again at the next run, the last comment on it its lesson (ralph asks the forge when the run starts)."
+    ),
+    key!(
         "ui.color",
         Color,
         "\"auto\"",

@@ -11,6 +11,7 @@
 //! ready         GraphQL markPullRequestReadyForReview      the title without "Draft: "
 //! get           GET  /repos/O/R/pulls/N                    GET /projects/ID/merge_requests/IID (head_pipeline)
 //! CI            GET  /repos/O/R/commits/SHA/status         (the merge request's head_pipeline)
+//! comments      GET  /repos/O/R/issues/N/comments          GET /projects/ID/merge_requests/IID/notes
 //! already one   422 "A pull request already exists for …"  409 "Another open merge request already exists …"
 //! auth          Authorization: Bearer T                    PRIVATE-TOKEN: T
 //! ```
@@ -109,6 +110,10 @@ pub enum Ask<'a> {
     Status {
         sha: &'a str,
     },
+    /// Its comments (GitHub: the issue's, oldest first; GitLab: the notes, newest first).
+    Comments {
+        number: u64,
+    },
 }
 
 /// Why the forge did not do what ralph asked.
@@ -204,6 +209,9 @@ pub fn call(t: &Target, ask: &Ask) -> Call {
                 },
                 Ask::Get { number } => get(format!("{repo}/pulls/{number}")),
                 Ask::Status { sha } => get(format!("{repo}/commits/{sha}/status")),
+                Ask::Comments { number } => {
+                    get(format!("{repo}/issues/{number}/comments?per_page=100"))
+                }
             }
         }
         Forge::GitLab => {
@@ -234,6 +242,9 @@ pub fn call(t: &Target, ask: &Ask) -> Call {
                 Ask::Ready { .. } => get(mrs),
                 Ask::Get { number } => get(format!("{mrs}/{number}")),
                 Ask::Status { .. } => get(mrs),
+                Ask::Comments { number } => {
+                    get(format!("{mrs}/{number}/notes?sort=desc&order_by=created_at"))
+                }
             }
         }
     }
@@ -303,6 +314,18 @@ fn gitlab_ci(status: &str) -> Option<Ci> {
         }
         _ => None,
     }
+}
+
+/// The last comment a person wrote (GitLab's system notes, such as "closed",
+/// are not one), from [`Ask::Comments`]'s answer.
+pub fn last_comment(forge: Forge, v: &Value) -> Option<String> {
+    let list = v.as_array()?;
+    let person = |c: &&Value| c["system"].as_bool() != Some(true);
+    let c = match forge {
+        Forge::GitHub => list.iter().rev().find(person),
+        Forge::GitLab => list.iter().find(person),
+    }?;
+    c["body"].as_str().map(str::trim).filter(|b| !b.is_empty()).map(str::to_string)
 }
 
 /// GitHub's combined status (`None`: no status was ever set).
@@ -524,6 +547,11 @@ mod tests {
             );
         }
         assert!(read_pr(Forge::GitHub, &json!({"message": "x"})).is_err());
+        let gh_comments = json!([{"body": "first", "user": {"login": "a"}}, {"body": " use the helper ", "user": {"login": "b"}}]);
+        assert_eq!(last_comment(Forge::GitHub, &gh_comments).as_deref(), Some("use the helper"));
+        let gl_notes = json!([{"body": "closed", "system": true}, {"body": "use the helper", "system": false}, {"body": "old", "system": false}]);
+        assert_eq!(last_comment(Forge::GitLab, &gl_notes).as_deref(), Some("use the helper"));
+        assert_eq!(last_comment(Forge::GitHub, &json!([])), None);
         assert_eq!(read_status(&json!({"state": "success", "total_count": 2})), Some(Ci::Success));
         assert_eq!(read_status(&json!({"state": "pending", "total_count": 0})), None);
         assert_eq!(read_status(&json!({"state": "error", "total_count": 1})), Some(Ci::Failure));

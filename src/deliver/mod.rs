@@ -81,6 +81,9 @@ pub struct DeliverConfig {
     pub stack: bool,
     pub api: Option<String>,
     pub timeout: Duration,
+    /// A story whose pull request was closed without merging is unfinished
+    /// again at the next run, the closing comment its lesson.
+    pub reopen_on_close: bool,
 }
 
 impl Default for DeliverConfig {
@@ -95,6 +98,7 @@ impl Default for DeliverConfig {
             stack: false,
             api: None,
             timeout: Duration::from_secs(30),
+            reopen_on_close: false,
         }
     }
 }
@@ -263,16 +267,7 @@ pub fn deliver(
     ));
 
     // 2. The forge.
-    let host = url_host(&url);
-    let token =
-        token::find(target.forge, host.as_deref(), env).ok_or_else(|| DeliverError::NoToken {
-            forge: target.forge.name(),
-            vars: token::variables(target.forge).join(" or "),
-            cli: match target.forge {
-                Forge::GitHub => ", or log in with `gh auth login`",
-                Forge::GitLab => ", or log in with `glab auth login`",
-            },
-        })?;
+    let token = find_token(&target, &url, env)?;
     let redactor = token.redactor();
     let client = client::Client::new(target.clone(), token, cfg.timeout);
     let mut say = |line: String| say(redactor.text(&line).into_owned());
@@ -343,6 +338,82 @@ pub fn deliver(
         say(format!("cannot write {}: {e}", job.record.display()));
     }
     Ok(done)
+}
+
+/// A story's pull request a person closed without merging it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Closed {
+    pub story: String,
+    pub number: u64,
+    pub url: String,
+    /// The last comment on it, as the reviewer's word on why.
+    pub comment: Option<String>,
+}
+
+/// The story pull requests recorded open for `branch` that the forge now
+/// says were closed without merging. Each is recorded closed, so it is
+/// reported once.
+pub fn closed_unmerged(
+    cfg: &DeliverConfig,
+    project: &Path,
+    record_path: &Path,
+    branch: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<Closed>, DeliverError> {
+    let mut rec = record::Record::load(record_path);
+    let open: Vec<(String, Known)> = match rec.branches.get(branch) {
+        Some(b) => b
+            .prs
+            .iter()
+            .filter(|(k, known)| k.starts_with("story:") && known.state == forge::PrState::Open)
+            .map(|(k, known)| (k.clone(), known.clone()))
+            .collect(),
+        None => return Ok(Vec::new()),
+    };
+    if open.is_empty() {
+        return Ok(Vec::new());
+    }
+    let url = remote::url_of(project, &cfg.remote)
+        .ok()
+        .flatten()
+        .ok_or_else(|| DeliverError::NoRemote { remote: cfg.remote.clone() })?;
+    let target = target::target(&url, cfg.forge, cfg.repo.as_deref(), cfg.api.as_deref())?;
+    let token = find_token(&target, &url, env)?;
+    let client = client::Client::new(target.clone(), token, cfg.timeout);
+    let mut out = Vec::new();
+    for (key, known) in open {
+        let k = refresh(&client, known)?;
+        if k.state == forge::PrState::Closed
+            && let Some(Piece::Story(story)) = Piece::from_key(&key)
+        {
+            let comments = client.ask(&Ask::Comments { number: k.number })?;
+            out.push(Closed {
+                story,
+                number: k.number,
+                url: k.url.clone(),
+                comment: forge::last_comment(target.forge, &comments),
+            });
+        }
+        rec.put(branch, &key, k);
+    }
+    let _ = rec.save(record_path);
+    Ok(out)
+}
+
+fn find_token(
+    target: &target::Target,
+    url: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<token::Token, DeliverError> {
+    let host = url_host(url);
+    token::find(target.forge, host.as_deref(), env).ok_or_else(|| DeliverError::NoToken {
+        forge: target.forge.name(),
+        vars: token::variables(target.forge).join(" or "),
+        cli: match target.forge {
+            Forge::GitHub => ", or log in with `gh auth login`",
+            Forge::GitLab => ", or log in with `glab auth login`",
+        },
+    })
 }
 
 /// The pull requests ralph wants for this run.

@@ -188,6 +188,9 @@ pub(super) fn start<'a>(
             run.state.branch = Some(branch);
             run.state.base = Some(base);
         }
+        if resume.is_none() {
+            run.reopen_closed();
+        }
     }
     if let Some(old) = &unfinished {
         run.clean_up_after(old)?;

@@ -337,3 +337,66 @@ fn a_short_rate_limit_is_waited_out_and_a_long_one_is_left_to_ralph_deliver() {
         ["ralph/demo-stories/US-001", "ralph/demo-stories/US-002", "ralph/demo-stories/US-003"]
     );
 }
+
+#[test]
+fn a_pull_request_closed_without_merging_turns_its_story_back_with_the_comment_as_its_lesson() {
+    let s = Setup::new(Kind::GitHub, "reopen_on_close = true\n");
+    let r = s.ralph(&["5", "--pr=story", "--json"], TOKEN);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    let second = s.forge.prs().iter().find(|p| p.head.ends_with("US-002")).unwrap().number;
+    s.forge.close(second, "Please reuse the date helper instead of a new one.");
+    let runs_before = s.p.agent_runs().len();
+
+    let r = s.ralph(&["5", "--pr=story", "--json"], TOKEN);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    // Only US-002 ran again, told why.
+    assert_eq!(s.p.agent_runs()[runs_before..], ["US-002"], "{r:?}");
+    let prompt = s.p.prompt(runs_before + 1);
+    assert!(prompt.contains("Please reuse the date helper instead of a new one."), "{prompt}");
+    assert!(
+        notices(&r.stdout).iter().any(|n| n
+            .starts_with(&format!("US-002's pull request #{second} was closed without merging"))),
+        "{r:?}"
+    );
+    // Its redo is a new pull request; the closed one stays as the reviewer left it.
+    let prs = s.forge.prs();
+    assert_eq!(prs.len(), 4, "{prs:?}");
+    assert_eq!(prs.iter().find(|p| p.number == second).unwrap().state, "closed");
+    let new = prs.iter().find(|p| p.number == 4).unwrap();
+    assert_eq!((new.head.as_str(), new.state), ("ralph/demo-stories/US-002", "open"));
+    assert_eq!(s.remote_branch(&new.head), Some(s.story_commit("US-002")));
+
+    // Told once: the next run does not reopen it again.
+    let r = s.ralph(&["5", "--pr=story", "--json"], TOKEN);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert_eq!(s.p.agent_runs().len(), runs_before + 1, "{r:?}");
+}
+
+#[test]
+fn without_a_token_in_the_environment_gh_s_is_used_and_kept_off_the_disk() {
+    let s = Setup::new(Kind::GitHub, "");
+    let bin = s.p.tmp.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let gh = bin.join("gh");
+    // gh as `gh auth token --hostname H` answers: the token on stdout.
+    std::fs::write(
+        &gh,
+        format!("#!/bin/sh\n[ \"$1 $2\" = \"auth token\" ] || exit 1\necho {TOKEN}\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&gh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let r =
+        to_run(s.p.ralph().env("PATH", path).args(["5", "--pr=run", "--json"]).output().unwrap());
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert_eq!(s.forge.prs().len(), 1, "{r:?}");
+    assert!(
+        s.forge.seen().iter().all(|x| x
+            .headers
+            .iter()
+            .any(|(k, v)| k == "authorization" && *v == format!("Bearer {TOKEN}"))),
+        "{:?}",
+        s.forge.seen()
+    );
+    s.assert_token_kept_secret(&[&r]);
+}

@@ -155,6 +155,8 @@ pub struct State {
     pub canned: VecDeque<Canned>,
     /// Commit statuses by sha (GitHub) / the pipeline status (GitLab).
     pub ci: Option<&'static str>,
+    /// Comments by pull request, oldest first.
+    pub comments: Vec<(u64, String)>,
 }
 
 pub struct Forge {
@@ -266,6 +268,15 @@ impl Forge {
             state: if self.kind == Kind::GitHub { "open" } else { "opened" },
         });
         number
+    }
+
+    /// A reviewer closes a pull request without merging it, saying why.
+    pub fn close(&self, number: u64, comment: &str) {
+        let mut s = self.state.lock().unwrap();
+        let pr = s.prs.iter_mut().find(|p| p.number == number).unwrap();
+        pr.state = "closed";
+        s.comments.push((number, "Thanks!".into()));
+        s.comments.push((number, comment.into()));
     }
 
     /// The `.ralph/config.toml` lines that point ralph at this forge.
@@ -458,6 +469,15 @@ fn github(
                 s.prs[i].body = b.into();
             }
             (200, github_pr(&s.prs[i], bare))
+        }
+        ("GET", ["issues", n, "comments"]) => {
+            let list: Vec<Value> = s
+                .comments
+                .iter()
+                .filter(|(k, _)| k.to_string() == *n)
+                .map(|(_, b)| json!({"body": b, "user": {"login": "reviewer"}}))
+                .collect();
+            (200, Value::Array(list))
         }
         ("GET", ["commits", sha, "status"]) => {
             let statuses: Vec<Value> =
