@@ -99,7 +99,9 @@ fn notices(stdout: &str) -> Vec<String> {
 #[test]
 fn github_a_parallel_run_opens_a_stacked_pull_request_per_story_and_a_redo_updates_its_own() {
     let s = Setup::new(Kind::GitHub, "stack = true\n");
-    let r = s.ralph(&["12", "--jobs", "2", "--gate", "test -d src", "--pr=story", "--json"], TOKEN);
+    // A gate whose test runner counts: the count is in each description.
+    let gate = "test -d src && echo 'test result: ok. 4 passed; 0 failed; 0 ignored'";
+    let r = s.ralph(&["12", "--jobs", "2", "--gate", gate, "--pr=story", "--json"], TOKEN);
     assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     let prs = s.forge.prs();
     assert_eq!(prs.len(), 3, "{prs:?}\n{r:?}");
@@ -125,7 +127,11 @@ fn github_a_parallel_run_opens_a_stacked_pull_request_per_story_and_a_redo_updat
         };
         assert_eq!(pr.title, format!("feat: {id} - {title}"));
         assert!(!pr.draft, "{id} was verified by the gate: {pr:?}");
-        assert!(pr.body.contains("- verified: the gate passed on its work"), "{}", pr.body);
+        assert!(
+            pr.body.contains("- verified: the gate passed on its work (4 tests pass)"),
+            "{}",
+            pr.body
+        );
         assert!(pr.body.contains("### Acceptance criteria\n\n- [ ] "), "{}", pr.body);
         assert_eq!(
             s.remote_branch(&pr.head),
