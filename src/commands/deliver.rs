@@ -59,7 +59,7 @@ pub(crate) fn run(g: &Global, args: &DeliverArgs) -> Result<u8, Error> {
     match deliver::deliver(cfg, &job, &env, &mut say) {
         Ok(done) => {
             let refused = !done.refused.is_empty();
-            say(done.summary("pull request"));
+            say(done.summary());
             Ok(if refused { crate::exit::ENVIRONMENT } else { crate::exit::COMPLETE })
         }
         Err(e) => Err(Error::Environment { message: e.to_string(), hint: Some(e.hint(mode)) }),

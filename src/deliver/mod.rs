@@ -140,6 +140,8 @@ pub enum DeliverError {
 /// What a delivery did.
 #[derive(Debug, Default)]
 pub struct Delivered {
+    /// What the forge calls them ("pull request", "merge request").
+    pub noun: &'static str,
     pub created: usize,
     pub updated: usize,
     pub kept: usize,
@@ -154,7 +156,7 @@ pub fn retry_command(mode: PrMode) -> String {
 
 impl Delivered {
     /// What it came to, in a line.
-    pub fn summary(&self, forge_noun: &str) -> String {
+    pub fn summary(&self) -> String {
         let mut parts = Vec::new();
         if self.created > 0 {
             parts.push(format!("{} opened", self.created));
@@ -171,7 +173,8 @@ impl Delivered {
         if parts.is_empty() {
             parts.push("nothing to do".into());
         }
-        format!("{forge_noun}s: {}", parts.join(", "))
+        let noun = if self.noun.is_empty() { "pull request" } else { self.noun };
+        format!("{noun}s: {}", parts.join(", "))
     }
 }
 
@@ -272,7 +275,7 @@ pub fn deliver(
     let client = client::Client::new(target.clone(), token, cfg.timeout);
     let mut say = |line: String| say(redactor.text(&line).into_owned());
     let mut rec = record::Record::load(&job.record);
-    let mut done = Delivered::default();
+    let mut done = Delivered { noun: target.forge.noun(), ..Delivered::default() };
     for want in &wants {
         let key = want.piece.key();
         // What the forge says of it now (a person may have merged or closed it).

@@ -127,12 +127,11 @@ impl Run<'_> {
         let env = |k: &str| std::env::var(k).ok();
         let mut lines = Vec::new();
         let result = deliver::deliver(cfg, &job, &env, &mut |l| lines.push(l));
-        let noun = "pull request";
         for l in lines {
             self.notice(l);
         }
         match result {
-            Ok(done) => self.notice(done.summary(noun)),
+            Ok(done) => self.notice(done.summary()),
             Err(e) => {
                 let text = e.explain(cfg.pr);
                 self.reporter.emit(&Event::Notice { level: Level::Warn, message: text });

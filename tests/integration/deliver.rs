@@ -406,3 +406,25 @@ fn without_a_token_in_the_environment_gh_s_is_used_and_kept_off_the_disk() {
     );
     s.assert_token_kept_secret(&[&r]);
 }
+
+#[test]
+fn a_forge_that_is_down_leaves_the_story_branches_pushed_and_the_exit_code() {
+    let s = Setup::new(Kind::GitHub, "");
+    let down = RefusedPort::new();
+    let config = s.forge.config().replace(&s.forge.api, &format!("http://127.0.0.1:{}", down.port));
+    s.p.write(".ralph/config.toml", &config);
+    s.p.git(&["commit", "-q", "-am", "a forge that is down"]);
+    let r = s.ralph(&["5", "--gate", "test -d src", "--pr=story", "--json"], TOKEN);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    for id in ["US-001", "US-002", "US-003"] {
+        assert_eq!(s.remote_branch(&format!("ralph/demo-stories/{id}")), Some(s.story_commit(id)));
+    }
+    let warn =
+        notices(&r.stdout).into_iter().find(|n| n.contains("cannot reach")).unwrap_or_default();
+    assert!(
+        warn.starts_with("pull requests not delivered: cannot reach GitHub's API")
+            && warn.ends_with("the branches are pushed and the run's result stands; run `ralph deliver --pr=story` to retry"),
+        "{r:?}"
+    );
+    assert_eq!(events(&r.stdout).last().unwrap()["exit_code"], 0);
+}
