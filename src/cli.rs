@@ -204,6 +204,17 @@ pub(crate) struct SettingArgs {
     /// Start a new run even over uncommitted changes to tracked files
     #[arg(long)]
     pub(crate) allow_dirty: bool,
+    /// Open pull requests when the run ends: one for the run (--pr, --pr=run), one per
+    /// story (--pr=story), or none (--pr=off) [default: off]
+    #[arg(
+        long,
+        value_name = "MODE",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "run",
+        value_parser = ["off", "run", "story"]
+    )]
+    pub(crate) pr: Option<String>,
 }
 
 /// The agents `--fallback-tool` may name: every tool but custom (the custom
@@ -261,8 +272,9 @@ marked ~ are estimates from cost.prices. Every run writes this report as report.
     ResetCircuit,
     /// Accept the run branch's .ralph/config.toml, and the tests its gate counts now
     #[command(
-        long_about = "The settings that decide trust (gate.*, circuit.*, agent.safe, agent.allowed_tools, \
-agent.args, agent.command) are read from .ralph/config.toml as committed on the run's base branch \
+        long_about = "The settings that decide trust (gate.*, circuit.*, sandbox.*, agent.sandbox, agent.safe, \
+agent.allowed_tools, agent.args, agent.command) are read from .ralph/config.toml as committed on \
+the run's base branch \
 (the branch ralph cut the run branch from, else main), never from what was committed on the run \
 branch. `ralph trust` accepts the checked-out branch's committed copy as yours (that exact file: \
 a later change of it is not accepted), and forgets the test counts ralph holds the branch's \
@@ -270,6 +282,17 @@ stories to (the next run's baseline sets them again).",
         after_help = "Example:\n  ralph status        # config: ralph/x changes gate.command …: ignored\n  ralph trust && ralph"
     )]
     Trust,
+    /// Push a finished run's work and open or update its pull requests
+    #[command(
+        long_about = "Push a finished run's work and open or update its pull requests (merge \
+requests on GitLab), as deliver.pr asks (run when it is off): one for the run branch, or one per \
+story that passed (--pr=story). What is already open is updated, never opened twice, so this is \
+also how a delivery that failed at the end of a run (a forge down, a rate limit, a refused \
+token) is retried. The token comes from GH_TOKEN / GITHUB_TOKEN or GITLAB_TOKEN, else from \
+`gh auth token` or `glab auth status -t`.",
+        after_help = "Examples:\n  ralph deliver                 the latest run, one pull request\n  ralph deliver --pr=story      one per story\n  ralph deliver 20261203 --json"
+    )]
+    Deliver(DeliverArgs),
     /// Analyse a saved agent output (a log from .git/ralph/logs/ or any file)
     #[command(
         after_help = "Examples:\n  ralph analyze .git/ralph/logs/20261202-101500-3a7f-9c41e2/iter-3.log\n  ralph analyze out.jsonl --format claude --json"
@@ -457,6 +480,15 @@ pub(crate) struct HistoryArgs {
     /// Only runs started this long ago or later ("7d", "12h", "30m")
     #[arg(long, value_name = "AGE", value_parser = humantime::parse_duration)]
     pub(crate) since: Option<std::time::Duration>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DeliverArgs {
+    /// The run: its id or the start of it (default: the latest run)
+    pub(crate) run: Option<String>,
+    /// One pull request for the run, or one per story [default: deliver.pr, else run]
+    #[arg(long, value_name = "MODE", value_parser = ["run", "story"])]
+    pub(crate) pr: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -682,6 +682,26 @@ impl Layers {
                 wait_longer_than: self.duration("notify.wait_longer_than"),
                 timeout: self.duration("notify.timeout"),
             },
+            deliver: crate::deliver::DeliverConfig {
+                pr: crate::deliver::PrMode::parse(&self.str("deliver.pr")).unwrap_or_default(),
+                forge: match self.str("deliver.forge").as_str() {
+                    "github" => crate::deliver::target::ForgeSetting::Is(
+                        crate::deliver::target::Forge::GitHub,
+                    ),
+                    "gitlab" => crate::deliver::target::ForgeSetting::Is(
+                        crate::deliver::target::Forge::GitLab,
+                    ),
+                    _ => crate::deliver::target::ForgeSetting::Auto,
+                },
+                repo: self.opt_str("deliver.repo"),
+                remote: self.opt_str("deliver.remote").unwrap_or_else(|| "origin".into()),
+                base: self.opt_str("deliver.base"),
+                draft: self.bool("deliver.draft"),
+                stack: self.bool("deliver.stack"),
+                api: self.opt_str("deliver.api"),
+                timeout: self.duration("deliver.timeout"),
+                reopen_on_close: self.bool("deliver.reopen_on_close"),
+            },
             color: match self.str("ui.color").as_str() {
                 "always" => Color::Always,
                 "never" => Color::Never,
@@ -754,6 +774,8 @@ pub struct Config {
     pub(crate) cost: CostConfig,
     pub(crate) logs: LogsConfig,
     pub(crate) notify: crate::notify::NotifyConfig,
+    /// `deliver.*`: pull requests for the run's work.
+    pub(crate) deliver: crate::deliver::DeliverConfig,
     pub(crate) color: Color,
     pub(crate) progress: Progress,
     /// Settings of the run branch's project file read from its base instead.

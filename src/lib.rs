@@ -14,6 +14,7 @@ mod circuit;
 mod cli;
 mod commands;
 mod config;
+mod deliver;
 mod driver;
 mod error;
 mod event;

@@ -39,8 +39,8 @@ const MIN_SECRET_LEN: usize = 8;
 
 /// Prefixes of well-known token formats, and the full shapes.
 const TOKEN_PREFIXES: &[&str] =
-    &["sk-", "ghp_", "gho_", "ghs_", "github_pat_", "xoxb-", "xoxp-", "AKIA", "AIza"];
-const TOKEN_SHAPES: &str = r"sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}|gh[pos]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|xox[bp]-[A-Za-z0-9\-]{10,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_\-]{35}";
+    &["sk-", "ghp_", "gho_", "ghs_", "github_pat_", "glpat-", "xoxb-", "xoxp-", "AKIA", "AIza"];
+const TOKEN_SHAPES: &str = r"sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}|gh[pos]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|glpat-[A-Za-z0-9_\-]{20,}|xox[bp]-[A-Za-z0-9\-]{10,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_\-]{35}";
 
 /// Replaces secrets in text. Cheap to clone (shares its matchers).
 #[derive(Debug, Clone)]
@@ -153,6 +153,7 @@ mod tests {
             ("abc stays, /root/home/dir stays", "abc stays, /root/home/dir stays"),
             ("export K=sk-ant-api03-AAAAAAAAAAAAAAAAAAAAAAAA", "export K=[redacted token]"),
             ("ghp_0123456789abcdefghijABCDEFGHIJ0123 leaked", "[redacted token] leaked"),
+            ("PRIVATE-TOKEN: glpat-abcdefghij0123456789", "PRIVATE-TOKEN: [redacted token]"),
             ("a sk- prefix alone is fine", "a sk- prefix alone is fine"),
             ("plain text", "plain text"),
         ];

@@ -129,6 +129,13 @@ pub struct RunState {
     /// process still lives is never resumed as an interrupted one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// The run branch, and the branch it was cut from when ralph cut it:
+    /// where its pull requests go by default (`deliver.base`). Carried to
+    /// the next run on the same branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
 }
 
 /// One story's share of a run, for the final report.
@@ -212,6 +219,8 @@ impl RunState {
             call_at: None,
             owner: None,
             given_up: Default::default(),
+            branch: None,
+            base: None,
         }
     }
 

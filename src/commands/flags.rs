@@ -88,6 +88,7 @@ fn value(g: &Global, s: &SettingArgs, flag: &str) -> Option<Value> {
         "--max-wait" => text(&s.max_wait),
         "--auto-reset" => given(s.auto_reset, true),
         "--allow-dirty" => given(s.allow_dirty, true),
+        "--pr" => text(&s.pr),
         "--color" => g.color.map(|c| Value::String(c.name().into())),
         "--progress" => g.progress.map(|p| Value::String(p.name().into())),
         _ => unreachable!("config::KEYS names {flag}, which commands::flags::value does not read"),
@@ -170,6 +171,9 @@ mod tests {
                 Kind::Ports => Some("22"),
                 Kind::Color => Some("never"),
                 Kind::Progress => Some("plain"),
+                Kind::Forge => Some("github"),
+                // `--pr` alone is `--pr=run` (require_equals: `--pr story` is not it).
+                Kind::Pr => None,
             };
             let mut argv = vec!["ralph"];
             match (flag.starts_with('-'), sample) {

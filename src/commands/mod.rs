@@ -8,6 +8,7 @@ mod analyze;
 mod argv;
 mod common;
 mod config;
+mod deliver;
 mod demo;
 mod flags;
 mod generate;
@@ -56,6 +57,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<u8, Error> {
         Some(Command::Report(args)) => history::report(g, &args),
         Some(Command::ResetCircuit) => reset_circuit::run(g),
         Some(Command::Trust) => trust::run(g),
+        Some(Command::Deliver(args)) => deliver::run(g, &args),
         Some(Command::Analyze(args)) => analyze::run(g, &args),
         Some(Command::Demo(args)) => demo::run(g, &args),
         Some(Command::DemoAgent { pace }) => Ok(demo::agent(pace)),
@@ -99,6 +101,7 @@ fn name(command: &Command) -> &'static str {
         Command::Report(_) => "report",
         Command::ResetCircuit => "reset-circuit",
         Command::Trust => "trust",
+        Command::Deliver(_) => "deliver",
         Command::Analyze(_) => "analyze",
         Command::Demo(_) => "demo",
         Command::Init(_) => "init",

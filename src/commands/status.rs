@@ -69,6 +69,10 @@ pub(crate) struct Status {
     /// program that is missing (checked before a run creates anything, so
     /// no run records it).
     pub(crate) cannot_start: Option<String>,
+    /// The pull requests ralph opened for the PRD's branch, as it last saw
+    /// them (`ralph deliver` asks the forge again).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) pull_requests: Vec<crate::deliver::record::Shown>,
 }
 
 #[derive(Debug, Serialize)]
@@ -208,7 +212,13 @@ pub(crate) fn gather(
         .ok()
         .and_then(|(v, _)| v.into_iter().last());
     let branch = crate::git::Repo::discover(&paths.project).ok().and_then(|r| r.current_branch());
+    let pull_requests = prd
+        .as_ref()
+        .and_then(|p| p.branch_name.as_deref())
+        .map(|b| crate::deliver::record::shown(&store.path(crate::deliver::record::FILE), b))
+        .unwrap_or_default();
     Status {
+        pull_requests,
         version: 1,
         project_dir: paths.project.display().to_string(),
         prd: paths.prd.display().to_string(),
@@ -417,6 +427,12 @@ pub(crate) fn render(s: &Status, color: bool) -> String {
             && let Some(r) = s.current_run.as_ref().filter(|r| last_id == Some(r.run_id.as_str()))
         {
             details(&mut o, r, &s.project_dir);
+        }
+    }
+    if !s.pull_requests.is_empty() {
+        let _ = writeln!(o, "pull requests:");
+        for pr in &s.pull_requests {
+            let _ = writeln!(o, "  {}", crate::deliver::record::line(pr));
         }
     }
     if let Some(why) = &s.cannot_start {

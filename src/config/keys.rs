@@ -38,6 +38,10 @@ pub(crate) enum Kind {
     Net,
     /// TCP ports (1–65535): a TOML array of integers, or comma-separated in the environment.
     Ports,
+    /// `deliver.pr`: off, run or story.
+    Pr,
+    /// `deliver.forge`: auto, github or gitlab.
+    Forge,
 }
 
 impl Kind {
@@ -73,6 +77,8 @@ impl Kind {
             Kind::Sandbox => "one of auto, strict, off",
             Kind::Net => "one of ports, any",
             Kind::Ports => "an array of TCP port numbers (1 to 65535)",
+            Kind::Pr => "one of off, run, story",
+            Kind::Forge => "one of auto, github, gitlab",
         }
     }
 }
@@ -538,6 +544,62 @@ pub(crate) const KEYS: &[Key] = &[
         "Time for one delivery; failures are retried with back-off, and the end of a run waits at most this long for what is still queued."
     ),
     key!(
+        "deliver.pr",
+        Pr,
+        "\"off\"",
+        flag "--pr",
+        "Pull requests (merge requests on GitLab) for the run's work: off; run (one for the run branch, its description the run's report, opened or updated when the run ends); story (each story that passed pushed as <run branch>-stories/<id> and opened on its own, its description the story's report and acceptance criteria). `ralph deliver` does it for a finished run, and retries a delivery that failed."
+    ),
+    key!(
+        "deliver.forge",
+        Forge,
+        "\"auto\"",
+        "Where pull requests go: auto (github.com, or a host whose name says gitlab), github (also GitHub Enterprise), gitlab."
+    ),
+    key!(
+        "deliver.repo",
+        Str,
+        "\"\"",
+        "The repository on the forge: owner/name on GitHub, the project's path on GitLab (\"\": from the remote's URL)."
+    ),
+    key!("deliver.remote", Str, "\"origin\"", "The git remote the branches are pushed to."),
+    key!(
+        "deliver.base",
+        Str,
+        "\"\"",
+        "The branch pull requests are opened against (\"\": the branch the run branch was cut from, else the remote's default branch)."
+    ),
+    key!(
+        "deliver.draft",
+        Bool,
+        "true",
+        "Open pull requests as drafts until their work is verified: a story's until the gate passed on it, the run's until the run ends complete and verified."
+    ),
+    key!(
+        "deliver.stack",
+        Bool,
+        "false",
+        "With deliver.pr = \"story\": each story's pull request against the branch of the story merged before it (the first against deliver.base), so each shows only its own change."
+    ),
+    key!(
+        "deliver.api",
+        Str,
+        "\"\"",
+        "The forge's API for a self-hosted one, e.g. https://ghe.example.com/api/v3 or https://gitlab.example.com/api/v4 (\"\": from the remote's host). The token comes from GH_TOKEN or GITHUB_TOKEN, GITLAB_TOKEN, else `gh auth token` / `glab auth status -t`; it is never written anywhere."
+    ),
+    key!(
+        "deliver.timeout",
+        Duration,
+        "\"30s\"",
+        "Time for one request to the forge. A rate limit the forge says ends within a minute is waited out; a longer one, a refused token or a forge that is down leaves the branches pushed and says to run `ralph deliver`."
+    ),
+    key!(
+        "deliver.reopen_on_close",
+        Bool,
+        "false",
+        "With deliver.pr = \"story\": a story whose pull request a reviewer closed without merging is unfinished again at the next run, the last comment on it its lesson (ralph asks the forge when the run starts)."
+    ),
+    key!(
         "ui.color",
         Color,
         "\"auto\"",
@@ -627,6 +689,8 @@ pub(super) fn check(key: &Key, value: &toml::Value) -> Result<(), String> {
         (Kind::Ports, V::Array(a)) => {
             a.iter().all(|v| v.as_integer().is_some_and(|p| (1..=65535).contains(&p)))
         }
+        (Kind::Pr, V::String(s)) => crate::deliver::PrMode::parse(s).is_some(),
+        (Kind::Forge, V::String(s)) => matches!(s.as_str(), "auto" | "github" | "gitlab"),
         _ => false,
     };
     if ok { Ok(()) } else { Err(format!("expected {}, found {value}", key.kind.expected())) }
@@ -671,6 +735,8 @@ pub(super) fn parse_text(key: &Key, text: &str) -> Result<toml::Value, String> {
         | Kind::MaybeTool
         | Kind::Sandbox
         | Kind::Net
+        | Kind::Pr
+        | Kind::Forge
         | Kind::Command
         | Kind::AgentCommand => V::String(text.into()),
         Kind::Bool => match text.to_ascii_lowercase().as_str() {

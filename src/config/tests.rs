@@ -133,12 +133,12 @@ fn file_errors_say_where_and_what_would_be_right() {
         (
             "[run]\ntimeout = \"5m\"\n",
             format!("{f}:2:1: unknown key `run.timeout`"),
-            "did you mean one of `agent.timeout`, `gate.timeout`, `notify.timeout`?",
+            "did you mean one of `agent.timeout`, `gate.timeout`, `notify.timeout`, `deliver.timeout`?",
         ),
         (
             "\ntimeout = \"5m\"\n",
             format!("{f}:2:1: unknown key `timeout`: settings live in sections"),
-            "did you mean one of `agent.timeout`, `gate.timeout`, `notify.timeout`? (write it under its [section])",
+            "did you mean one of `agent.timeout`, `gate.timeout`, `notify.timeout`, `deliver.timeout`? (write it under its [section])",
         ),
         (
             "[agent]\nxyzzy = 1\n",

@@ -17,9 +17,11 @@
 //! records.rs    prd.json, its last good copy, the checkpoint
 //! hooks.rs      the user's hook commands
 //! report.rs     the end: report, runs.jsonl, hooks, exit code
+//! deliver.rs    the end: pull requests, when deliver.pr asks (before run_end)
 //! ```
 
 mod context;
+mod deliver;
 mod dirty;
 mod dry_run;
 mod hooks;

@@ -69,6 +69,7 @@ impl Run<'_> {
         self.state.outcome = Some(end.outcome.as_str().into());
         self.state.message = Some(end.message.clone());
         self.state.exit_code = Some(end.code);
+        let code = end.code;
         self.checkpoint(if resumable { Phase::Idle } else { Phase::Ended });
         let _ = store::append_jsonl(
             &self.paths.store.runs(),
@@ -85,7 +86,7 @@ impl Run<'_> {
             }),
         );
         self.end_hook(&end, prd.passing(), prd.stories().len());
-        self.reporter.emit(&Event::RunEnd {
+        let end = Event::RunEnd {
             outcome: end.outcome,
             exit_code: end.code,
             iterations: self.state.iteration,
@@ -100,7 +101,9 @@ impl Run<'_> {
             switches: self.state.switches.clone(),
             prd_proposals: self.state.prd_proposals.clone(),
             protected_refused: self.state.protected_refused.clone(),
-        });
-        Ok(end.code)
+        };
+        self.deliver_at_end(&end);
+        self.reporter.emit(&end);
+        Ok(code)
     }
 }

@@ -205,6 +205,44 @@ fn push_with(
     leases: &[Lease],
     atomic: bool,
 ) -> Result<(Vec<Pushed>, String), GitError> {
+    push_with_to(dir, "origin", specs, leases, atomic)
+}
+
+/// [`push`] to the remote named `remote` (delivering pull requests'
+/// branches to `deliver.remote`).
+pub fn push_to(dir: &Path, remote: &str, specs: &[String]) -> Result<Vec<Pushed>, GitError> {
+    let (pushed, err) = push_with_to(dir, remote, specs, &[], false)?;
+    if pushed.is_empty() {
+        return Err(failed("cannot push to the remote", &err));
+    }
+    Ok(pushed)
+}
+
+/// The URL of the remote named `remote`; `None` when there is no such remote.
+pub fn url_of(dir: &Path, remote: &str) -> Result<Option<String>, GitError> {
+    let (out, _, ok) = git(dir, &["remote", "get-url", "--", remote])?;
+    Ok(ok.then(|| out.trim().to_string()).filter(|u| !u.is_empty()))
+}
+
+/// The branch the remote's HEAD names (its default branch), if it says.
+pub fn default_branch(dir: &Path, remote: &str) -> Option<String> {
+    let (out, _, ok) = git(dir, &["ls-remote", "--symref", "--", remote, "HEAD"]).ok()?;
+    if !ok {
+        return None;
+    }
+    out.lines().find_map(|l| {
+        let rest = l.strip_prefix("ref: refs/heads/")?;
+        Some(rest.split('\t').next()?.trim().to_string())
+    })
+}
+
+fn push_with_to(
+    dir: &Path,
+    remote: &str,
+    specs: &[String],
+    leases: &[Lease],
+    atomic: bool,
+) -> Result<(Vec<Pushed>, String), GitError> {
     let leases: Vec<String> =
         leases.iter().map(|(r, oid)| format!("--force-with-lease={r}:{oid}")).collect();
     let mut args = vec!["push", "--porcelain"];
@@ -212,7 +250,7 @@ fn push_with(
         args.push("--atomic");
     }
     args.extend(leases.iter().map(String::as_str));
-    args.push("origin");
+    args.push(remote);
     args.extend(specs.iter().map(String::as_str));
     let (out, err, _) = git(dir, &args)?;
     Ok((parse_porcelain(&out), err))

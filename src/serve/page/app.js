@@ -125,6 +125,12 @@ function renderStatus() {
   } else if (b.max_duration_s) rows.push(["duration budget", clock(b.max_duration_s * 1000)]);
   rows.push(["iterations", (cur ? cur.iteration : 0) + " of " + (cur ? cur.max_iterations : (runDoc && runDoc.budget ? runDoc.budget.max_iterations : "?"))]);
   if (status.cannot_start) rows.push(["cannot start", status.cannot_start.split("\n")[0]]);
+  // Pull requests as ralph last saw them (`ralph deliver` asks the forge again).
+  for (const pr of status.pull_requests || []) {
+    const ci = pr.ci ? " · CI " + pr.ci : "";
+    rows.push(["PR " + (pr.story || "run"), el("a", { href: pr.url, class: "pr-" + pr.state, target: "_blank", rel: "noopener" },
+      "#" + pr.number + " " + pr.state + (pr.draft ? " (draft)" : "") + ci)]);
+  }
   for (const w of status.warnings || []) rows.push(["warning", w]);
   $("health-list").replaceChildren(...rows.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
   for (const a of c.advice || []) $("health-list").append(el("dt", {}, ""), el("dd", { class: "muted" }, a));

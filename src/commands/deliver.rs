@@ -1,0 +1,67 @@
+//! `ralph deliver [RUN]`: a finished run's work pushed and its pull
+//! requests opened or brought up to date (`deliver`); safe to run again.
+
+use crate::cli::{DeliverArgs, Global, SettingArgs};
+use crate::deliver::{self, PrMode};
+use crate::error::Error;
+use crate::event::{Event, Level};
+use crate::paths::Paths;
+
+use super::common::{project_dir, reporter};
+use super::flags::layers;
+
+pub(crate) fn run(g: &Global, args: &DeliverArgs) -> Result<u8, Error> {
+    let project = project_dir(g)?;
+    let paths = Paths::resolve(&project, g.prd.as_deref())?;
+    let config = layers(g, &paths.project, &SettingArgs::default())?.resolve();
+    let cfg = &config.deliver;
+    let mode = match args.pr.as_deref() {
+        Some(m) => PrMode::parse(m).unwrap_or(PrMode::Run),
+        None if cfg.pr == PrMode::Off => PrMode::Run,
+        None => cfg.pr,
+    };
+    let report =
+        crate::history::find_report(&paths.store, args.run.as_deref()).map_err(Error::Usage)?;
+    if report.summary.ended_at.is_none() {
+        return Err(Error::Usage(format!(
+            "run {} has not ended: its pull requests are opened when it ends, or by `ralph deliver` after",
+            report.summary.run_id
+        )));
+    }
+    let prd = std::fs::read(&paths.prd)
+        .ok()
+        .and_then(|bytes| crate::prd::Prd::parse(&bytes, &paths.prd).ok());
+    let repo = crate::git::Repo::discover(&paths.project)?;
+    let branch = prd
+        .as_ref()
+        .and_then(|p| p.branch_name().map(str::to_string))
+        .or_else(|| repo.current_branch())
+        .unwrap_or_default();
+    // The base the run branch was cut from, when the checkpoint knows it.
+    let cut_from = crate::state::RunState::load(&paths.store)
+        .ok()
+        .and_then(|(s, _)| s)
+        .filter(|s| s.branch.as_deref() == Some(branch.as_str()))
+        .and_then(|s| s.base);
+    let workdir = repo.workdir();
+    let job = deliver::Job {
+        project: &workdir,
+        record: paths.store.path(deliver::record::FILE),
+        branch,
+        cut_from,
+        report: &report,
+        prd: prd.as_ref(),
+        mode,
+    };
+    let (mut out, _) = reporter(g, &config);
+    let env = |k: &str| std::env::var(k).ok();
+    let mut say = |message: String| out.emit(&Event::Notice { level: Level::Info, message });
+    match deliver::deliver(cfg, &job, &env, &mut say) {
+        Ok(done) => {
+            let refused = !done.refused.is_empty();
+            say(done.summary());
+            Ok(if refused { crate::exit::ENVIRONMENT } else { crate::exit::COMPLETE })
+        }
+        Err(e) => Err(Error::Environment { message: e.to_string(), hint: Some(e.hint(mode)) }),
+    }
+}
