@@ -123,6 +123,28 @@ pub struct RunState {
     /// process still lives is never resumed as an interrupted one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// progress.txt as it was when the running iteration started: an
+    /// attempt that ralph's end cut off (a crash, `kill -9`, Ctrl-C,
+    /// SIGTERM) runs again from it, so the cut-off agent's entry is not
+    /// there twice. Cleared once the iteration is judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress_at_start: Option<FileMark>,
+}
+
+/// A file's content, recorded without keeping it: its length and the
+/// SHA-256 of its bytes (hex).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileMark {
+    pub len: u64,
+    pub sha256: String,
+}
+
+impl FileMark {
+    pub fn of(bytes: &[u8]) -> FileMark {
+        use sha2::{Digest, Sha256};
+        let hex = Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect();
+        FileMark { len: bytes.len() as u64, sha256: hex }
+    }
 }
 
 /// One story's share of a run, for the final report.
@@ -192,6 +214,7 @@ impl RunState {
             call_at: None,
             owner: None,
             given_up: Default::default(),
+            progress_at_start: None,
         }
     }
 
