@@ -372,6 +372,7 @@ fn parallel_kills(kills: usize, seed: u64) {
         feats.sort();
         feats.dedup();
         assert_eq!(feats.len(), all, "{at}: a story merged twice: {:?}", p.log());
+        assert_progress_once(&p, "ralph/soak", &at);
     }
     let r = p.run(&["200", "--jobs", "3", "--gate", "test -d src"]);
     assert_eq!(r.code, code(exit::COMPLETE), "seed {seed}: {r:?}");
@@ -380,6 +381,7 @@ fn parallel_kills(kills: usize, seed: u64) {
         assert!(p.passes(&format!("US-{i:03}")), "seed {seed}: US-{i:03}");
     }
     assert_tidy(&p);
+    assert_progress_once(&p, "ralph/soak", &format!("seed {seed}, the end"));
     let status = p.git(&["status", "--porcelain", "--untracked-files=no"]);
     assert!(status.trim().is_empty(), "seed {seed}: {status}");
 }
