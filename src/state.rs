@@ -136,6 +136,28 @@ pub struct RunState {
     pub branch: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base: Option<String>,
+    /// progress.txt as it was when the running iteration started: an
+    /// attempt that ralph's end cut off (a crash, `kill -9`, Ctrl-C,
+    /// SIGTERM) runs again from it, so the cut-off agent's entry is not
+    /// there twice. Cleared once the iteration is judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress_at_start: Option<FileMark>,
+}
+
+/// A file's content, recorded without keeping it: its length and the
+/// SHA-256 of its bytes (hex).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileMark {
+    pub len: u64,
+    pub sha256: String,
+}
+
+impl FileMark {
+    pub fn of(bytes: &[u8]) -> FileMark {
+        use sha2::{Digest, Sha256};
+        let hex = Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect();
+        FileMark { len: bytes.len() as u64, sha256: hex }
+    }
 }
 
 /// One story's share of a run, for the final report.
@@ -221,6 +243,7 @@ impl RunState {
             given_up: Default::default(),
             branch: None,
             base: None,
+            progress_at_start: None,
         }
     }
 

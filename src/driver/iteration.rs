@@ -25,7 +25,7 @@ use crate::event::Event;
 use crate::gate::Verdict;
 use crate::git::{Changes, Snapshot};
 use crate::prd::{Prd, Story};
-use crate::state::Phase;
+use crate::state::{FileMark, Phase};
 
 /// The iteration's starting point: the snapshot, and the protected files
 /// a person left uncommitted (which git cannot give back).
@@ -113,6 +113,12 @@ impl Run<'_> {
             }
         }
         let saved = self.save_protected(&before);
+        // Where this iteration runs again from if ralph's end cuts it off.
+        self.state.progress_at_start = match crate::store::read_regular(&self.paths.progress) {
+            Ok(bytes) => Some(FileMark::of(&bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(FileMark::of(b"")),
+            Err(_) => None,
+        };
         let refs = self.repo.refs();
         let agent = self.run_agent(n, story, &prompt, &prompt_path, &log)?;
         // From here prd.json may hold the agent's claims.

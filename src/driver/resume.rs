@@ -5,9 +5,14 @@
 //! run's N however many times it is resumed, and an agent that ralph's own
 //! death cut off is neither an iteration nor a call of the calls-per-hour
 //! limit (the agent's API may still have counted it: the notice says so).
+//!
+//! An iteration that runs again — cut off by ralph's death, or stopped by
+//! Ctrl-C or SIGTERM before its verdict — starts from progress.txt as it
+//! was when the cut-off attempt started: that agent's entry would
+//! otherwise be there twice. What is taken out is kept in the log folder.
 
 use super::Run;
-use crate::state::{Phase, RunState};
+use crate::state::{FileMark, Phase, RunState};
 
 /// Where a resumed run stands, for its notice.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,6 +51,11 @@ impl Run<'_> {
             };
         }
         let call_taken_back = cut_off && old.phase == Phase::Agent && self.take_back_call(old);
+        // The mark is cleared once an iteration is judged: one left is an
+        // attempt that runs again (cut off here, or stopped before its verdict).
+        if !judged && let Some(start) = &old.progress_at_start {
+            self.set_progress_back(self.state.iteration + 1, start);
+        }
         // A worker resumes its story's run at every turn: nothing to tell.
         if self.opts.mode.worker().is_none() {
             self.notice(notice(&Resumed {
@@ -77,6 +87,80 @@ impl Run<'_> {
         }
         true
     }
+
+    /// progress.txt back to how it was when iteration `n`'s cut-off attempt
+    /// started, when it was only added to since; what is cut is kept in the
+    /// log folder first. A file changed above its end (a person's edit, an
+    /// agent that rewrote it) is left as it is.
+    fn set_progress_back(&mut self, n: u32, start: &FileMark) {
+        let path = self.paths.progress.clone();
+        let now = match crate::store::read_regular(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) => {
+                self.warn(format!("cannot read {}: {e}", path.display()));
+                return;
+            }
+        };
+        let keep = match set_back(&now, start) {
+            SetBack::AsItWas => return,
+            SetBack::Changed => {
+                self.warn(format!(
+                    "{} changed since iteration {n} started, not only at its end: left as it is \
+                     (what the cut-off attempt added to it stays)",
+                    path.display()
+                ));
+                return;
+            }
+            SetBack::Cut { keep } => keep,
+        };
+        let kept = (1..)
+            .map(|k| match k {
+                1 => format!("iter-{n}.progress-cut.txt"),
+                k => format!("iter-{n}.progress-cut-{k}.txt"),
+            })
+            .map(|name| self.kit.log_dir.join(name))
+            .find(|f| !f.exists())
+            .unwrap_or_else(|| self.kit.log_dir.join(format!("iter-{n}.progress-cut.txt")));
+        // Nothing is taken out of the file before it is kept.
+        let written = crate::store::write_atomic(&kept, &now[keep..])
+            .map_err(|e| format!("cannot keep it in {}: {e}", kept.display()))
+            .and_then(|()| {
+                crate::store::write_atomic(&path, &now[..keep])
+                    .map_err(|e| format!("cannot write it: {e}"))
+            });
+        match written {
+            Ok(()) => self.notice(format!(
+                "{} set back to how it was when iteration {n} started: what the cut-off attempt \
+                 added is kept in {}",
+                path.display(),
+                kept.display()
+            )),
+            Err(why) => self.warn(format!(
+                "{} still holds what iteration {n}'s cut-off attempt added ({why})",
+                path.display()
+            )),
+        }
+    }
+}
+
+/// What setting a file back to its mark at an iteration's start does.
+#[derive(Debug, Clone, PartialEq)]
+enum SetBack {
+    /// It is as it was.
+    AsItWas,
+    /// Only added to since: its first `keep` bytes are as they were.
+    Cut { keep: usize },
+    /// Changed above its end (edited, rewritten, shortened): left alone.
+    Changed,
+}
+
+fn set_back(now: &[u8], start: &FileMark) -> SetBack {
+    let Ok(keep) = usize::try_from(start.len) else { return SetBack::Changed };
+    if now.len() < keep || FileMark::of(&now[..keep]) != *start {
+        return SetBack::Changed;
+    }
+    if now.len() == keep { SetBack::AsItWas } else { SetBack::Cut { keep } }
 }
 
 /// "run 20260101-…: iteration 38 of 200, resumed ($1.20 of $5.00 spent);
@@ -107,6 +191,28 @@ fn notice(r: &Resumed) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn progress_is_set_back_only_when_it_was_only_added_to() {
+        let start = "# Ralph Progress Log\n\n## US-001\n- done\n---\n";
+        let mark = FileMark::of(start.as_bytes());
+        let entry = "\n## US-002\n- half done\n---\n";
+        #[rustfmt::skip]
+        let cases: &[(&str, String, SetBack)] = &[
+            ("untouched", start.to_string(), SetBack::AsItWas),
+            ("an entry appended", format!("{start}{entry}"), SetBack::Cut { keep: start.len() }),
+            ("a line without its newline", format!("{start}## US-0"), SetBack::Cut { keep: start.len() }),
+            ("an earlier entry edited", start.replace("done", "finished") + entry, SetBack::Changed),
+            ("shortened", start[..10].to_string(), SetBack::Changed),
+            ("emptied", String::new(), SetBack::Changed),
+            ("rewritten, the entry first", format!("{entry}{start}"), SetBack::Changed),
+        ];
+        for (name, now, want) in cases {
+            assert_eq!(set_back(now.as_bytes(), &mark), *want, "{name}");
+        }
+        // A file that did not exist at the start is cut back to nothing.
+        assert_eq!(set_back(b"x", &FileMark::of(b"")), SetBack::Cut { keep: 0 });
+    }
 
     #[test]
     fn what_a_resume_says() {

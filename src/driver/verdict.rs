@@ -61,6 +61,12 @@ impl Run<'_> {
         j: Judgement,
     ) -> Result<Option<End>, Error> {
         let id = c.story.id.clone();
+        // Judged (unless stopped before a verdict): a resume never takes
+        // this iteration's progress entry back. Cleared before the first
+        // checkpoint below, the write-ahead one.
+        if j.result != IterationResult::Stopped {
+            self.state.progress_at_start = None;
+        }
         let plan = self.plan_commit(&c, &j);
         if j.passes && !c.story.passes {
             // Write-ahead: the verdict and ralph's commit are on disk before

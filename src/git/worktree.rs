@@ -278,9 +278,23 @@ impl Repo {
     }
 
     /// Puts the worktree's HEAD, index and files at `commit` (detached),
-    /// whatever was there: where the merged tree is gated.
+    /// whatever was there: where the merged tree is gated. The worktree is
+    /// no longer one to reuse for its branch ([`Repo::add_worktree`]'s mark
+    /// goes first): a kill between the checkout and the detach would leave
+    /// HEAD on the branch with another commit's files (other stories'
+    /// progress entries and passes), which the next turn would take for
+    /// the story's own.
     pub fn checkout_detached(&self, commit: Oid) -> Result<(), GitError> {
         let c = self.repo.find_commit(commit).map_err(|e| err("read the commit", e))?;
+        match std::fs::remove_file(self.repo.path().join(READY)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(GitError {
+                    message: format!("cannot unmark the worktree: {e}"),
+                    hint: None,
+                });
+            }
+            _ => {}
+        }
         let mut opts = git2::build::CheckoutBuilder::new();
         opts.force();
         self.repo.checkout_tree(c.as_object(), Some(&mut opts)).map_err(|e| err("check out", e))?;
@@ -488,8 +502,14 @@ mod tests {
         assert_eq!(wt.commit_all("again").unwrap(), None, "nothing left to commit");
         assert_eq!(repo.worktrees("ralph-"), ["ralph-US-1"]);
         // Made again (a crash left it): on the branch, with the work on it.
-        repo.add_worktree("ralph-US-1", &path, "main--US-1", tip).unwrap();
+        let wt = repo.add_worktree("ralph-US-1", &path, "main--US-1", tip).unwrap();
         assert!(path.join("w.txt").exists());
+        // A merged tree checked out there for its gate: never reused as the
+        // branch's, even were a kill to leave HEAD on the branch.
+        wt.checkout_detached(tip).unwrap();
+        assert!(!wt.worktree_ready() && !path.join("w.txt").exists());
+        let wt = repo.add_worktree("ralph-US-1", &path, "main--US-1", tip).unwrap();
+        assert!(wt.worktree_ready() && path.join("w.txt").exists());
         assert_eq!(repo.branch_tip("main--US-1"), Some(work));
         repo.remove_worktree("ralph-US-1", &path);
         repo.delete_branch("main--US-1");

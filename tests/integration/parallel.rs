@@ -304,6 +304,33 @@ fn kill_9_of_a_parallel_run_then_resume_loses_and_doubles_nothing() {
     assert!(status.trim().is_empty(), "{status}\n{r:?}");
 }
 
+/// Issue 29: a worker whose agent appended its progress entry is stopped
+/// (ralph killed) before the iteration's commit; the turn that runs the
+/// iteration again starts from progress.txt as it was, so the run branch
+/// gets the entry once.
+#[test]
+fn a_worker_cut_off_after_its_progress_entry_merges_it_once() {
+    let p = Project::with_prd(TWO);
+    p.script(
+        "[story US-001 1]\nprogress ## entry US-001\ntouch-shared appended\nsleep 60\n\
+         [run *]\nprogress ## entry {id}\nimplement\n",
+    );
+    let mut child = p.spawn(&["12", "--jobs", "2"]);
+    let appended = p.agent_dir().join("appended");
+    assert!(eventually(Duration::from_secs(60), || appended.exists()), "no entry appended");
+    kill_9_and_settle(&mut child, &p.dir());
+    let r = p.run(&["12", "--jobs", "2"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert_eq!(merged(&p).len(), 2, "{:?}", p.log());
+    let progress = p.git(&["show", "ralph/par:progress.txt"]);
+    for id in ["US-001", "US-002"] {
+        assert_eq!(progress.matches(&format!("## entry {id}\n")).count(), 1, "{id}:\n{progress}");
+        assert_eq!(progress.matches(&format!("## now - {id}\n")).count(), 1, "{id}:\n{progress}");
+    }
+    assert_progress_once(&p, "ralph/par", "the end");
+    assert_tidy(&p);
+}
+
 /// kill -9 of a parallel run at random moments (inside merges among them),
 /// each followed by a resume: after every kill prd.json parses and no
 /// story is merged twice; the last run finishes every story, each merged
@@ -345,6 +372,7 @@ fn parallel_kills(kills: usize, seed: u64) {
         feats.sort();
         feats.dedup();
         assert_eq!(feats.len(), all, "{at}: a story merged twice: {:?}", p.log());
+        assert_progress_once(&p, "ralph/soak", &at);
     }
     let r = p.run(&["200", "--jobs", "3", "--gate", "test -d src"]);
     assert_eq!(r.code, code(exit::COMPLETE), "seed {seed}: {r:?}");
@@ -353,8 +381,19 @@ fn parallel_kills(kills: usize, seed: u64) {
         assert!(p.passes(&format!("US-{i:03}")), "seed {seed}: US-{i:03}");
     }
     assert_tidy(&p);
+    assert_progress_once(&p, "ralph/soak", &format!("seed {seed}, the end"));
     let status = p.git(&["status", "--porcelain", "--untracked-files=no"]);
     assert!(status.trim().is_empty(), "seed {seed}: {status}");
+}
+
+/// Each story's progress entry is on the run branch at most once.
+fn assert_progress_once(p: &Project, branch: &str, at: &str) {
+    let progress = p.git(&["show", &format!("{branch}:progress.txt")]);
+    let mut heads: Vec<&str> = progress.lines().filter(|l| l.starts_with("## ")).collect();
+    let all = heads.len();
+    heads.sort_unstable();
+    heads.dedup();
+    assert_eq!(heads.len(), all, "{at}: a progress entry twice:\n{progress}");
 }
 
 #[test]

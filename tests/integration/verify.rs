@@ -254,6 +254,56 @@ fn a_run_killed_mid_iteration_resumes_with_nothing_lost() {
     );
 }
 
+/// Issue 29: an agent cut off after it appended its progress entry, before
+/// the iteration's commit. The iteration runs again from progress.txt as
+/// it was when it started, so the entry is there once; the earlier
+/// iteration's entry stays, and what was cut is kept in the log folder.
+fn cut_off_after_its_progress_entry(signal: i32) {
+    let p = Project::with_prd(super::harness::THREE_STORIES);
+    p.script(
+        "[story US-002 1]\nprogress ## entry US-002\ntouch-shared appended\nsleep 60\n\
+         [run *]\nprogress ## entry {id}\nimplement\n",
+    );
+    let mut child = p.spawn(&["10"]);
+    let appended = p.agent_dir().join("appended");
+    assert!(eventually(Duration::from_secs(30), || appended.exists()), "no entry appended");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, signal) };
+    let _ = child.wait();
+    let dir = p.dir().canonicalize().unwrap();
+    let gone = eventually(Duration::from_secs(30), || processes_in(&dir).is_empty());
+    assert!(gone, "{:?} outlived ralph", processes_in(&dir));
+    assert_eq!(count(&p.read("progress.txt"), "## entry US-002\n"), 1);
+    let r = p.run(&["10"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert_eq!(p.agent_runs(), ["US-001", "US-002", "US-002", "US-003"]);
+    let progress = p.read("progress.txt");
+    for id in ["US-001", "US-002", "US-003"] {
+        assert_eq!(count(&progress, &format!("## entry {id}\n")), 1, "{id}:\n{progress}");
+        assert_eq!(count(&progress, &format!("## now - {id}\n")), 1, "{id}:\n{progress}");
+    }
+    assert!(r.stdout.contains("set back to how it was when iteration 2 started"), "{r:?}");
+    assert_eq!(p.git(&["show", "HEAD:progress.txt"]), progress);
+    let kept: Vec<String> = p
+        .path(".git/ralph/logs")
+        .read_dir()
+        .unwrap()
+        .flatten()
+        .filter_map(|run| std::fs::read_to_string(run.path().join("iter-2.progress-cut.txt")).ok())
+        .collect();
+    assert_eq!(kept, ["## entry US-002\n"]);
+}
+
+#[test]
+fn a_run_killed_after_its_agent_wrote_progress_has_the_entry_once() {
+    cut_off_after_its_progress_entry(libc::SIGKILL);
+}
+
+#[test]
+fn a_run_terminated_after_its_agent_wrote_progress_has_the_entry_once() {
+    cut_off_after_its_progress_entry(libc::SIGTERM);
+}
+
 #[test]
 fn fresh_starts_over_instead_of_resuming() {
     let p = Project::with_prd(ONE_STORY);
