@@ -72,6 +72,20 @@ pub const SAME_ERROR: &str = "each with the same error: error[E0308]: mismatched
 
 /// The one-story project of `cli` whose [`BUILD`] (also its gate) fails the
 /// same way every time, committed.
+/// The scripted model of a [`failing_build_project`]: it runs [`BUILD`], and
+/// once it has seen the output says the build does not compile yet (a title
+/// request, opencode's, gets a title).
+pub fn run_the_build(request: &crate::openai_stub::Request) -> crate::openai_stub::Reply {
+    use crate::openai_stub::{Reply, has_tool_output};
+    if request.is_title() {
+        Reply::Text("Build the story".into())
+    } else if has_tool_output(request) {
+        Reply::Text("The build does not compile yet.".into())
+    } else {
+        Reply::Shell(BUILD.into())
+    }
+}
+
 pub fn failing_build_project(cli: &str) -> Project {
     let project = Project::with_prd(&one_story(cli));
     add_failing_build(&project);

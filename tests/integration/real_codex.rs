@@ -18,7 +18,7 @@ use crate::harness::{Project, RefusedPort, Run, code, to_run};
 use crate::openai_stub::{Reply, Stub, codex_config, error_body, has_tool_output};
 use crate::real_cli::{
     BUILD, SAME_ERROR, STATUS, TRESPASS, assert_trespass_denied, bin_or_skip,
-    failing_build_project, one_story, plant_key,
+    failing_build_project, one_story, plant_key, run_the_build,
 };
 
 /// `ralph <args> --tool codex` in a one-story project, codex talking to `stub`.
@@ -174,13 +174,7 @@ fn codex_repeating_one_compiler_error_is_stopped_naming_it() {
     let Some(bin) = bin_or_skip("RALPH_CODEX_BIN", "codex", "codex_repeating_one_error") else {
         return;
     };
-    let stub = Stub::start(|_, request| {
-        if has_tool_output(request) {
-            Reply::Text("The build does not compile yet.".into())
-        } else {
-            Reply::Shell(BUILD.into())
-        }
-    });
+    let stub = Stub::start(|_, request| run_the_build(request));
     let project = failing_build_project("Codex");
     let r = ralph(&bin, &stub, &project, &["5", "--gate", BUILD]);
     assert_eq!(r.code, code(3), "{r:?}");

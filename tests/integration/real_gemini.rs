@@ -20,7 +20,7 @@ use crate::harness::{Project, RefusedPort, Run, code, to_run};
 use crate::openai_stub::{Reply, Stub, gemini_settings, google_error, has_tool_output};
 use crate::real_cli::{
     BUILD, IMPLEMENT, SAME_ERROR, STATUS, TRESPASS, assert_trespass_denied, bin_or_skip,
-    failing_build_project, plant_key, scripted_project,
+    failing_build_project, plant_key, run_the_build, scripted_project,
 };
 
 /// `ralph <args> --tool gemini --model gemini-2.5-flash` (a named model:
@@ -292,13 +292,7 @@ fn gemini_repeating_one_compiler_error_is_stopped_naming_it() {
     let Some(bin) = bin_or_skip("RALPH_GEMINI_BIN", "gemini", "gemini_repeating_one_error") else {
         return;
     };
-    let stub = Stub::start(|_, request| {
-        if has_tool_output(request) {
-            Reply::Text("The build does not compile yet.".into())
-        } else {
-            Reply::Shell(BUILD.into())
-        }
-    });
+    let stub = Stub::start(|_, request| run_the_build(request));
     let project = failing_build_project("Gemini");
     let r = ralph(&bin, &stub, &project, &["5", "--gate", BUILD]);
     assert_eq!(r.code, code(3), "{r:?}");

@@ -18,7 +18,7 @@ use crate::harness::{Project, RefusedPort, Run, code, to_run};
 use crate::openai_stub::{Reply, Stub, error_body, has_tool_output, opencode_config};
 use crate::real_cli::{
     BUILD, IMPLEMENT, SAME_ERROR, STATUS, TRESPASS, assert_trespass_denied, bin_or_skip,
-    failing_build_project, plant_key, scripted_project,
+    failing_build_project, plant_key, run_the_build, scripted_project,
 };
 
 fn ralph(bin: &PathBuf, stub: &Stub, project: &Project, args: &[&str]) -> Run {
@@ -248,15 +248,7 @@ fn opencode_repeating_one_compiler_error_is_stopped_naming_it() {
     else {
         return;
     };
-    let stub = Stub::start(|_, request| {
-        if request.is_title() {
-            Reply::Text("Build the story".into())
-        } else if has_tool_output(request) {
-            Reply::Text("The build does not compile yet.".into())
-        } else {
-            Reply::Shell(BUILD.into())
-        }
-    });
+    let stub = Stub::start(|_, request| run_the_build(request));
     let project = failing_build_project("opencode");
     let r = ralph(&bin, &stub, &project, &["5", "--gate", BUILD]);
     assert_eq!(r.code, code(3), "{r:?}");
