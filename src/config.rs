@@ -612,6 +612,7 @@ impl Layers {
                 tail_bytes: usize::try_from(self.int("gate.tail_bytes")).unwrap_or(4096),
                 fatal_signatures: self.list("gate.fatal_signatures"),
                 baseline: self.bool("gate.baseline"),
+                require_red: self.bool("gate.require_red"),
                 protect: self.list("gate.protect"),
                 source: self.values["gate.command"].1.to_string(),
             },
@@ -822,6 +823,8 @@ pub(crate) struct GateConfig {
     pub(crate) tail_bytes: usize,
     pub(crate) fatal_signatures: Vec<String>,
     pub(crate) baseline: bool,
+    /// `gate.require_red`: a story's own check must fail on the base first.
+    pub(crate) require_red: bool,
     /// `gate.protect`: globs the agent may not change, besides the built-in ones.
     pub(crate) protect: Vec<String>,
     /// Where `gate.command` came from ("default", ".ralph/config.toml at

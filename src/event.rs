@@ -257,6 +257,9 @@ pub struct StoryReport {
     /// Skip markers added and tests deleted in its diffs (file:line).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub test_flags: Vec<String>,
+    /// Its own check on the run's base before its work (`gate.require_red`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub red: Option<crate::oracle::red::RedEvidence>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -667,6 +670,13 @@ mod tests {
                     tests_after: Some(crate::gate::TestCounts::default()),
                     refused: vec!["r".into()],
                     test_flags: vec!["f".into()],
+                    red: Some(crate::oracle::red::RedEvidence {
+                        base: "main".into(),
+                        commit: "abc".into(),
+                        check: "./check.sh".into(),
+                        passed_on_base: false,
+                        detail: "exit 1".into(),
+                    }),
                 }],
                 best: Some(BestIteration {
                     iteration: 3,

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use git2::{BranchType, ErrorCode, Oid, Repository, StatusOptions};
 
 mod conflict;
+mod export;
 pub mod remote;
 mod worktree;
 

@@ -9,7 +9,10 @@
 //! - `protect`: paths the agent may not change (pure).
 //! - `vanish`: tests may not vanish — counts before and after, skip
 //!   markers and deleted tests in the diff (pure).
+//! - `red`: red, then green — a story's own check must fail on the base
+//!   before its work (pure).
 
 pub(crate) mod base;
 pub(crate) mod protect;
+pub(crate) mod red;
 pub(crate) mod vanish;

@@ -188,6 +188,9 @@ pub struct StoryTally {
     /// Skip markers added and tests deleted in its diffs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub test_flags: Vec<String>,
+    /// Its own check on the run's base, before its work (`gate.require_red`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub red: Option<crate::oracle::red::RedEvidence>,
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -359,6 +359,10 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
                 for flag in &story.test_flags {
                     s.push_str(&format!("\n      flagged, {flag}"));
                 }
+                // A check that proves nothing is the story's note already.
+                if let Some(red) = story.red.as_ref().filter(|r| !r.passed_on_base) {
+                    s.push_str(&format!("\n      {}", red.describe(story.verified)));
+                }
             }
             for sw in switches {
                 s.push_str("\n  ");

@@ -278,6 +278,12 @@ pub(crate) const KEYS: &[Key] = &[
         "Paths the agent may not change, as globs, besides those always protected (.ralph/**, CI files such as .github/workflows/**, and the files the gate command names: its script, Makefile for make, justfile for just, package.json for npm): e.g. [\"tests/fixtures/**\"]. An iteration that changes one is set back and judged tampered: its story is not verified."
     ),
     key!(
+        "gate.require_red",
+        Bool,
+        "false",
+        "Red, then green: a story's own \"verify\" must fail on the run's base (its files before any work) before an agent is paid for the story, and pass after. A story whose check already passes there is set aside as \"check proves nothing\". Checked once per base tree (cached)."
+    ),
+    key!(
         "gate.baseline",
         Bool,
         "true",

@@ -15,6 +15,7 @@
 //! dry_run.rs    --dry-run: the next iteration described, nothing changed
 //! wait.rs       limits, back-offs, budgets, sleeping
 //! records.rs    prd.json, its last good copy, the checkpoint
+//! red.rs        a story's own check run on the base first (gate.require_red)
 //! hooks.rs      the user's hook commands
 //! report.rs     the end: report, runs.jsonl, hooks, exit code
 //! deliver.rs    the end: pull requests, when deliver.pr asks (before run_end)
@@ -31,6 +32,7 @@ mod learning;
 mod oracle;
 mod parallel;
 mod records;
+mod red;
 mod report;
 mod resolve;
 mod resume;
@@ -289,6 +291,10 @@ impl Run<'_> {
         if let Some(end) = self.baseline() {
             return end;
         }
+        match self.red_checks(&prd) {
+            Ok(set_aside) => self.state.given_up.extend(set_aside),
+            Err(end) => return end,
+        }
         loop {
             if let Some(signal) = crate::signals::pending() {
                 return End::interrupted(signal);
@@ -310,12 +316,14 @@ impl Run<'_> {
             if let Some(end) = self.over_budget().or_else(|| self.wait_for_limits()) {
                 return end;
             }
+            // Stories set aside (their check proves nothing) are not worked on.
+            let aside: Vec<String> = self.state.given_up.keys().cloned().collect();
             let next = match &self.opts.mode.worker() {
                 Some(w) => prd.story(&w.story).filter(|s| !s.passes),
-                None => prd.next_story(),
+                None => crate::prd::runnable(prd.stories(), &aside).first().copied(),
             };
             let Some(story) = next.cloned() else {
-                return End::new(RunOutcome::Complete, "every story passes");
+                return self.nothing_to_start(&prd);
             };
             match self.iteration(&prd, &story) {
                 Ok(None) => {}
@@ -366,6 +374,24 @@ impl Run<'_> {
             ));
         }
         Some(End::new(RunOutcome::Complete, "every story passes"))
+    }
+
+    /// No story can start: every one passes, or those left are set aside
+    /// (or wait on one that is).
+    fn nothing_to_start(&self, prd: &Prd) -> End {
+        if self.state.given_up.is_empty() || prd.all_pass() {
+            return End::new(RunOutcome::Complete, "every story passes");
+        }
+        let lines: Vec<String> =
+            self.state.given_up.iter().map(|(id, why)| format!("{id}: {why}")).collect();
+        End::new(
+            RunOutcome::GivenUp,
+            format!(
+                "{} given up and no other story can start\n{}",
+                crate::text::count(lines.len(), "story", "stories"),
+                lines.join("\n")
+            ),
+        )
     }
 
     fn breaker_open(&self) -> End {

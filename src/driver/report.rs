@@ -49,6 +49,7 @@ impl Run<'_> {
                     tests_after: tally.tests_after,
                     refused: tally.refused,
                     test_flags: tally.test_flags,
+                    red: tally.red,
                 }
             })
             .collect();

@@ -253,6 +253,9 @@ pub fn markdown(r: &RunReport) -> String {
             for flag in &o.test_flags {
                 let _ = writeln!(out, "  - flagged, {}", cell(flag));
             }
+            if let Some(red) = &o.red {
+                let _ = writeln!(out, "  - {}", cell(&red.describe(st.verified)));
+            }
         }
     }
     if !r.sandbox_denials.is_empty() {

@@ -129,6 +129,9 @@ pub struct StoryOracle {
     pub refused: Vec<String>,
     /// Skip markers added and tests deleted in its diffs.
     pub test_flags: Vec<String>,
+    /// Its own check on the run's base before its work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub red: Option<crate::oracle::red::RedEvidence>,
 }
 
 fn line(id: &str, title: &str) -> StoryLine {
@@ -338,6 +341,7 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
                 tests_after: st.tests_after,
                 refused: st.refused.clone(),
                 test_flags: st.test_flags.clone(),
+                red: st.red.clone(),
             })
             .filter(|o| o.gate.is_some() || !o.refused.is_empty() || !o.test_flags.is_empty());
             if s.commit.is_none() {

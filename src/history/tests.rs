@@ -81,6 +81,7 @@ fn story(id: &str, passes: bool) -> StoryReport {
         tests_after: None,
         refused: vec![],
         test_flags: vec![],
+        red: None,
     }
 }
 

@@ -57,7 +57,21 @@ pub struct TrustFile {
     /// may not count fewer.
     #[serde(default)]
     pub tests: BTreeMap<String, TestRecord>,
+    /// "<tree id> <check>" → how a story's check ended on that tree (see
+    /// `oracle::red`): a base's files do not change, so neither does that.
+    #[serde(default)]
+    pub red: BTreeMap<String, RedRecord>,
 }
+
+/// How a check ended on a tree: passed or not, in a few words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RedRecord {
+    pub passed: bool,
+    pub detail: String,
+}
+
+/// The most checks kept in `trust.json`'s cache; a full cache starts again.
+const MAX_RED: usize = 256;
 
 /// The tests a gate command counted on a branch, and when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,6 +113,33 @@ pub fn record_base(project: &Path, branch: &str, base: &str) {
         t.bases.insert(branch.to_string(), base.to_string());
         let _ = t.save(&repo);
     }
+}
+
+/// The branch `branch` was cut from (see [`base_of`]).
+pub fn base_branch(project: &Path, branch: &str) -> Option<String> {
+    let repo = git2::Repository::discover(project).ok()?;
+    base_of(&repo, &TrustFile::load(&repo), branch)
+}
+
+fn red_key(tree: &str, check: &str) -> String {
+    format!("{tree} {check}")
+}
+
+/// How `check` ended on the tree `tree`, when ralph ran it there before.
+pub fn red_record(project: &Path, tree: &str, check: &str) -> Option<RedRecord> {
+    let repo = git2::Repository::discover(project).ok()?;
+    TrustFile::load(&repo).red.get(&red_key(tree, check)).cloned()
+}
+
+/// Records how `check` ended on `tree` (best effort).
+pub fn set_red_record(project: &Path, tree: &str, check: &str, record: RedRecord) {
+    let Ok(repo) = git2::Repository::discover(project) else { return };
+    let mut t = TrustFile::load(&repo);
+    if t.red.len() >= MAX_RED {
+        t.red.clear();
+    }
+    t.red.insert(red_key(tree, check), record);
+    let _ = t.save(&repo);
 }
 
 /// The base of `branch`: the recorded one, else `main`, else `master`

@@ -75,6 +75,7 @@ fn colour_is_closed_on_every_line() {
             tests_after: None,
             refused: vec![],
             test_flags: vec![],
+            red: None,
         }],
         best: None,
         switches: vec![crate::event::SwitchReport {

@@ -32,6 +32,7 @@ mod real_cli;
 mod real_codex;
 mod real_gemini;
 mod real_opencode;
+mod red_green;
 mod remote;
 mod safe_mode;
 mod sandbox;

@@ -318,6 +318,15 @@ impl Run<'_> {
         if let Some(end) = self.baseline() {
             return end;
         }
+        match self.red_checks(&prd) {
+            Ok(set_aside) => {
+                for (id, why) in set_aside {
+                    self.state.given_up.insert(id.clone(), why.clone());
+                    pool.given_up.insert(id, (GiveUp::ProvesNothing, why));
+                }
+            }
+            Err(end) => return end,
+        }
         loop {
             if let Some(signal) = crate::signals::pending() {
                 return End::interrupted(signal);

@@ -37,6 +37,8 @@ pub(super) enum GiveUp {
     Breaker,
     /// Its merges failed `merge.attempts` times.
     Merge,
+    /// Its own check passes on the base before any work (`gate.require_red`).
+    ProvesNothing,
 }
 
 /// What a worker's turn came to, from its typed `run_end` event (`None`:
@@ -439,12 +441,15 @@ mod tests {
                 .map(|(k, id)| (id.to_string(), (*k, String::new())))
                 .collect()
         };
-        use GiveUp::{Blocked as Bl, Breaker as Br, Merge as Me};
+        use GiveUp::{Blocked as Bl, Breaker as Br, Merge as Me, ProvesNothing as Pn};
         for (ks, want) in [
             (&[Bl, Br, Me][..], RunOutcome::Blocked),
             (&[Br, Me, Me][..], RunOutcome::CircuitOpen),
             (&[Me, Me, Me][..], RunOutcome::GivenUp),
             (&[Bl, Bl, Bl][..], RunOutcome::Blocked),
+            (&[Pn, Me, Pn][..], RunOutcome::GivenUp),
+            (&[Pn, Br, Pn][..], RunOutcome::CircuitOpen),
+            (&[Pn, Pn, Bl][..], RunOutcome::Blocked),
         ] {
             assert_eq!(stuck(&q, &kinds(ks)).unwrap().0, want, "{ks:?}");
         }
