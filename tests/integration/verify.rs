@@ -509,3 +509,47 @@ fn a_shell_gate_whose_program_is_missing_stops_before_any_agent() {
     assert!(r.stderr.contains("`no-such-test-runner` (gate.command) not found"), "{r:?}");
     assert!(p.agent_runs().is_empty());
 }
+
+/// Issue 32, item 1: a run killed after its first story was verified
+/// reports that story as claimed and verified when it resumes — the kill
+/// does not turn the run's own work into someone else's.
+#[test]
+fn a_resumed_run_reports_the_stories_verified_before_the_kill_as_verified() {
+    let p = Project::with_prd(super::harness::THREE_STORIES);
+    p.script("[run 1]\nimplement\n[run 2]\nsleep 60\n[run *]\nimplement\n");
+    let mut child = p.spawn(&["10", "--gate", "true"]);
+    assert!(
+        eventually(Duration::from_secs(20), || p.agent_runs().len() == 2),
+        "iteration 2 never started"
+    );
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    let r = p.run(&["10", "--gate", "true"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    for id in ["US-001 First", "US-002 Second", "US-003 Third"] {
+        assert!(r.stdout.contains(&format!("✓ {id} (claimed: yes, verified)")), "{id}: {r:?}");
+    }
+    let report = p.run(&["report"]);
+    assert!(report.stdout.contains("3 verified at the end"), "{report:?}");
+}
+
+/// The same for a parallel run killed after its first merge.
+#[test]
+fn a_resumed_parallel_run_reports_the_stories_merged_before_the_kill_as_verified() {
+    let p = Project::with_prd(super::harness::THREE_STORIES);
+    p.script("[run 1]\nimplement\n[run *]\nsleep 3\nimplement\n");
+    let mut child = p.spawn(&["10", "--gate", "true", "--jobs", "2"]);
+    assert!(
+        eventually(Duration::from_secs(30), || p.passes_now("US-001")),
+        "US-001 was never merged"
+    );
+    kill_9_and_settle(&mut child, &p.dir());
+    let r = p.run(&["10", "--gate", "true", "--jobs", "2"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    for id in ["US-001 First", "US-002 Second", "US-003 Third"] {
+        assert!(r.stdout.contains(&format!("✓ {id} (claimed: yes, verified)")), "{id}: {r:?}");
+    }
+    let report = p.run(&["report"]);
+    assert!(report.stdout.contains("3 verified at the end"), "{report:?}");
+}

@@ -189,7 +189,13 @@ impl Run<'_> {
                     .to_string(),
                 story => format!("finished merging {story}, which ralph merged as it died"),
             });
+            // The journal's stories are on the run branch: this run's work.
+            for story in &m.stories {
+                let sha = if m.stories.len() == 1 { m.to.clone() } else { String::new() };
+                pool.board.merged.entry(story.clone()).or_insert(sha);
+            }
         }
+        self.own_merges(pool);
         // A resolution a crash or a stop cut short: the story's work back
         // on its branch, to be merged (and resolved) again.
         for story in pool.board.resolving.keys().cloned().collect::<Vec<_>>() {
@@ -209,6 +215,23 @@ impl Run<'_> {
         }
         remove_strays(&self.repo, &pool.worktrees);
         Ok(())
+    }
+
+    /// Stories this run merged before a kill cut it short (the board says
+    /// so; the checkpoint may not have yet) are the run's claimed and
+    /// verified work, as they were when it merged them.
+    fn own_merges(&mut self, pool: &Pool) {
+        let gate = self.kit.gate.is_some();
+        for (story, sha) in &pool.board.merged {
+            if gate && !self.state.verified.contains(story) {
+                self.state.note_verified(story, true);
+            }
+            self.state.note_claimed(story);
+            let tally = self.state.stories.entry(story.clone()).or_default();
+            if tally.commit.is_none() && !sha.is_empty() {
+                tally.commit = Some(sha.clone());
+            }
+        }
     }
 
     /// The story's worktree and branch: the one left by an earlier turn, or
