@@ -669,6 +669,7 @@ impl Layers {
             logs: LogsConfig {
                 keep_runs: self.int("logs.keep_runs"),
                 keep_bytes: self.int("logs.keep_bytes"),
+                max_file_bytes: self.int("logs.max_file_bytes"),
             },
             notify: crate::notify::NotifyConfig {
                 webhook: self.opt_str("notify.webhook"),
@@ -898,6 +899,8 @@ pub(crate) struct LogsConfig {
     pub(crate) keep_runs: u64,
     /// 0: no limit.
     pub(crate) keep_bytes: u64,
+    /// `logs.max_file_bytes`: one agent or gate log's cap (0: none).
+    pub(crate) max_file_bytes: u64,
 }
 
 impl Default for Config {

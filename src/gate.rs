@@ -17,7 +17,7 @@ use std::time::Duration;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
-use crate::agent::capture::{LineSplitter, Tail};
+use crate::agent::capture::{LineSplitter, Log, SharedLog, Tail};
 use crate::agent::supervise::{self, Limits, Sink, Spec};
 use crate::agent::words;
 
@@ -33,6 +33,8 @@ pub struct Gate {
     pub redactor: Option<crate::redact::Redactor>,
     /// The gate runs code the agent wrote: confined like the agent (`None`: unconfined).
     pub sandbox: Option<std::sync::Arc<crate::sandbox::Sandbox>>,
+    /// Its log's cap in bytes (`logs.max_file_bytes`; 0: none).
+    pub log_cap: u64,
 }
 
 /// A gate run that happened.
@@ -316,23 +318,16 @@ struct GateSink {
     tail: Tail,
     splitter: LineSplitter,
     summaries: Summaries,
-    log: Option<std::fs::File>,
-    redactor: Option<crate::redact::Redactor>,
+    /// The log stdout and stderr share (it redacts).
+    log: Option<SharedLog>,
     denials: crate::sandbox::Denials,
 }
 
 impl Sink for GateSink {
     fn write(&mut self, chunk: &[u8]) {
         self.tail.push(chunk);
-        if let Some(f) = self.log.as_mut() {
-            use std::io::Write;
-            let chunk = match &self.redactor {
-                Some(r) => r.bytes(chunk),
-                None => std::borrow::Cow::Borrowed(chunk),
-            };
-            if f.write_all(&chunk).is_err() {
-                self.log = None;
-            }
+        if let Some(log) = &self.log {
+            log.lock().unwrap_or_else(|p| p.into_inner()).write(chunk);
         }
         let (s, d) = (&mut self.summaries, &mut self.denials);
         self.splitter.push(chunk, &mut |line, _| {
@@ -461,17 +456,16 @@ impl Gate {
             None => None,
         };
         let denials = || child.as_ref().map(|c| c.denials()).unwrap_or_default();
-        let sink = |log: Option<std::fs::File>| GateSink {
+        let log_file = log.and_then(|p| std::fs::File::create(p).ok());
+        let log_written = log_file.is_some();
+        let shared = log_file.map(|f| Log::capped(Some(f), self.redactor.clone(), self.log_cap));
+        let sink = || GateSink {
             tail: Tail::new(self.tail_bytes),
             splitter: LineSplitter::default(),
             summaries: Summaries::default(),
-            log,
-            redactor: self.redactor.clone(),
+            log: shared.clone(),
             denials: denials(),
         };
-        let log_file = log.and_then(|p| std::fs::File::create(p).ok());
-        let log_written = log_file.is_some();
-        let err_log = log_file.as_ref().and_then(|f| f.try_clone().ok());
         let spec = Spec {
             program,
             args,
@@ -488,7 +482,7 @@ impl Gate {
             },
             sandbox: child.as_ref(),
         };
-        let (finished, mut out, err) = supervise::run(&spec, sink(log_file), sink(err_log), &mut || {})
+        let (finished, out, err) = supervise::run(&spec, sink(), sink(), &mut || {})
             .map_err(|e| NotRun {
                 message: format!("the gate cannot run: {e}"),
                 hint: format!(
@@ -496,6 +490,15 @@ impl Gate {
                     display(command)
                 ),
             })?;
+        let end_log = |lines: &[String]| {
+            if let Some(log) = &shared {
+                let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
+                for line in lines {
+                    log.write(format!("[ralph] {line}\n").as_bytes());
+                }
+                log.finish();
+            }
+        };
         let clean = |t: String| match &self.redactor {
             Some(r) => r.text(&t).into_owned(),
             None => t,
@@ -503,6 +506,7 @@ impl Gate {
         let stdout_tail = clean(out.tail.text());
         let stderr_tail = clean(err.tail.text());
         if let Some(sig) = self.fatal_signature(&stdout_tail, &stderr_tail) {
+            end_log(&[]);
             return Err(NotRun {
                 message: format!("the gate's output contains the fatal signature {sig:?}"),
                 hint: "the environment is broken (see gate.fatal_signatures): fix it and run ralph again".into(),
@@ -542,12 +546,7 @@ impl Gate {
                 sandbox_denials.push(d);
             }
         }
-        if let Some(f) = out.log.as_mut() {
-            use std::io::Write;
-            for d in &sandbox_denials {
-                let _ = writeln!(f, "[ralph] {d}");
-            }
-        }
+        end_log(&sandbox_denials);
         let log =
             log.filter(|_| log_written).map(|p| p.strip_prefix(cwd).unwrap_or(p).to_path_buf());
         Ok(Verdict {

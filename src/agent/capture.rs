@@ -1,6 +1,7 @@
-//! Capturing a child's output: every byte goes to the iteration's log file,
-//! lines go to the analyser and the display, and only bounded tails stay in
-//! memory — a gigabyte of output costs a gigabyte of disk, not of RAM.
+//! Capturing a child's output: its bytes go to the iteration's log file (up
+//! to `logs.max_file_bytes`: then its head and its tail), lines go to the
+//! analyser and the display, and only bounded tails stay in memory — a
+//! gigabyte of output costs neither a gigabyte of RAM nor of disk.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -10,6 +11,10 @@ use std::sync::{Arc, Mutex};
 /// The longest line handed to the analyser; the rest of a longer line is
 /// still logged, but not analysed.
 pub(crate) const MAX_LINE: usize = 4 * 1024 * 1024;
+
+/// The most a capped log keeps of its end, in memory until it is written:
+/// the rest of the cap is its head.
+const MAX_LOG_TAIL: u64 = 1 << 20;
 
 /// The last `cap` bytes of a stream.
 #[derive(Debug, Clone)]
@@ -39,6 +44,12 @@ impl Tail {
         self.buf.drain(..over);
         self.dropped += over as u64;
         self.buf.extend(bytes);
+    }
+
+    /// The bytes kept and how many were dropped before them; empties it.
+    pub(crate) fn take(&mut self) -> (Vec<u8>, u64) {
+        let bytes: Vec<u8> = self.buf.drain(..).collect();
+        (bytes, std::mem::take(&mut self.dropped))
     }
 
     /// The tail as text; when bytes were cut, starts at the next whole line
@@ -121,20 +132,40 @@ impl LineSplitter {
 /// The first write error is kept (a full disk, a file-size limit) and
 /// later writes are skipped, so the readers keep draining the pipes and
 /// the agent never blocks on a full pipe.
+///
+/// A log with a cap (`logs.max_file_bytes`) keeps its start as written and
+/// only the end of the rest (half the cap, at most [`MAX_LOG_TAIL`]), in
+/// memory, until [`Log::finish`] writes it after a line saying how much
+/// was cut: the start says what ran, the end how it ended.
 #[derive(Debug)]
 pub(crate) struct Log {
     file: Option<File>,
     error: Option<io::Error>,
     redactor: Option<crate::redact::Redactor>,
+    /// Bytes the head may still take (`u64::MAX`: no cap).
+    head_left: u64,
+    /// The last bytes past the head, when there is a cap.
+    tail: Option<Tail>,
 }
 
 pub(crate) type SharedLog = Arc<Mutex<Log>>;
 
 impl Log {
     /// A log that replaces secrets (when given a redactor) before they
-    /// reach the disk.
-    pub(crate) fn new(file: Option<File>, redactor: Option<crate::redact::Redactor>) -> SharedLog {
-        Arc::new(Mutex::new(Log { file, error: None, redactor }))
+    /// reach the disk, keeping at most about `cap` bytes (0: no cap).
+    pub(crate) fn capped(
+        file: Option<File>,
+        redactor: Option<crate::redact::Redactor>,
+        cap: u64,
+    ) -> SharedLog {
+        let (head_left, tail) = match cap {
+            0 => (u64::MAX, None),
+            cap => {
+                let tail = (cap / 2).min(MAX_LOG_TAIL);
+                (cap - tail, Some(Tail::new(usize::try_from(tail).unwrap_or(usize::MAX))))
+            }
+        };
+        Arc::new(Mutex::new(Log { file, error: None, redactor, head_left, tail }))
     }
 
     pub(crate) fn write(&mut self, bytes: &[u8]) {
@@ -145,8 +176,49 @@ impl Log {
             Some(r) => r.bytes(bytes),
             None => std::borrow::Cow::Borrowed(bytes),
         };
+        let head = bytes.len().min(usize::try_from(self.head_left).unwrap_or(usize::MAX));
+        self.head_left -= head as u64;
+        if head < bytes.len()
+            && let Some(tail) = self.tail.as_mut()
+        {
+            tail.push(&bytes[head..]);
+        }
         if let Some(f) = self.file.as_mut()
-            && let Err(e) = f.write_all(&bytes)
+            && let Err(e) = f.write_all(&bytes[..head])
+        {
+            self.error = Some(e);
+        }
+    }
+
+    /// Writes what a capped log kept of its end, after a line saying how
+    /// much was cut. Later writes go to the tail again.
+    pub(crate) fn finish(&mut self) {
+        let Some(tail) = self.tail.as_mut() else { return };
+        let (mut bytes, mut cut) = tail.take();
+        if cut > 0
+            && let Some(nl) =
+                bytes.iter().position(|&b| b == b'\n').filter(|&i| i + 1 < bytes.len())
+        {
+            // The end starts at a whole line.
+            bytes.drain(..=nl);
+            cut += nl as u64 + 1;
+        }
+        if bytes.is_empty() || self.error.is_some() {
+            return;
+        }
+        let mut out = Vec::with_capacity(bytes.len() + 100);
+        if cut > 0 {
+            out.extend_from_slice(
+                format!(
+                    "\n[ralph] … {cut} bytes of output cut here (logs.max_file_bytes); the end \
+                     follows …\n"
+                )
+                .as_bytes(),
+            );
+        }
+        out.extend_from_slice(&bytes);
+        if let Some(f) = self.file.as_mut()
+            && let Err(e) = f.write_all(&out)
         {
             self.error = Some(e);
         }
@@ -254,10 +326,41 @@ mod tests {
     }
 
     #[test]
+    fn a_capped_log_keeps_its_head_and_its_tail_and_says_what_it_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let log = Log::capped(Some(File::create(&path).unwrap()), None, 200);
+        let lines: String = (0..100).map(|i| format!("line {i:03}\n")).collect();
+        for chunk in lines.as_bytes().chunks(7) {
+            log.lock().unwrap().write(chunk);
+        }
+        log.lock().unwrap().finish();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with("line 000\nline 001\n"), "{text}");
+        assert!(text.ends_with("line 098\nline 099\n"), "{text}");
+        let (head, tail) = text.split_once("[ralph] … ").expect("the cut is named");
+        assert_eq!(head.len(), 101, "the head is half the cap, then a newline: {head:?}");
+        let (marker, end) = tail.split_once('\n').unwrap();
+        assert!(
+            marker.ends_with("bytes of output cut here (logs.max_file_bytes); the end follows …")
+        );
+        assert!(end.len() <= 100 && end.starts_with("line "), "{end:?}");
+        // Every byte is in the file or counted as cut.
+        let cut: usize = marker.split(' ').next().unwrap().parse().unwrap();
+        assert_eq!(100 + cut + end.len(), lines.len(), "{marker}");
+        // Without a cap nothing is cut.
+        let whole = dir.path().join("whole");
+        let log = Log::capped(Some(File::create(&whole).unwrap()), None, 0);
+        log.lock().unwrap().write(lines.as_bytes());
+        log.lock().unwrap().finish();
+        assert_eq!(std::fs::read_to_string(&whole).unwrap(), lines);
+    }
+
+    #[test]
     fn log_lines_write_whole_lines() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");
-        let log = Log::new(Some(File::create(&path).unwrap()), None);
+        let log = Log::capped(Some(File::create(&path).unwrap()), None, 0);
         let (mut out, mut err) = (LogLines::default(), LogLines::default());
         out.push(b"out-par", &log);
         err.push(b"err-line\n", &log);

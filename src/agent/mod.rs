@@ -219,6 +219,8 @@ pub(crate) struct Place<'a> {
     pub(crate) limits: Limits,
     /// `None`: unconfined.
     pub(crate) sandbox: Option<&'a crate::sandbox::Child>,
+    /// The log's cap in bytes (`logs.max_file_bytes`; 0: none).
+    pub(crate) log_cap: u64,
 }
 
 /// Runs one agent invocation: the log at `place.log`, output analysed with
@@ -230,14 +232,14 @@ pub(crate) fn run(
     redactor: &crate::redact::Redactor,
     watch: Watch<'_>,
 ) -> Result<AgentRun, SpawnError> {
-    let Place { cwd, log: log_path, limits, sandbox } = place;
+    let Place { cwd, log: log_path, limits, sandbox, log_cap } = place;
     let denials = || sandbox.map(|s| s.denials()).unwrap_or_default();
     let Watch { show, on_event } = watch;
     let (file, open_error) = match File::create(log_path) {
         Ok(f) => (Some(f), None),
         Err(e) => (None, Some(e)),
     };
-    let log = Log::new(file, Some(redactor.clone()));
+    let log = Log::capped(file, Some(redactor.clone()), log_cap);
     let format = analyzer.format();
     let analyzer = Arc::new(Mutex::new(analyzer));
     let queue = SharedQueue::default();
@@ -312,8 +314,11 @@ pub(crate) fn run(
             lines.write(format!("[ralph] {d}\n").as_bytes());
         }
     }
-    let log_error =
-        open_error.or_else(|| log.lock().unwrap_or_else(|p| p.into_inner()).take_error());
+    let log_error = open_error.or_else(|| {
+        let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
+        log.finish();
+        log.take_error()
+    });
     Ok(AgentRun { finished, outcome, log_error, sandbox_denials })
 }
 
@@ -352,7 +357,7 @@ mod tests {
         let log = dir.path().join("iter-1.log");
         let analyzer = Analyzer::new(Format::Claude);
         let watch = Watch { show: false, on_event: &mut |_| {} };
-        let place = Place { cwd: dir.path(), log: &log, limits, sandbox: None };
+        let place = Place { cwd: dir.path(), log: &log, limits, sandbox: None, log_cap: 0 };
         run(&invocation, place, analyzer, &redactor, watch).unwrap()
     }
 
@@ -382,7 +387,7 @@ mod tests {
         let log = dir.path().join("iter-1.log");
         let watch = Watch { show: false, on_event: &mut |_| {} };
         let analyzer = Analyzer::new(Format::Codex);
-        let place = Place { cwd: dir.path(), log: &log, limits, sandbox: None };
+        let place = Place { cwd: dir.path(), log: &log, limits, sandbox: None, log_cap: 0 };
         let run = run(&invocation, place, analyzer, &redactor, watch).unwrap();
         assert_eq!(run.finished.stopped, Some(StopReason::Idle));
         assert!(run.outcome.output_lines > 0);

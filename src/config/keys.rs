@@ -504,6 +504,12 @@ pub(crate) const KEYS: &[Key] = &[
         "Bytes of run logs kept (0: no limit); the oldest runs' logs go first, never the current or last failed run's."
     ),
     key!(
+        "logs.max_file_bytes",
+        Int,
+        "33554432",
+        "Bytes one agent or gate log may take (0: no cap): past it, the log keeps its first half and the last half of the rest, with a line saying how much was cut between them."
+    ),
+    key!(
         "notify.webhook",
         Str,
         "\"\"",

@@ -189,7 +189,13 @@ impl Run<'_> {
                 &invocation.env_set,
             )
             .map_err(|e| Error::io("make the agent's sandbox temp dir", e))?;
-        let place = agent::Place { cwd: &self.paths.project, log, limits, sandbox: child.as_ref() };
+        let place = agent::Place {
+            cwd: &self.paths.project,
+            log,
+            limits,
+            sandbox: child.as_ref(),
+            log_cap: self.cfg.logs.max_file_bytes,
+        };
         let result = agent::run(
             &invocation,
             place,

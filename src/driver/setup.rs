@@ -175,6 +175,7 @@ pub(super) fn start<'a>(
             fatal_signatures: cfg.gate.fatal_signatures.clone(),
             redactor: Some(redactor.clone()),
             sandbox: Some(sandbox.clone()),
+            log_cap: cfg.logs.max_file_bytes,
         });
     let deadline = cfg
         .budget

@@ -158,6 +158,7 @@ fn gate(cmd: &[&str]) -> (Gate, Vec<String>) {
         tail_bytes: 64,
         fatal_signatures: vec!["No space left".into()],
         redactor: None,
+        log_cap: 0,
     };
     let c = g.command.clone();
     (g, c)

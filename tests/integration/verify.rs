@@ -553,3 +553,29 @@ fn a_resumed_parallel_run_reports_the_stories_merged_before_the_kill_as_verified
     let report = p.run(&["report"]);
     assert!(report.stdout.contains("3 verified at the end"), "{report:?}");
 }
+
+/// Issue 32, item 6: a gate that prints more than `logs.max_file_bytes`
+/// leaves logs of about that size — the start of its output, a line saying
+/// how much was cut, and its end — not one copy of everything per run.
+#[test]
+fn gate_logs_are_capped_keeping_their_head_and_tail() {
+    let p = Project::with_prd(ONE_STORY);
+    p.write(".ralph/config.toml", "[logs]\nmax_file_bytes = 100000\n");
+    p.script("[run *]\nprint working\n");
+    let gate = "sh -c 'echo first-line; yes filler | head -c 3000000; echo last-line; exit 1'";
+    let r = p.run(&["2", "--gate", gate, "--auto-reset"]);
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
+    let runs: Vec<_> = p.path(".git/ralph/logs").read_dir().unwrap().flatten().collect();
+    let mut seen = 0;
+    for run in runs {
+        for name in ["gate-baseline.log", "gate-1.log", "gate-2.log"] {
+            let Ok(log) = std::fs::read_to_string(run.path().join(name)) else { continue };
+            seen += 1;
+            assert!(log.len() < 100_300, "{name}: {} bytes", log.len());
+            assert!(log.starts_with("first-line\n"), "{name}");
+            assert!(log.ends_with("last-line\n"), "{name}: ends {:?}", &log[log.len() - 40..]);
+            assert!(log.contains("bytes of output cut here (logs.max_file_bytes)"), "{name}");
+        }
+    }
+    assert_eq!(seen, 3, "the baseline's and both iterations' gate logs");
+}

@@ -113,7 +113,13 @@ pub(super) fn run(g: &Global, paths: &Paths, md: &Path, opts: &Options) -> Resul
         .map_err(|e| Error::io("make the agent's sandbox temp dir", e))?;
     let run = agent::run(
         &invocation,
-        agent::Place { cwd: &paths.project, log: &log, limits, sandbox: child.as_ref() },
+        agent::Place {
+            cwd: &paths.project,
+            log: &log,
+            limits,
+            sandbox: child.as_ref(),
+            log_cap: cfg.logs.max_file_bytes,
+        },
         Analyzer::with_patterns(invocation.format, patterns),
         &redactor,
         agent::Watch { show: false, on_event: &mut |_| {} },
