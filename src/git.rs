@@ -177,6 +177,12 @@ impl Repo {
         self.repo.workdir().map(Path::to_path_buf).unwrap_or_default()
     }
 
+    /// The git directory the repository's worktrees share (`.git/`): its
+    /// config and hooks.
+    pub fn common_dir(&self) -> PathBuf {
+        self.repo.commondir().to_path_buf()
+    }
+
     /// Whether a local branch of that name exists.
     pub fn branch_exists(&self, name: &str) -> bool {
         self.repo.find_branch(name, BranchType::Local).is_ok()

@@ -9,10 +9,13 @@
 //! - `protect`: paths the agent may not change (pure).
 //! - `vanish`: tests may not vanish — counts before and after, skip
 //!   markers and deleted tests in the diff (pure).
+//! - `git_dir`: the repository's config and hooks, which ralph's own git
+//!   commands read and run, are set back when an iteration changed them.
 //! - `red`: red, then green — a story's own check must fail on the base
 //!   before its work (pure).
 
 pub(crate) mod base;
+pub(crate) mod git_dir;
 pub(crate) mod protect;
 pub(crate) mod red;
 pub(crate) mod vanish;

@@ -33,6 +33,8 @@ use crate::state::{FileMark, Phase};
 pub(super) struct Start<'a> {
     before: &'a Snapshot,
     saved: &'a super::oracle::Saved,
+    /// The git directory's config and hooks.
+    git_dir: &'a crate::oracle::git_dir::Mark,
 }
 
 /// What the iteration gathered, beyond the facts the verdict needs.
@@ -113,6 +115,7 @@ impl Run<'_> {
             }
         }
         let saved = self.save_protected(&before);
+        let git_dir = crate::oracle::git_dir::mark(&self.repo.common_dir());
         // Where this iteration runs again from if ralph's end cuts it off.
         self.state.progress_at_start = match crate::store::read_regular(&self.paths.progress) {
             Ok(bytes) => Some(FileMark::of(&bytes)),
@@ -124,7 +127,7 @@ impl Run<'_> {
         // From here prd.json may hold the agent's claims.
         let guard = ClaimGuard::new(&self.paths.prd, prd);
         let git = self.check_git(&refs);
-        let start = Start { before: &before, saved: &saved };
+        let start = Start { before: &before, saved: &saved, git_dir: &git_dir };
         let collected = self.collect(n, prd, story, start, agent, git, log, started, applied)?;
         let judgement = judge::judge(&collected.facts);
         self.carry_out(guard, collected, judgement)
@@ -316,6 +319,8 @@ impl Run<'_> {
                 .map(Tamper::Protected)
                 .collect()
         };
+        // What ralph's own git commands read and run, whatever became of history.
+        tampered.extend(self.set_back_git_dir(n, start.git_dir).into_iter().map(Tamper::Protected));
         let test_flags = self.test_flags(before, &changes);
         let (evidence, leftovers) = self.evidence(&changes, &after);
         if self.kit.gate.is_some() {

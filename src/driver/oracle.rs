@@ -11,6 +11,7 @@ use super::Run;
 use crate::gate::{TestCounts, Verdict};
 use crate::git::{Changes, Snapshot};
 use crate::oracle::base::{self, TestRecord};
+use crate::oracle::git_dir;
 use crate::oracle::vanish::{self, FileChange, Flag, Vanished};
 
 /// Files read for the test flags: at most this many, each at most this big.
@@ -124,6 +125,31 @@ impl Run<'_> {
             story_id: self.state.story.clone().unwrap_or_default(),
             paths: shown.clone(),
             patch: kept.then(|| file.display().to_string()),
+        });
+        shown
+    }
+
+    /// Sets back what the iteration changed of the git directory's config
+    /// and hooks (`oracle::git_dir`). Returns the paths, as `.git/…`.
+    pub(super) fn set_back_git_dir(&mut self, n: u32, before: &git_dir::Mark) -> Vec<String> {
+        let dir = self.repo.common_dir();
+        let paths = git_dir::changed(before, &git_dir::mark(&dir));
+        if paths.is_empty() {
+            return Vec::new();
+        }
+        for why in git_dir::set_back(&dir, before, &paths) {
+            self.warn(format!("cannot set back the git directory's {why}"));
+        }
+        let shown: Vec<String> = paths.iter().map(|p| format!(".git/{p}")).collect();
+        self.warn(format!(
+            "the agent changed {}, which ralph's own git commands read or run: set back",
+            shown.join(", ")
+        ));
+        self.state.protected_refused.push(crate::event::ProtectedChange {
+            iteration: n,
+            story_id: self.state.story.clone().unwrap_or_default(),
+            paths: shown.clone(),
+            patch: None,
         });
         shown
     }

@@ -34,9 +34,12 @@ pub struct Pushed {
 
 /// Runs `git` in `dir` with `args`; its stdout, or why it failed.
 fn git(dir: &Path, args: &[&str]) -> Result<(String, String, bool), GitError> {
+    // The repository's hooks are not run by ralph's pushes and fetches:
+    // an agent can write them, and these run outside the sandbox.
     let mut child = Command::new("git")
         .arg("-C")
         .arg(dir)
+        .args(["-c", "core.hooksPath=/dev/null"])
         .args(args)
         .env("GIT_TERMINAL_PROMPT", "0")
         .env(

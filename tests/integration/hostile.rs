@@ -293,3 +293,33 @@ fn an_agent_that_rewrites_the_plan_has_it_set_back_and_proposed_to_the_person() 
     let theirs = std::fs::read_to_string(run.path().join("iter-1.prd-proposed.json")).unwrap();
     assert!(theirs.contains("EVIL-1") && theirs.contains("Something else"), "{theirs}");
 }
+
+/// ralph's own git commands (pushes, fetches) run outside the sandbox and
+/// read `.git/config` and `.git/hooks/`, which the agent can write: a
+/// credential helper or a pre-push hook planted there is set back before
+/// anything of ralph's reads it, and the iteration is judged tampered.
+#[test]
+fn an_agent_that_plants_a_git_hook_or_a_credential_helper_has_them_set_back() {
+    let p = Project::with_prd(ONE_STORY);
+    let config = p.read(".git/config");
+    p.script(
+        "[run *]\nrun git config credential.helper !touch-outside\n\
+         put .git/hooks/pre-push #!/bin/sh\\ntouch /tmp/owned\\n\n\
+         write done.txt done\nmark-pass\ncommit feat: {id} - {title}\n",
+    );
+    let r = p.run(&["1", "--gate", "true"]);
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
+    assert!(
+        r.stdout.contains(
+            "the agent changed .git/config, .git/hooks/pre-push, which ralph's own git commands \
+             read or run: set back"
+        ),
+        "{r:?}"
+    );
+    assert!(r.stdout.contains("US-001 Make done.txt (claimed: yes, not verified)"), "{r:?}");
+    assert!(!p.passes("US-001"));
+    assert_eq!(p.read(".git/config"), config);
+    assert!(!p.path(".git/hooks/pre-push").exists());
+    let status = p.run(&["status"]);
+    assert!(status.stdout.contains("the protected path .git/config"), "{status:?}");
+}

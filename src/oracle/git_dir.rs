@@ -1,0 +1,167 @@
+//! The repository's own config and hooks are the person's. ralph's git
+//! commands — a push or a fetch, outside the sandbox — read `.git/config`
+//! (credential helpers, URL rewrites, SSH commands) and would run
+//! `.git/hooks/`; the sandbox lets the agent write the git directory (it
+//! commits). So what an iteration changed there is set back before
+//! anything of ralph's reads it, and the iteration is judged tampered.
+//!
+//! [`mark`] reads what is there, [`changed`] compares two marks (pure),
+//! [`set_back`] writes a mark's files back.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// What is at a guarded path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// A file, with its permission bits.
+    File { bytes: Vec<u8>, mode: u32 },
+    /// A symbolic link, with its target.
+    Link(std::path::PathBuf),
+    /// Something else (a folder, a FIFO): only its being there counts.
+    Other,
+}
+
+/// The guarded files of a git directory: `config` and `hooks/*`, by their
+/// path relative to it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Mark(pub BTreeMap<String, Entry>);
+
+/// The most bytes read of one guarded file: a larger one is `Other`.
+const MAX_BYTES: u64 = 1 << 20;
+
+/// What is there now (best effort: what cannot be read is not marked).
+pub fn mark(git_dir: &Path) -> Mark {
+    let mut files = BTreeMap::new();
+    let mut add = |rel: String| {
+        if let Some(e) = entry(&git_dir.join(&rel)) {
+            files.insert(rel, e);
+        }
+    };
+    add("config".into());
+    if let Ok(hooks) = std::fs::read_dir(git_dir.join("hooks")) {
+        for h in hooks.flatten() {
+            add(format!("hooks/{}", h.file_name().to_string_lossy()));
+        }
+    }
+    Mark(files)
+}
+
+fn entry(path: &Path) -> Option<Entry> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if meta.file_type().is_symlink() {
+        return std::fs::read_link(path).ok().map(Entry::Link);
+    }
+    if !meta.is_file() || meta.len() > MAX_BYTES {
+        return Some(Entry::Other);
+    }
+    let bytes = crate::store::read_regular(path).ok()?;
+    Some(Entry::File { bytes, mode: meta.permissions().mode() & 0o7777 })
+}
+
+/// The paths (relative to the git directory) whose entry differs between
+/// `before` and `after`: changed, added or removed.
+pub fn changed(before: &Mark, after: &Mark) -> Vec<String> {
+    let mut paths: Vec<String> = before
+        .0
+        .iter()
+        .filter(|(p, e)| after.0.get(*p) != Some(*e))
+        .map(|(p, _)| p.clone())
+        .collect();
+    paths.extend(after.0.keys().filter(|p| !before.0.contains_key(*p)).cloned());
+    paths.sort();
+    paths
+}
+
+/// Puts `paths` back as `before` has them (removing what it has not).
+/// Returns what could not be set back, with why.
+pub fn set_back(git_dir: &Path, before: &Mark, paths: &[String]) -> Vec<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut failed = Vec::new();
+    for rel in paths {
+        let path = git_dir.join(rel);
+        let removed = match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&path),
+            Ok(_) => std::fs::remove_file(&path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        };
+        let put = removed.and_then(|()| match before.0.get(rel) {
+            Some(Entry::File { bytes, mode }) => {
+                crate::store::write_replace(&path, bytes)?;
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(*mode))
+            }
+            Some(Entry::Link(target)) => std::os::unix::fs::symlink(target, &path),
+            Some(Entry::Other) | None => Ok(()),
+        });
+        if let Err(e) = put {
+            failed.push(format!("{rel}: {e}"));
+        }
+    }
+    failed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(text: &str) -> Entry {
+        Entry::File { bytes: text.as_bytes().to_vec(), mode: 0o644 }
+    }
+
+    fn marked(entries: &[(&str, Entry)]) -> Mark {
+        Mark(entries.iter().map(|(p, e)| (p.to_string(), e.clone())).collect())
+    }
+
+    #[test]
+    fn what_changed_added_or_went_is_named() {
+        let config = ("config", file("[core]\n"));
+        let hook = ("hooks/pre-push.sample", file("#!/bin/sh\n"));
+        let base = marked(&[config.clone(), hook.clone()]);
+        let exec = Entry::File { bytes: b"[core]\n".to_vec(), mode: 0o755 };
+        let table: Vec<(Mark, Vec<&str>)> = vec![
+            (base.clone(), vec![]),
+            (
+                marked(&[("config", file("[credential]\nhelper = !x\n")), hook.clone()]),
+                vec!["config"],
+            ),
+            (
+                marked(&[config.clone(), hook.clone(), ("hooks/pre-push", file("x"))]),
+                vec!["hooks/pre-push"],
+            ),
+            (marked(std::slice::from_ref(&hook)), vec!["config"]),
+            (marked(&[("config", exec), hook.clone()]), vec!["config"]),
+            (marked(&[("config", Entry::Link("/tmp/x".into())), hook]), vec!["config"]),
+        ];
+        for (after, want) in table {
+            assert_eq!(changed(&base, &after), want, "{after:?}");
+        }
+    }
+
+    #[test]
+    fn what_an_agent_did_to_config_and_hooks_is_set_back() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let git = dir.path();
+        std::fs::create_dir(git.join("hooks")).unwrap();
+        std::fs::write(git.join("config"), "[core]\n").unwrap();
+        std::fs::write(git.join("hooks/pre-commit"), "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(
+            git.join("hooks/pre-commit"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        let before = mark(git);
+        std::fs::write(git.join("config"), "[credential]\nhelper = !evil\n").unwrap();
+        std::fs::write(git.join("hooks/pre-push"), "#!/bin/sh\nevil\n").unwrap();
+        std::fs::remove_file(git.join("hooks/pre-commit")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", git.join("hooks/post-checkout")).unwrap();
+        let paths = changed(&before, &mark(git));
+        assert_eq!(paths, ["config", "hooks/post-checkout", "hooks/pre-commit", "hooks/pre-push"]);
+        assert!(set_back(git, &before, &paths).is_empty());
+        assert_eq!(mark(git), before);
+        let mode = std::fs::metadata(git.join("hooks/pre-commit")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o755);
+    }
+}
