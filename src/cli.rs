@@ -250,7 +250,7 @@ pub(crate) enum Command {
     Run(RunArgs),
     /// Show stories, the circuit breaker, limits and the running loop
     #[command(
-        after_help = "Examples:\n  ralph status\n  ralph status --json | jq .stories\n  ralph status --watch"
+        after_help = "Examples:\n  ralph status\n  ralph status --all | less\n  ralph status --json | jq .stories\n  ralph status --watch"
     )]
     Status(StatusArgs),
     /// The runs in this project: when, how long, how each ended and what it cost
@@ -263,8 +263,10 @@ pub(crate) enum Command {
         long_about = "One run story by story: attempts, first pass or not, wall and agent time, \
 tokens, cost, gate results, the commit that delivered it and the lessons it produced; then the \
 totals: cost per delivered story, first-pass rate, time lost to limits and back-offs. Costs \
-marked ~ are estimates from cost.prices. Every run writes this report as report.md beside its logs.",
-        after_help = "Examples:\n  ralph report                  the latest run, as Markdown\n  ralph report 20261203 --json"
+marked ~ are estimates from cost.prices. Every run writes this report as report.md beside its logs. \
+Beyond 40 stories, it lists the ones the run touched and counts the rest; --all lists every one, and \
+--json has them all.",
+        after_help = "Examples:\n  ralph report                  the latest run, as Markdown\n  ralph report --all            every story, however many\n  ralph report 20261203 --json"
     )]
     Report(ReportArgs),
     /// Reset the circuit breaker to CLOSED
@@ -459,6 +461,10 @@ pub(crate) struct StatusArgs {
     /// With --remote: only the run on this branch (default: every run there)
     #[arg(long, value_name = "BRANCH", requires = "remote")]
     pub(crate) branch: Option<String>,
+    /// Every story, however many (beyond 40: counts, the ones that need
+    /// attention and the next few; --json has every story)
+    #[arg(long)]
+    pub(crate) all: bool,
 }
 
 #[derive(Debug, Args)]
@@ -498,6 +504,10 @@ pub(crate) struct ReportArgs {
     /// Markdown, as written to report.md (the default; --json for the data)
     #[arg(long)]
     pub(crate) markdown: bool,
+    /// Every story, however many (beyond 40: the ones the run touched, the
+    /// rest counted)
+    #[arg(long)]
+    pub(crate) all: bool,
 }
 
 #[derive(Debug, Args)]

@@ -33,6 +33,7 @@ mod process;
 mod prompt;
 mod redact;
 mod sandbox;
+mod screenful;
 mod serve;
 mod signals;
 mod state;

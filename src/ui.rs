@@ -324,7 +324,14 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
                 s.push_str(&format!(" · ${cost_usd:.2} reported by the agent"));
             }
             s.push_str(&format!(" · exit {exit_code} ({outcome})"));
-            for story in report {
+            // A long PRD: the stories this run touched; the rest counted.
+            let listed = crate::screenful::touched(
+                report,
+                crate::screenful::Show::Screenful,
+                crate::screenful::run_touched,
+                |s| s.passes,
+            );
+            for story in listed.shown.iter().copied() {
                 let mark = if story.passes { "✓" } else { "✗" };
                 let verified = match story.verified {
                     Some(true) => "verified",
@@ -363,6 +370,12 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
                 if let Some(red) = story.red.as_ref().filter(|r| !r.passed_on_base) {
                     s.push_str(&format!("\n      {}", red.describe(story.verified)));
                 }
+            }
+            if let Some(rest) = listed.rest {
+                s.push_str(&format!(
+                    "\n  {} — `ralph status --all` lists every story",
+                    rest.describe(!listed.shown.is_empty())
+                ));
             }
             for sw in switches {
                 s.push_str("\n  ");

@@ -7,6 +7,7 @@ use chrono::Utc;
 use crate::cli::{Global, HistoryArgs, ReportArgs};
 use crate::error::Error;
 use crate::paths::Paths;
+use crate::screenful::Show;
 
 use super::common::{print, print_json, project_dir};
 
@@ -38,7 +39,7 @@ pub(crate) fn report(g: &Global, args: &ReportArgs) -> Result<u8, Error> {
     if g.json {
         print_json(&report)?;
     } else {
-        print(&crate::history::markdown(&report))?;
+        print(&crate::history::markdown(&report, Show::all_if(args.all)))?;
     }
     Ok(0)
 }

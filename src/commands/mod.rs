@@ -129,7 +129,7 @@ fn run_or_alias(g: &Global, args: &RunArgs) -> Result<u8, Error> {
     if args.status {
         return status::run(
             g,
-            &StatusArgs { watch: false, interval: 2, remote: None, branch: None },
+            &StatusArgs { all: false, watch: false, interval: 2, remote: None, branch: None },
         );
     }
     if args.monitor {

@@ -14,6 +14,7 @@ use crate::error::Error;
 use crate::limits::Limits;
 use crate::paths::Paths;
 use crate::prd::View;
+use crate::screenful::{Show, Standing, StoryFacts};
 use crate::state::{Phase, RunState};
 use crate::store;
 
@@ -73,6 +74,9 @@ pub(crate) struct Status {
     /// them (`ralph deliver` asks the forge again).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) pull_requests: Vec<crate::deliver::record::Shown>,
+    /// The stories the run takes next, best first (indices into `stories`).
+    #[serde(skip)]
+    pub(crate) queue: Vec<usize>,
 }
 
 #[derive(Debug, Serialize)]
@@ -95,6 +99,9 @@ pub(crate) struct StoryLine {
     /// The checkpoint's run gave it up, and why (where its work is kept).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) given_up: Option<String>,
+    /// Whether it needs attention, for the list of a long PRD.
+    #[serde(skip)]
+    pub(crate) standing: Standing,
 }
 
 #[derive(Debug, Serialize)]
@@ -164,11 +171,22 @@ pub(crate) fn gather(
     };
     let (state, state_warning) = RunState::load(store).unwrap_or((None, None));
     let given_up = state.as_ref().map(|s| s.given_up.clone()).unwrap_or_default();
-    // The next story the run works, past the ones it gave up.
-    let next = prd.as_ref().and_then(|p| {
-        let skip: Vec<String> = given_up.keys().cloned().collect();
-        crate::prd::runnable(&p.stories, &skip).first().map(|s| s.id.clone())
-    });
+    // The stories the run works next, past the ones it gave up.
+    let queue: Vec<usize> = prd
+        .as_ref()
+        .map(|p| {
+            let skip: Vec<String> = given_up.keys().cloned().collect();
+            let at: std::collections::HashMap<&str, usize> =
+                p.stories.iter().enumerate().map(|(i, s)| (s.id.as_str(), i)).collect();
+            crate::prd::runnable(&p.stories, &skip)
+                .iter()
+                .filter_map(|s| at.get(s.id.as_str()).copied())
+                .collect()
+        })
+        .unwrap_or_default();
+    let next = queue.first().and_then(|&i| prd.as_ref().map(|p| p.stories[i].id.clone()));
+    let running_pid = store.lock_holder().filter(|h| h.works_on(&paths.prd)).and_then(|h| h.pid);
+    let facts = Checkpoint::of(state.as_ref(), running_pid.is_some());
     let parallel = crate::driver::Board::load(store);
     let worker_of = |id: &str| {
         parallel.as_ref().and_then(|b| b.workers.iter().find(|w| w.story == id).map(|w| w.worker))
@@ -196,6 +214,14 @@ pub(crate) fn gather(
                     worker: worker_of(&s.id),
                     waits_for: waits_for(&s.id),
                     given_up: given_up.get(&s.id).filter(|_| !s.passes).cloned(),
+                    standing: Standing::of(StoryFacts {
+                        passes: s.passes,
+                        at_work: worker_of(&s.id).is_some()
+                            || facts.at_work.as_ref() == Some(&s.id),
+                        given_up: given_up.contains_key(&s.id),
+                        refused: facts.refused.contains(&s.id),
+                        tried: facts.tried.contains(&s.id),
+                    }),
                 })
                 .collect()
         })
@@ -242,7 +268,7 @@ pub(crate) fn gather(
         calls_per_hour,
         usage_limit_until: limits.usage_hold(now),
         usage_limits: limits.agent_holds(now),
-        running_pid: store.lock_holder().filter(|h| h.works_on(&paths.prd)).and_then(|h| h.pid),
+        running_pid,
         current_run: state.map(|s| RunLine {
             log_dir: store.run_log_dir(&s.run_id).display().to_string(),
             run_id: s.run_id,
@@ -271,13 +297,45 @@ pub(crate) fn gather(
                 .err()
                 .map(|e| format!("{}\nhint: {}", e.message, e.hint))
         }),
+        queue,
     }
 }
 
-/// The human view.
+/// What the checkpoint's run says of its stories, for their standing.
+#[derive(Default)]
+struct Checkpoint {
+    /// The running iteration's story.
+    at_work: Option<String>,
+    refused: std::collections::HashSet<String>,
+    tried: std::collections::HashSet<String>,
+}
+
+impl Checkpoint {
+    fn of(state: Option<&RunState>, running: bool) -> Checkpoint {
+        let Some(state) = state else { return Checkpoint::default() };
+        let busy = running && matches!(state.phase, Phase::Agent | Phase::Gate);
+        let tallies = state.stories.iter();
+        Checkpoint {
+            at_work: state.story.clone().filter(|_| busy),
+            refused: tallies
+                .clone()
+                .filter(|(_, t)| !t.refused.is_empty())
+                .map(|(id, _)| id.clone())
+                .chain(state.protected_refused.iter().map(|p| p.story_id.clone()))
+                .collect(),
+            tried: tallies
+                .filter(|(_, t)| t.iterations > 0)
+                .map(|(id, _)| id.clone())
+                .chain(state.last_failure.iter().map(|f| f.story.clone()))
+                .collect(),
+        }
+    }
+}
+
 /// The human view; `color` marks what passes green, what is next bold, the
-/// breaker and the last run by how they stand.
-pub(crate) fn render(s: &Status, color: bool) -> String {
+/// breaker and the last run by how they stand. A long PRD's stories are cut
+/// to a screenful unless `show` is [`Show::All`].
+pub(crate) fn render(s: &Status, show: Show, color: bool) -> String {
     let paint = |code: &str, text: String| crate::ui::paint(color, code, &text);
     let mut o = String::new();
     let project = match (&s.project, &s.prd_error) {
@@ -298,48 +356,7 @@ pub(crate) fn render(s: &Status, color: bool) -> String {
         o.push_str(&format!("hint: {hint}\n"));
     }
     if s.total > 0 {
-        o.push_str(&format!("\nstories: {}/{} pass\n", s.passing, s.total));
-        for st in &s.stories {
-            let mark = if st.passes {
-                "✓"
-            } else if st.given_up.is_some() {
-                "✗"
-            } else if st.worker.is_some() {
-                "▶"
-            } else if st.next {
-                "→"
-            } else {
-                " "
-            };
-            let prio = match st.priority {
-                Some(p) => format!("p{p}"),
-                None => "p-".into(),
-            };
-            let waits = match &st.waits_for {
-                _ if st.passes => String::new(),
-                _ if st.given_up.is_some() => {
-                    let why = st.given_up.as_deref().unwrap_or("");
-                    format!("  (given up: {})", why.lines().next().unwrap_or(""))
-                }
-                Some(w) => format!("  ({w})"),
-                None if st.waiting_on.is_empty() => String::new(),
-                None => format!("  (waits on {})", st.waiting_on.join(", ")),
-            };
-            let line = format!(
-                "  {mark} {:<10} {prio:<4} {}{}{waits}",
-                st.id,
-                st.title,
-                if st.next { "  (next)" } else { "" }
-            );
-            let code = if st.passes {
-                "32"
-            } else if st.next {
-                "1"
-            } else {
-                "0"
-            };
-            let _ = writeln!(o, "{}", if code == "0" { line } else { paint(code, line) });
-        }
+        stories(&mut o, s, show, color);
     }
     // "new" is the reason of a breaker that has never changed state.
     let reason = if s.circuit.reason == "new" { "never tripped" } else { &s.circuit.reason };
@@ -455,6 +472,95 @@ pub(crate) fn render(s: &Status, color: bool) -> String {
     o
 }
 
+/// The stories: every one of a short PRD (or with `--all`); of a long one,
+/// counts, the ones that need attention and the next few
+/// (`screenful::status`).
+fn stories(o: &mut String, s: &Status, show: Show, color: bool) {
+    let standings: Vec<Standing> = s.stories.iter().map(|st| st.standing).collect();
+    let listing = crate::screenful::status(&standings, &s.queue, show);
+    let whole = crate::screenful::whole(s.total, show);
+    let _ = write!(o, "\nstories: {}/{} pass", s.passing, s.total);
+    if !whole {
+        let count = |f: fn(Standing) -> bool| standings.iter().filter(|st| f(**st)).count();
+        let unfinished = count(|st| {
+            matches!(st, Standing::InProgress | Standing::Failing | Standing::Unfinished)
+        });
+        let given_up = count(|st| st == Standing::GivenUp);
+        let refused = count(|st| st == Standing::Refused);
+        for (n, what) in [(unfinished, "unfinished"), (given_up, "given up"), (refused, "refused")]
+        {
+            if n > 0 {
+                let _ = write!(o, " · {n} {what}");
+            }
+        }
+    }
+    o.push('\n');
+    for &i in &listing.shown {
+        // A long list says why a story is in it when its mark does not.
+        let tag = match s.stories[i].standing {
+            Standing::Refused if !whole => "  (refused)",
+            Standing::Failing if !whole => "  (failing)",
+            _ => "",
+        };
+        story_line(o, &s.stories[i], tag, color);
+    }
+    if listing.more > 0 {
+        let attention = match listing.more_needing_attention {
+            0 => String::new(),
+            k => format!(" ({k} of them need attention)"),
+        };
+        let _ = writeln!(
+            o,
+            "  … {} more{attention}: `ralph status --all` lists every story",
+            listing.more
+        );
+    }
+}
+
+/// One story: its mark, id, priority, title and what it waits for.
+fn story_line(o: &mut String, st: &StoryLine, tag: &str, color: bool) {
+    let mark = if st.passes {
+        "✓"
+    } else if st.given_up.is_some() {
+        "✗"
+    } else if st.worker.is_some() {
+        "▶"
+    } else if st.next {
+        "→"
+    } else {
+        " "
+    };
+    let prio = match st.priority {
+        Some(p) => format!("p{p}"),
+        None => "p-".into(),
+    };
+    let waits = match &st.waits_for {
+        _ if st.passes => String::new(),
+        _ if st.given_up.is_some() => {
+            let why = st.given_up.as_deref().unwrap_or("");
+            format!("  (given up: {})", why.lines().next().unwrap_or(""))
+        }
+        Some(w) => format!("  ({w})"),
+        None if st.waiting_on.is_empty() => String::new(),
+        None => format!("  (waits on {})", st.waiting_on.join(", ")),
+    };
+    let line = format!(
+        "  {mark} {:<10} {prio:<4} {}{}{waits}{tag}",
+        st.id,
+        st.title,
+        if st.next { "  (next)" } else { "" }
+    );
+    let code = if st.passes {
+        "32"
+    } else if st.next {
+        "1"
+    } else {
+        "0"
+    };
+    let _ =
+        writeln!(o, "{}", if code == "0" { line } else { crate::ui::paint(color, code, &line) });
+}
+
 /// What a run refused, per story, and the protected changes it set back.
 fn refused(state: &RunState) -> Vec<String> {
     let mut out: Vec<String> = state
@@ -552,6 +658,7 @@ pub(crate) fn run(g: &Global, args: &StatusArgs) -> Result<u8, Error> {
     let color = color(g, &config);
     crate::signals::install();
     let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let show = Show::all_if(args.all);
     loop {
         let mut s = gather(
             &paths,
@@ -569,10 +676,10 @@ pub(crate) fn run(g: &Global, args: &StatusArgs) -> Result<u8, Error> {
             // One document; watching, one compact document per line (JSON lines).
             (true, false) => serde_json::to_string_pretty(&s).unwrap_or_default() + "\n",
             (true, true) => serde_json::to_string(&s).unwrap_or_default() + "\n",
-            (false, false) => render(&s, color),
+            (false, false) => render(&s, show, color),
             (false, true) => {
                 let clear = if tty { "\x1b[H\x1b[2J" } else { "" };
-                format!("{clear}[{}]\n{}", Local::now().format("%H:%M:%S"), render(&s, color))
+                format!("{clear}[{}]\n{}", Local::now().format("%H:%M:%S"), render(&s, show, color))
             }
         };
         // A PRD ralph cannot use is an error to a script, as it is to `ralph run`.

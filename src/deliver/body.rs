@@ -57,7 +57,7 @@ pub fn run(report: &RunReport, branch: &str, project: Option<&str>) -> (String, 
         s.run_id
     );
     // The report's own title is the PR's.
-    let md = crate::history::markdown(report);
+    let md = crate::history::markdown(report, crate::screenful::Show::Screenful);
     let md = md.split_once('\n').map_or(md.as_str(), |(_, rest)| rest).trim_start();
     body.push_str(md);
     (title, cut(body, &s.run_id))

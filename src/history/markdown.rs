@@ -1,11 +1,13 @@
 //! Reports as people read them: a run's report in Markdown (`ralph report`,
 //! `report.md` beside the logs) and `ralph history` as text. An estimated
-//! cost is shown as `~$1.23`.
+//! cost is shown as `~$1.23`. A long PRD's stories are cut to the ones the
+//! run touched (`screenful`).
 
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
 use super::{RunReport, RunSummary};
+use crate::screenful::{Show, report_touched};
 use crate::ui::duration;
 
 fn money(usd: f64, estimated: bool) -> String {
@@ -51,8 +53,9 @@ fn cell(text: &str) -> String {
     text.replace('|', "\\|").replace('\n', " ")
 }
 
-/// The run's report in Markdown.
-pub fn markdown(r: &RunReport) -> String {
+/// The run's report in Markdown: every story of a short PRD (or with
+/// [`Show::All`]); of a long one, the ones the run touched.
+pub fn markdown(r: &RunReport, show: Show) -> String {
     let s = &r.summary;
     let t = &r.totals;
     let mut out = String::new();
@@ -106,7 +109,8 @@ pub fn markdown(r: &RunReport) -> String {
         "| --- | --- | --- | --- | --- | --- |{} --- | --- | --- | --- |",
         if by { " --- |" } else { "" }
     );
-    for st in &r.stories {
+    let listed = crate::screenful::touched(&r.stories, show, report_touched, |s| s.passes);
+    for st in listed.shown.iter().copied() {
         let result = match (st.passes, st.verified, st.delivered) {
             (true, _, true) => "delivered",
             (true, Some(false), _) => "passes, not verified",
@@ -136,6 +140,13 @@ pub fn markdown(r: &RunReport) -> String {
             money(st.cost_usd, st.cost_estimated),
             if gates.is_empty() { "–".into() } else { gates },
             st.commit.as_deref().map(|c| &c[..c.len().min(7)]).unwrap_or("–"),
+        );
+    }
+    if let Some(rest) = listed.rest {
+        let _ = writeln!(
+            out,
+            "\n{} — `ralph report --all` lists every story, `ralph report --json` has them all.",
+            rest.describe(!listed.shown.is_empty())
         );
     }
     if !r.switches.is_empty() {
@@ -230,7 +241,7 @@ pub fn markdown(r: &RunReport) -> String {
         }
     }
     let judged: Vec<_> =
-        r.stories.iter().filter_map(|s| s.oracle.as_ref().map(|o| (s, o))).collect();
+        listed.shown.iter().filter_map(|s| s.oracle.as_ref().map(|o| (*s, o))).collect();
     if !judged.is_empty() {
         let _ = writeln!(out, "\n## What judged each story\n");
         for (st, o) in judged {

@@ -133,7 +133,8 @@ impl<'a> Recorder<'a> {
             Err(e) => return self.warn(format!("cannot read back the run's events: {e}")),
         };
         events.push(super::Recorded { ts: chrono::Utc::now(), event: end.clone() });
-        let text = super::markdown(&super::report(run_id, &events));
+        let text =
+            super::markdown(&super::report(run_id, &events), crate::screenful::Show::Screenful);
         let path = dir.join(REPORT_FILE);
         match crate::store::write_replace(&path, text.as_bytes()) {
             Ok(()) => self.own(&Event::Notice {

@@ -296,7 +296,7 @@ fn resolver_iterations_and_failed_merges_are_counted_as_such() {
     assert!(s.delivered && !s.first_pass);
     // The resolver's cost is the story's.
     assert!((s.cost_usd - 0.4).abs() < 1e-9, "{}", s.cost_usd);
-    let md = crate::history::markdown(&r);
+    let md = crate::history::markdown(&r, crate::screenful::Show::Screenful);
     assert!(md.contains("| 2 (+1 resolving) |"), "{md}");
     assert!(md.contains("- US-001 attempt 1: the resolver could not merge it: markers"), "{md}");
 }
@@ -338,7 +338,7 @@ fn lines_read_back_as_the_events_they_were() {
 
 #[test]
 fn the_markdown_says_what_is_estimated() {
-    let md = markdown(&report("r1", &overnight()));
+    let md = markdown(&report("r1", &overnight()), crate::screenful::Show::Screenful);
     for want in [
         "# ralph run r1",
         "outcome: blocked (the agent is blocked on US-002: key)",
@@ -413,7 +413,7 @@ fn the_report_says_which_agent_did_what_and_why_it_switched() {
     assert_eq!(agents, [("US-001", "codex,claude".into()), ("US-002", "claude".into())]);
     assert_eq!(r.switches.len(), 1);
     assert_eq!((r.switches[0].iteration, r.switches[0].to.as_str()), (2, "claude"));
-    let md = markdown(&r);
+    let md = markdown(&r, crate::screenful::Show::Screenful);
     for want in [
         "| agents |",
         "| codex, claude |",
@@ -424,6 +424,39 @@ fn the_report_says_which_agent_did_what_and_why_it_switched() {
         assert!(md.contains(want), "{want:?} not in\n{md}");
     }
     // One agent throughout: no column for it, no switches.
-    let md = markdown(&report("r1", &overnight()));
+    let md = markdown(&report("r1", &overnight()), crate::screenful::Show::Screenful);
     assert!(!md.contains("| agents |") && !md.contains("## Agent switches"), "{md}");
+}
+
+#[test]
+fn a_long_prd_reports_the_stories_its_run_touched() {
+    // 500 stories, each with a gate; the run worked on US-001 and US-002.
+    let mut overnight = overnight();
+    let Some(Recorded { event: Event::RunEnd { report: stories, .. }, .. }) = overnight.last_mut()
+    else {
+        panic!("the run's end")
+    };
+    *stories = (1..=500)
+        .map(|i| StoryReport {
+            gate: Some("cargo test".into()),
+            gate_source: Some("default".into()),
+            ..story(&format!("US-{i:03}"), i <= 1 || i > 490)
+        })
+        .collect();
+    let r = report("r1", &overnight);
+    let md = markdown(&r, crate::screenful::Show::Screenful);
+    for want in [
+        "| US-001 title US-001 | delivered |",
+        "| US-002 title US-002 | not done |",
+        "498 other stories unchanged: 10 passing, 488 unfinished — `ralph report --all` lists \
+         every story, `ralph report --json` has them all.",
+        "- US-002: `cargo test` (default)",
+    ] {
+        assert!(md.contains(want), "{want:?} not in\n{md}");
+    }
+    assert!(!md.contains("US-003") && !md.contains("US-500"), "{md}");
+    assert!(md.len() < 4000, "{} bytes", md.len());
+    let all = markdown(&r, crate::screenful::Show::All);
+    assert!(all.contains("| US-500 title US-500 | passed before |"), "{all}");
+    assert!(all.contains("- US-500: `cargo test` (default)") && !all.contains("other stories"));
 }

@@ -108,3 +108,62 @@ fn plain_output_has_no_escape_codes_without_colour() {
     assert!(!text.contains('\x1b'), "{text:?}");
     assert!(text.contains("warning: careful") && text.contains("  │ a\n  │ b\n"), "{text}");
 }
+
+#[test]
+fn the_end_of_a_long_run_lists_the_stories_it_touched() {
+    let style = Style { color: false, agent_output: false, quiet: true, verbose: false };
+    let story = |i: usize| crate::event::StoryReport {
+        id: format!("US-{i:04}"),
+        title: format!("Story {i}"),
+        claimed: i <= 10,
+        verified: None,
+        passes: i <= 10,
+        note: None,
+        iterations: 0,
+        cost_usd: 0.0,
+        commit: None,
+        agents: vec![],
+        resolves: 0,
+        merge_failures: vec![],
+        gate: None,
+        gate_source: None,
+        tests_before: None,
+        tests_after: None,
+        refused: vec![],
+        test_flags: vec![],
+        red: None,
+    };
+    let mut report: Vec<_> = (1..=5000).map(story).collect();
+    report[10].iterations = 2;
+    report[4000].note = Some("given up: conflicts".into());
+    let end = |report| Event::RunEnd {
+        outcome: crate::event::RunOutcome::MaxIterations,
+        exit_code: 1,
+        iterations: 2,
+        passing: 10,
+        stories: 5000,
+        cost_usd: 0.0,
+        tokens: 0,
+        duration_ms: 10,
+        message: "reached the iteration limit".into(),
+        report,
+        best: None,
+        switches: vec![],
+        prd_proposals: vec![],
+        protected_refused: vec![],
+    };
+    let text = describe(&end(report), style).unwrap();
+    assert_eq!(
+        text.lines().skip(2).collect::<Vec<_>>(),
+        [
+            "  ✗ US-0011 Story 11 (claimed: no, no gate)",
+            "  ✗ US-4001 Story 4001 (claimed: no, no gate): given up: conflicts",
+            "  4998 other stories unchanged: 10 passing, 4988 unfinished — `ralph status --all` \
+             lists every story",
+        ],
+        "{text}"
+    );
+    // Nothing touched: the count alone, without "other".
+    let text = describe(&end((1..=50).map(story).collect()), style).unwrap();
+    assert!(text.ends_with("\n  50 stories unchanged: 10 passing, 40 unfinished — `ralph status --all` lists every story"), "{text}");
+}

@@ -3,6 +3,7 @@
 //! git repositories.
 
 mod accounts;
+mod big_prd;
 mod chromium;
 mod claude_loop;
 mod claude_stub;
