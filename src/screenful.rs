@@ -56,7 +56,7 @@ pub enum Standing {
 
 /// What `ralph status` knows of a story, from the PRD and the checkpoint.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StoryFacts {
+pub struct StatusFacts {
     pub passes: bool,
     /// A worker's story, or the running iteration's.
     pub at_work: bool,
@@ -70,13 +70,13 @@ pub struct StoryFacts {
 impl Standing {
     /// A passing story needs nothing; else what is going on now comes
     /// first, then what the run decided about it, then what it tried.
-    pub fn of(f: StoryFacts) -> Standing {
+    pub fn of(f: StatusFacts) -> Standing {
         match f {
-            StoryFacts { passes: true, .. } => Standing::Passing,
-            StoryFacts { at_work: true, .. } => Standing::InProgress,
-            StoryFacts { given_up: true, .. } => Standing::GivenUp,
-            StoryFacts { refused: true, .. } => Standing::Refused,
-            StoryFacts { tried: true, .. } => Standing::Failing,
+            StatusFacts { passes: true, .. } => Standing::Passing,
+            StatusFacts { at_work: true, .. } => Standing::InProgress,
+            StatusFacts { given_up: true, .. } => Standing::GivenUp,
+            StatusFacts { refused: true, .. } => Standing::Refused,
+            StatusFacts { tried: true, .. } => Standing::Failing,
             _ => Standing::Unfinished,
         }
     }

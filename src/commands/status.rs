@@ -14,7 +14,7 @@ use crate::error::Error;
 use crate::limits::Limits;
 use crate::paths::Paths;
 use crate::prd::View;
-use crate::screenful::{Show, Standing, StoryFacts};
+use crate::screenful::{Show, Standing, StatusFacts};
 use crate::state::{Phase, RunState};
 use crate::store;
 
@@ -214,7 +214,7 @@ pub(crate) fn gather(
                     worker: worker_of(&s.id),
                     waits_for: waits_for(&s.id),
                     given_up: given_up.get(&s.id).filter(|_| !s.passes).cloned(),
-                    standing: Standing::of(StoryFacts {
+                    standing: Standing::of(StatusFacts {
                         passes: s.passes,
                         at_work: worker_of(&s.id).is_some()
                             || facts.at_work.as_ref() == Some(&s.id),

@@ -285,13 +285,6 @@ pub fn markdown(r: &RunReport, show: Show) -> String {
             );
         }
     }
-    let notes: Vec<_> = r.stories.iter().filter_map(|s| s.note.as_ref().map(|n| (s, n))).collect();
-    if !notes.is_empty() {
-        let _ = writeln!(out, "\n## Notes\n");
-        for (st, n) in notes {
-            let _ = writeln!(out, "- {}: {}", st.id, cell(n));
-        }
-    }
     if r.stories.iter().any(|s| !s.lessons.is_empty()) {
         let _ = writeln!(out, "\n## Lessons\n");
         for st in r.stories.iter().filter(|s| !s.lessons.is_empty()) {

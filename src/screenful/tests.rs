@@ -20,26 +20,26 @@ fn a_list_is_whole_up_to_a_screenful_or_with_all() {
 
 #[test]
 fn where_a_story_stands() {
-    let f = StoryFacts::default();
+    let f = StatusFacts::default();
     let table = [
         ("nothing known", f, Standing::Unfinished),
         (
             "passes, whatever else",
-            StoryFacts { passes: true, at_work: true, refused: true, ..f },
+            StatusFacts { passes: true, at_work: true, refused: true, ..f },
             Standing::Passing,
         ),
         (
             "at work beats given up",
-            StoryFacts { at_work: true, given_up: true, ..f },
+            StatusFacts { at_work: true, given_up: true, ..f },
             Standing::InProgress,
         ),
         (
             "given up beats refused",
-            StoryFacts { given_up: true, refused: true, tried: true, ..f },
+            StatusFacts { given_up: true, refused: true, tried: true, ..f },
             Standing::GivenUp,
         ),
-        ("refused beats tried", StoryFacts { refused: true, tried: true, ..f }, Standing::Refused),
-        ("tried and not passing", StoryFacts { tried: true, ..f }, Standing::Failing),
+        ("refused beats tried", StatusFacts { refused: true, tried: true, ..f }, Standing::Refused),
+        ("tried and not passing", StatusFacts { tried: true, ..f }, Standing::Failing),
     ];
     for (name, facts, want) in table {
         assert_eq!(Standing::of(facts), want, "{name}");
