@@ -413,6 +413,10 @@ fn home_read(
             // Beside the project, below the home's own entries: another project.
             continue;
         }
+        if dir == home && !holds_project && is_other_repository(&name, &path, list) {
+            // A repository kept in the home is another project too.
+            continue;
+        }
         let holds_denied =
             DENIED.iter().any(|d| Path::new(d).starts_with(&rel) && Path::new(d) != rel);
         if (holds_denied || holds_project) && depth < MAX_DEPTH {
@@ -421,6 +425,12 @@ fn home_read(
             out.push(path);
         }
     }
+}
+
+/// A visible entry of the home that holds a `.git`: another project (a
+/// dotfile folder — `~/.oh-my-zsh` — is the person's setup, not a project).
+fn is_other_repository(name: &str, path: &Path, list: &dyn Fn(&Path) -> Vec<String>) -> bool {
+    !name.starts_with('.') && list(path).iter().any(|n| n == ".git")
 }
 
 /// The folders [`BUILD_OUTPUT_VARS`] name, when absolute and not too wide.

@@ -42,8 +42,14 @@ fn home_tree() -> Tree {
                 ".aider.conf.yml",
                 "code",
                 "notes.txt",
+                "proj2",
+                "client-repo",
+                "Documents",
             ],
         ),
+        ("/home/u/client-repo", &[".git", ".env"]),
+        ("/home/u/proj2", &[".git", "src"]),
+        ("/home/u/Documents", &["cv.pdf"]),
         ("/home/u/.config", &["gcloud", "gh", "nvim", "git"]),
         ("/home/u/.cargo", &["bin", "registry", "credentials.toml"]),
         ("/home/u/code", &["proj", "other", "secret-client"]),
@@ -147,6 +153,31 @@ fn the_home_is_readable_but_its_credential_stores_and_other_projects() {
     }
     assert!(!has(&p.read, "/home/u"), "the home itself is never granted: {:?}", p.read);
     assert!(!has(&p.read, "/home/u/code"));
+}
+
+/// A project kept directly in the home: the home's other repositories are
+/// other projects, hidden from it like folders beside it anywhere else;
+/// the home's other entries stay readable.
+#[test]
+fn the_home_s_other_repositories_are_other_projects() {
+    for project in ["/home/u/proj2", "/home/u/code/proj"] {
+        let p = run(&Case { work_tree: vec![PathBuf::from(project)], ..Case::default() });
+        #[rustfmt::skip]
+        let table: &[(&str, bool)] = &[
+            ("/home/u/client-repo/.env", false),
+            ("/home/u/Documents/cv.pdf", true),
+            ("/home/u/notes.txt", true),
+            ("/home/u/.gitconfig", true),
+            ("/home/u/.cargo/bin/cargo", true),
+        ];
+        for (path, want) in table {
+            assert_eq!(reads(&p, path), *want, "{project}: {path}");
+        }
+        // Repositories one folder down (~/code/other) are hidden only from
+        // a project beside them: the home's folders are not searched.
+        assert_eq!(reads(&p, "/home/u/code/other/.env"), project == "/home/u/proj2", "{project}");
+        assert!(reads(&p, &format!("{project}/src/main.rs")), "{project}");
+    }
 }
 
 #[test]
