@@ -127,9 +127,30 @@ pub fn cut(text: &str, max: usize) -> String {
     format!("{keep}{marker}")
 }
 
+/// A cost as people read it: `$1.23`, `~$1.23` when estimated from tokens,
+/// and `n/a` when nothing was reported (agents that report no cost).
+pub fn usd(cost: f64, estimated: bool) -> String {
+    if cost <= 0.0 && !estimated {
+        return "n/a".into();
+    }
+    format!("{}${cost:.2}", if estimated { "~" } else { "" })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn costs_read_as_dollars_estimates_or_not_reported() {
+        for (cost, est, want) in [
+            (1.234, false, "$1.23"),
+            (1.234, true, "~$1.23"),
+            (0.0, false, "n/a"),
+            (0.0, true, "~$0.00"),
+        ] {
+            assert_eq!(usd(cost, est), want);
+        }
+    }
 
     #[test]
     fn plain_drops_escapes_and_controls() {

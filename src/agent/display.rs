@@ -134,9 +134,92 @@ pub fn clean(text: &str) -> String {
     out.trim_end().to_string()
 }
 
+/// The most lines a `RALPH_STATUS` block is folded from: a longer one is
+/// shown as it is.
+const MAX_FOLDED: usize = 20;
+
+/// Folds the `RALPH_STATUS` block an agent ends its answer with into one
+/// line (`RALPH_STATUS: STATUS: COMPLETE · TASKS_COMPLETED_THIS_LOOP: 1 ·
+/// …`): its ten lines under every iteration said little a person reads.
+/// The block may come whole in one rendered text (a JSON event) or a line
+/// at a time (plain text); the log keeps it as the agent wrote it.
+#[derive(Debug, Default)]
+pub struct Fold {
+    block: Option<Vec<String>>,
+}
+
+impl Fold {
+    /// What to show of `text`: nothing while a block is open.
+    pub fn push(&mut self, text: &str) -> Vec<String> {
+        let mut shown = Vec::new();
+        let mut plain: Vec<&str> = Vec::new();
+        for line in text.lines() {
+            let t = line.trim();
+            match self.block.as_mut() {
+                None if t == "---RALPH_STATUS---" => {
+                    if !plain.is_empty() {
+                        shown.push(plain.join("\n"));
+                        plain.clear();
+                    }
+                    self.block = Some(Vec::new());
+                }
+                None => plain.push(line),
+                Some(block) if t == "---END_RALPH_STATUS---" => {
+                    shown.push(format!("RALPH_STATUS: {}", block.join(" · ")));
+                    self.block = None;
+                }
+                Some(block) if block.len() >= MAX_FOLDED => {
+                    // Not a block after all: show what was held back.
+                    let held = std::mem::take(block);
+                    self.block = None;
+                    shown.push(format!("---RALPH_STATUS---\n{}", held.join("\n")));
+                    plain.push(line);
+                }
+                Some(block) => {
+                    if !t.is_empty() {
+                        block.push(t.to_string());
+                    }
+                }
+            }
+        }
+        if !plain.is_empty() {
+            shown.push(plain.join("\n"));
+        }
+        shown
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ralph_status_block_is_folded_into_one_line() {
+        let block =
+            "---RALPH_STATUS---\nSTATUS: COMPLETE\nEXIT_SIGNAL: true\n---END_RALPH_STATUS---";
+        let mut f = Fold::default();
+        assert_eq!(
+            f.push(&format!("Done with US-001.\n\n{block}")),
+            ["Done with US-001.\n", "RALPH_STATUS: STATUS: COMPLETE · EXIT_SIGNAL: true"]
+        );
+        // A line at a time: nothing until the block ends.
+        let mut f = Fold::default();
+        let shown: Vec<String> = block.lines().flat_map(|l| f.push(l)).collect();
+        assert_eq!(shown, ["RALPH_STATUS: STATUS: COMPLETE · EXIT_SIGNAL: true"]);
+        // Prose that only mentions it is shown as it is.
+        let mut f = Fold::default();
+        assert_eq!(
+            f.push("I will end with a RALPH_STATUS block."),
+            ["I will end with a RALPH_STATUS block."]
+        );
+        // A start without an end is not held back for ever, nor lost.
+        let mut f = Fold::default();
+        let mut shown: Vec<String> = f.push("---RALPH_STATUS---");
+        for n in 0..25 {
+            shown.extend(f.push(&format!("line {n}")));
+        }
+        assert_eq!(shown.concat().matches("line ").count(), 25, "{shown:?}");
+    }
 
     #[test]
     fn renders_event_streams_readably() {

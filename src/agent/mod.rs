@@ -84,15 +84,18 @@ struct Display {
     queue: SharedQueue,
     format: crate::analyze::Format,
     redactor: crate::redact::Redactor,
+    fold: display::Fold,
 }
 
 impl Display {
-    /// Queues the line's readable form.
+    /// Queues the line's readable form (a `RALPH_STATUS` block folded).
     fn show(&mut self, line: &[u8]) {
         if let Some(text) = display::render(self.format, line)
             && !text.is_empty()
         {
-            Queue::push(&self.queue, self.redactor.text(&text).into_owned());
+            for text in self.fold.push(&text) {
+                Queue::push(&self.queue, self.redactor.text(&text).into_owned());
+            }
         }
     }
 }
@@ -243,8 +246,14 @@ pub(crate) fn run(
     let format = analyzer.format();
     let analyzer = Arc::new(Mutex::new(analyzer));
     let queue = SharedQueue::default();
-    let display =
-        |on: bool| on.then(|| Display { queue: queue.clone(), format, redactor: redactor.clone() });
+    let display = |on: bool| {
+        on.then(|| Display {
+            queue: queue.clone(),
+            format,
+            redactor: redactor.clone(),
+            fold: display::Fold::default(),
+        })
+    };
     let out = OutSink {
         log: log.clone(),
         lines: LogLines::default(),

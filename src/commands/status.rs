@@ -412,12 +412,12 @@ pub(crate) fn render(s: &Status, show: Show, color: bool) -> String {
             (_, Phase::Idle) => "between iterations".into(),
         };
         o.push_str(&format!(
-            "run {}: iteration {}/{}{} · ${:.2} · {state}\n",
+            "run {}: iteration {}/{}{} · cost {} · {state}\n",
             r.run_id,
             r.iteration,
             r.max_iterations,
             r.story.as_ref().map(|st| format!(" ({st})")).unwrap_or_default(),
-            r.cost_usd
+            crate::text::usd(r.cost_usd, false)
         ));
         details(&mut o, r, &s.project_dir);
     }

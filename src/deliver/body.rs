@@ -113,9 +113,8 @@ pub fn story(report: &RunReport, st: &StoryLine, prd: Option<&Story>) -> (String
     }
     let _ = writeln!(
         b,
-        "- cost {}${:.2} · tokens in {} / out {}",
-        if st.cost_estimated { "~" } else { "" },
-        st.cost_usd,
+        "- cost {} · tokens in {} / out {}",
+        crate::text::usd(st.cost_usd, st.cost_estimated),
         st.tokens_in,
         st.tokens_out
     );

@@ -31,7 +31,10 @@ impl Run<'_> {
         };
         let policy = rules::Policy::default();
         match rules::record_failure(&self.paths.store, &failure, applied, &policy, Utc::now()) {
-            Ok(Some(change)) => self.notice(change.to_string()),
+            // A failure seen once or twice is a candidate in `ralph rules`,
+            // not news: the run says so when it is ready for review.
+            Ok(Some(change)) if change.worth_telling() => self.notice(change.to_string()),
+            Ok(Some(_)) => {}
             Ok(None) => {}
             Err(e) => self.warn(format!("cannot record the failure: {e}")),
         }

@@ -143,7 +143,7 @@ impl Run<'_> {
                 story: id.clone(),
                 log: c.log.display().to_string(),
                 error: j.note.clone().or_else(|| match &c.facts.gate {
-                    GateRun::Failed(g) => Some(g.signature.clone()),
+                    GateRun::Failed(g) => Some(gate_failure_line(&g.detail)),
                     _ => None,
                 }),
             });
@@ -394,8 +394,36 @@ impl Run<'_> {
     }
 }
 
+/// A gate failure in a line, as `ralph status` shows it: the lines of its
+/// excerpt that name the error, numbers as they were (`assert 1 == 22`),
+/// else its exit code.
+fn gate_failure_line(detail: &str) -> String {
+    let mut lines = detail.lines();
+    let exit = lines.next().unwrap_or_default();
+    let said: Vec<&str> = lines.map(str::trim).filter(|l| !l.is_empty()).collect();
+    if said.is_empty() {
+        let code = exit.strip_prefix("exit=").filter(|c| *c != "none");
+        return match code {
+            Some(c) => format!("the gate failed (exit {c})"),
+            None => "the gate was killed".into(),
+        };
+    }
+    crate::text::clip(&said.join(" · "), 200)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_gate_failure_reads_as_what_it_said_or_its_exit_code() {
+        for (detail, want) in [
+            ("exit=1", "the gate failed (exit 1)"),
+            ("exit=none", "the gate was killed"),
+            ("exit=1\nAssertionError: assert 1 == 22\n  x", "AssertionError: assert 1 == 22 · x"),
+        ] {
+            assert_eq!(super::gate_failure_line(detail), want);
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -11,7 +11,7 @@ use crate::screenful::{Show, report_touched};
 use crate::ui::duration;
 
 fn money(usd: f64, estimated: bool) -> String {
-    format!("{}${usd:.2}", if estimated { "~" } else { "" })
+    crate::text::usd(usd, estimated)
 }
 
 fn tokens(n: u64) -> String {

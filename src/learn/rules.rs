@@ -228,6 +228,14 @@ pub enum Change {
     },
 }
 
+impl Change {
+    /// Whether a run says so as it happens: not a new candidate, nor one
+    /// counted short of being ready for review.
+    pub fn worth_telling(&self) -> bool {
+        !matches!(self, Change::Created { .. } | Change::Counted { ready: false, .. })
+    }
+}
+
 impl std::fmt::Display for Change {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let m = |m: &Metrics| format!("{} violations, {} compliance", m.violations, m.compliance);

@@ -275,6 +275,15 @@ fn status_says_why_the_last_run_stopped_and_where_its_logs_are() {
     let logs = run["log_dir"].as_str().unwrap();
     assert!(log.starts_with(logs) && logs.contains(".git/ralph/logs/"), "{v}");
 
+    // The last failure shows what the gate said, its numbers unmasked.
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run *]\nimplement\n");
+    let r = p.run(&["1", "--gate", "sh -c 'echo \"AssertionError: assert 1 == 22\"; exit 1'"]);
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
+    let text = status_text(&p);
+    assert!(text.contains("last failure: iteration 1 (US-001): "), "{text}");
+    assert!(text.contains("assert 1 == 22"), "{text}");
+
     // A gate program that is missing: the run refuses before it creates
     // anything, so status checks it itself and names it, with the hint.
     let p = Project::with_prd(THREE_STORIES);

@@ -396,3 +396,20 @@ fn show_renders_every_field_and_json_round_trips() {
     assert_eq!(serde_json::from_value::<Card>(json).unwrap(), card);
     assert_eq!(card.samples.len(), MAX_SAMPLES);
 }
+
+#[test]
+fn a_run_tells_of_a_rule_only_once_it_is_ready_or_its_fate_changes() {
+    let id = || "r1".to_string();
+    let m = Metrics::default();
+    let table = [
+        (Change::Created { id: id() }, false),
+        (Change::Counted { id: id(), occurrences: 2, ready: false }, false),
+        (Change::Counted { id: id(), occurrences: 3, ready: true }, true),
+        (Change::Revived { id: id() }, true),
+        (Change::Violated { id: id(), metrics: m }, true),
+        (Change::Demoted { id: id(), metrics: m }, true),
+    ];
+    for (change, want) in table {
+        assert_eq!(change.worth_telling(), want, "{change}");
+    }
+}
