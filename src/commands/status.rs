@@ -171,11 +171,14 @@ pub(crate) fn gather(
     };
     let (state, state_warning) = RunState::load(store).unwrap_or((None, None));
     let given_up = state.as_ref().map(|s| s.given_up.clone()).unwrap_or_default();
-    // The stories the run works next, past the ones it gave up.
+    let parallel = crate::driver::Board::load(store);
+    // The stories the run works next, past the ones it gave up and the
+    // ones a parallel run's workers are at work on.
     let queue: Vec<usize> = prd
         .as_ref()
         .map(|p| {
-            let skip: Vec<String> = given_up.keys().cloned().collect();
+            let mut skip: Vec<String> = given_up.keys().cloned().collect();
+            skip.extend(parallel.iter().flat_map(|b| b.workers.iter().map(|w| w.story.clone())));
             let at: std::collections::HashMap<&str, usize> =
                 p.stories.iter().enumerate().map(|(i, s)| (s.id.as_str(), i)).collect();
             crate::prd::runnable(&p.stories, &skip)
@@ -187,7 +190,6 @@ pub(crate) fn gather(
     let next = queue.first().and_then(|&i| prd.as_ref().map(|p| p.stories[i].id.clone()));
     let running_pid = store.lock_holder().filter(|h| h.works_on(&paths.prd)).and_then(|h| h.pid);
     let facts = Checkpoint::of(state.as_ref(), running_pid.is_some());
-    let parallel = crate::driver::Board::load(store);
     let worker_of = |id: &str| {
         parallel.as_ref().and_then(|b| b.workers.iter().find(|w| w.story == id).map(|w| w.worker))
     };
@@ -407,6 +409,12 @@ pub(crate) fn render(s: &Status, show: Show, color: bool) -> String {
             (Some(out), Phase::Ended) => format!("ended: {}", out.replace('_', " ")),
             (_, Phase::Ended) => "ended".into(),
             _ if s.running_pid.is_none() => "stopped mid-run: `ralph` resumes it".into(),
+            // A parallel run's own phase is its coordinator's; its workers
+            // are listed above.
+            _ if s.parallel.as_ref().is_some_and(|b| !b.workers.is_empty()) => {
+                let n = s.parallel.as_ref().map_or(0, |b| b.workers.len());
+                format!("{} at work", crate::text::count(n, "worker", "workers"))
+            }
             (_, Phase::Agent) => "the agent is working".into(),
             (_, Phase::Gate) => "checking the agent's work".into(),
             (_, Phase::Idle) => "between iterations".into(),

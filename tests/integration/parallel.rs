@@ -243,6 +243,11 @@ fn ctrl_c_with_four_agents_at_work_exits_130_leaves_no_process_and_resumes() {
     assert_eq!(at_work, 4);
     let text = p.run(&["status"]).stdout;
     assert!(text.contains("workers: 4 of 4 at work, merging into ralph/par"), "{text}");
+    // The run is its workers' work, and no story at work is "next" (the
+    // one left waits on US-001).
+    assert!(text.contains("· 4 workers at work"), "{text}");
+    assert!(!text.contains("between iterations"), "{text}");
+    assert!(!text.contains("(next)"), "{text}");
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let status = child.wait().unwrap();
