@@ -65,7 +65,7 @@ pub(crate) fn run(g: &Global, args: &RemoteWorkerArgs) -> Result<u8, Error> {
 /// The clone in `dir`, made from `url` if there is none, fetched, and on
 /// the run branch (the PRD's `branchName`) at the remote's tip; a run
 /// branch the remote does not have yet is made from HEAD and pushed.
-fn prepare(url: &str, dir: &Path, prd: Option<&Path>) -> Result<(), Error> {
+fn prepare(url: &str, dir: &Path, prd_file: Option<&Path>) -> Result<(), Error> {
     let clone_here = !dir.join(".git").exists();
     if clone_here {
         let empty = std::fs::read_dir(dir).map_or(true, |mut d| d.next().is_none());
@@ -83,7 +83,7 @@ fn prepare(url: &str, dir: &Path, prd: Option<&Path>) -> Result<(), Error> {
     // half-advanced. Both are put right before anything moves again.
     let cleared = repo.clear_stale_locks(std::time::SystemTime::now(), Duration::from_secs(5));
     cleared.map_err(|e| Error::Environment { message: e.message, hint: e.hint })?;
-    let paths = Paths::resolve(dir, prd)?;
+    let paths = Paths::resolve(dir, prd_file)?;
     crate::driver::finish_advance(&repo, &paths)?;
     remote::fetch(dir)?;
     paths.require_prd()?;
@@ -116,7 +116,8 @@ fn prepare(url: &str, dir: &Path, prd: Option<&Path>) -> Result<(), Error> {
             let spec = format!("refs/heads/{branch}:refs/heads/{branch}");
             let pushed = remote::push(dir, &[spec])?;
             if pushed.iter().any(|p| p.rejected.is_some()) {
-                return prepare(url, dir, None);
+                // With the same --prd: the run branch is that PRD's.
+                return prepare(url, dir, prd_file);
             }
         }
     }
