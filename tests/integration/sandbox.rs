@@ -298,3 +298,27 @@ fn the_policy_is_printed_by_agents_and_dry_run() {
     let off = to_run(p.ralph().arg("agents").env("RALPH_AGENT_SANDBOX", "off").output().unwrap());
     assert!(off.stdout.contains("sandbox off"), "{off:?}");
 }
+
+/// A hook runs what the person configured, but in the project the agent
+/// wrote: confined like the agent, and what it was denied is said.
+#[test]
+fn a_hook_that_tries_to_leave_the_project_is_denied() {
+    if !landlock() {
+        return;
+    }
+    let p = Project::with_prd(ONE_STORY);
+    let outside = p.home().join("hook-was-here");
+    let hook = format!(
+        "[hooks]\non_iteration_end = [\"sh\", \"-c\", \"echo x > {}\"]\n",
+        outside.display()
+    );
+    p.write(".ralph/config.toml", &hook);
+    p.git(&["add", "-A"]);
+    p.git(&["commit", "-q", "-m", "hook"]);
+    p.script("[run *]\nimplement\n");
+    let r = p.run(&["1"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(!outside.exists(), "the hook wrote outside the project");
+    assert!(r.stdout.contains("hook on_iteration_end: sandbox denied"), "{r:?}");
+    assert!(r.stdout.contains("hook on_iteration_end (sh -c"), "{r:?}");
+}
