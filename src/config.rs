@@ -103,7 +103,7 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    fn new(message: impl Into<String>) -> ConfigError {
+    pub(crate) fn new(message: impl Into<String>) -> ConfigError {
         ConfigError { message: message.into(), hint: None }
     }
 

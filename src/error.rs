@@ -21,8 +21,11 @@ pub enum Error {
     Git(crate::git::GitError),
     /// Another ralph holds the work tree's lock (whatever its PRD).
     Locked { holder: crate::store::Holder, lock: std::path::PathBuf },
-    /// The agent or the gate cannot run, authentication failed, the disk is full.
+    /// The agent or the gate cannot run, authentication failed.
     Environment { message: String, hint: Option<String> },
+    /// A file or folder ralph needs cannot be read or written (the disk is
+    /// full, a file-size limit, permissions): what it was doing, and why.
+    Io { what: String, source: std::io::Error },
 }
 
 impl Error {
@@ -30,7 +33,7 @@ impl Error {
         match self {
             Error::Usage(_) | Error::Prd(_) | Error::Config(_) | Error::Git(_) => exit::USAGE,
             Error::Locked { .. } => exit::LOCKED,
-            Error::Environment { .. } => exit::ENVIRONMENT,
+            Error::Environment { .. } | Error::Io { .. } => exit::ENVIRONMENT,
         }
     }
 
@@ -50,26 +53,48 @@ impl Error {
             )),
             Error::Prd(_) => Some("fix prd.json and run ralph again; nothing was changed".into()),
             Error::Config(e) => e.hint_text().map(str::to_string),
-            _ => None,
+            Error::Io { source, .. } => io_hint(source).map(str::to_string),
+            Error::Usage(_) => None,
         }
     }
 
     /// An environment error from an I/O failure on `what`.
     pub fn io(what: impl fmt::Display, e: std::io::Error) -> Error {
-        let hint = match e.raw_os_error() {
-            Some(libc::ENOSPC) => {
-                Some("the disk is full: free some space and run ralph again (it resumes)".into())
-            }
-            Some(libc::EFBIG) => {
-                Some("a file-size limit (ulimit -f) was hit: raise it and run ralph again".into())
-            }
-            Some(libc::EACCES) | Some(libc::EROFS) => {
-                Some("check the permissions of the project directory".into())
-            }
-            _ => None,
-        };
-        Error::Environment { message: format!("cannot {what}: {e}"), hint }
+        Error::Io { what: what.to_string(), source: e }
     }
+}
+
+/// What to do about an I/O error a person can fix.
+fn io_hint(e: &std::io::Error) -> Option<&'static str> {
+    match e.raw_os_error() {
+        Some(libc::ENOSPC) => {
+            Some("the disk is full: free some space and run ralph again (it resumes)")
+        }
+        Some(libc::EFBIG) => {
+            Some("a file-size limit (ulimit -f) was hit: raise it and run ralph again")
+        }
+        Some(libc::EACCES) | Some(libc::EROFS) => {
+            Some("check the permissions of the project directory")
+        }
+        _ => None,
+    }
+}
+
+/// The causes of `e` a person has not read yet: each source in the chain
+/// whose text the messages before it do not already say.
+pub fn causes(e: &dyn std::error::Error) -> Vec<String> {
+    let mut said = e.to_string();
+    let mut out = Vec::new();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !text.is_empty() && !said.contains(&text) {
+            said.push_str(&text);
+            out.push(text);
+        }
+        next = cause.source();
+    }
+    out
 }
 
 impl fmt::Display for Error {
@@ -89,11 +114,24 @@ impl fmt::Display for Error {
                 write!(f, "another ralph{who} is already running in this work tree")
             }
             Error::Environment { message, .. } => f.write_str(message),
+            // The cause is part of the line a person reads; `source()` has
+            // it typed for code that decides by its kind.
+            Error::Io { what, source } => write!(f, "cannot {what}: {source}"),
         }
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Prd(e) => Some(e),
+            Error::Config(e) => Some(e),
+            Error::Git(e) => Some(e),
+            Error::Io { source, .. } => Some(source),
+            Error::Usage(_) | Error::Locked { .. } | Error::Environment { .. } => None,
+        }
+    }
+}
 
 impl From<crate::prd::PrdError> for Error {
     fn from(e: crate::prd::PrdError) -> Error {
@@ -110,5 +148,52 @@ impl From<crate::config::ConfigError> for Error {
 impl From<crate::git::GitError> for Error {
     fn from(e: crate::git::GitError) -> Error {
         Error::Git(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kind of error, with the exit code the README documents for it.
+    #[test]
+    fn every_kind_of_error_exits_with_its_documented_code() {
+        let git = crate::git::GitError { message: "not a git repository".into(), hint: None };
+        let prd = crate::prd::PrdError::Invalid { path: "prd.json".into(), problems: vec![] };
+        let holder = crate::store::Holder { pid: Some(1), prd: None };
+        let table: Vec<(Error, u8)> = vec![
+            (Error::Usage("bad flag".into()), exit::USAGE),
+            (Error::Prd(prd), exit::USAGE),
+            (Error::Config(crate::config::ConfigError::new("bad key")), exit::USAGE),
+            (Error::Git(git), exit::USAGE),
+            (Error::Locked { holder, lock: "lock".into() }, exit::LOCKED),
+            (Error::Environment { message: "no agent".into(), hint: None }, exit::ENVIRONMENT),
+            (
+                Error::io("write x", std::io::Error::from_raw_os_error(libc::ENOSPC)),
+                exit::ENVIRONMENT,
+            ),
+        ];
+        for (e, code) in table {
+            assert_eq!(e.exit_code(), code, "{e:?}");
+        }
+    }
+
+    /// An I/O error keeps its cause, typed: the disk being full is a kind a
+    /// caller can match, and the message says it once.
+    #[test]
+    fn an_io_error_keeps_its_cause_and_says_it_once() {
+        let e = Error::io("write the checkpoint", std::io::Error::from_raw_os_error(libc::ENOSPC));
+        let source = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<std::io::Error>());
+        assert_eq!(source.map(std::io::Error::kind), Some(std::io::ErrorKind::StorageFull));
+        assert!(e.to_string().starts_with("cannot write the checkpoint: No space left on device"));
+        // main's cause chain does not say it again.
+        assert_eq!(causes(&e), Vec::<String>::new());
+        assert!(e.hint().unwrap().contains("the disk is full"));
+        // A wrapped error whose text is the outer one's is not said twice.
+        let prd = Error::Prd(crate::prd::PrdError::Read {
+            path: "prd.json".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        });
+        assert_eq!(causes(&prd), Vec::<String>::new(), "{prd}");
     }
 }

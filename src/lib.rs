@@ -58,6 +58,9 @@ pub fn main_entry() -> u8 {
         Ok(code) => code,
         Err(e) => {
             let mut text = format!("error: {e}\n");
+            for cause in error::causes(&e) {
+                text.push_str(&format!("  caused by: {cause}\n"));
+            }
             if let Some(h) = e.hint() {
                 text.push_str(&format!("hint: {h}\n"));
             }
