@@ -84,7 +84,7 @@ pub struct RunState {
     pub feedback: Option<String>,
     /// The last valid handoff, as the agent wrote it.
     pub handoff: Option<serde_json::Value>,
-    pub outcome: Option<String>,
+    pub outcome: Option<crate::event::RunOutcome>,
     pub exit_code: Option<u8>,
     /// The running agent's process group, so a run that resumes after a
     /// crash can end what the dead run left running.

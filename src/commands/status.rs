@@ -124,7 +124,7 @@ pub(crate) struct RunLine {
     pub(crate) phase: Phase,
     pub(crate) story: Option<String>,
     pub(crate) cost_usd: f64,
-    pub(crate) outcome: Option<String>,
+    pub(crate) outcome: Option<crate::event::RunOutcome>,
     pub(crate) exit_code: Option<u8>,
     /// Why it ended, as its end message said: the blocker, the breaker's
     /// reason, the limit's reset time, the program that is missing.
@@ -406,7 +406,7 @@ pub(crate) fn render(s: &Status, show: Show, color: bool) -> String {
         .filter(|r| !(r.phase == Phase::Ended && last_id == Some(r.run_id.as_str())));
     if let Some(r) = current {
         let state = match (&r.outcome, r.phase) {
-            (Some(out), Phase::Ended) => format!("ended: {}", out.replace('_', " ")),
+            (Some(out), Phase::Ended) => format!("ended: {}", out.as_str().replace('_', " ")),
             (_, Phase::Ended) => "ended".into(),
             _ if s.running_pid.is_none() => "stopped mid-run: `ralph` resumes it".into(),
             // A parallel run's own phase is its coordinator's; its workers
@@ -635,7 +635,7 @@ fn details(o: &mut String, r: &RunLine, project: &str) {
     if let Some(message) = r.message.as_deref().filter(|_| ended_badly) {
         // A breaker's message goes on with the breaker's report, which the
         // circuit lines above already show.
-        let shown = if r.outcome.as_deref() == Some("circuit_open") {
+        let shown = if r.outcome == Some(crate::event::RunOutcome::CircuitOpen) {
             message.lines().next().unwrap_or_default()
         } else {
             message

@@ -67,7 +67,7 @@ impl Run<'_> {
         let turn_over = self.opts.mode.worker().is_some()
             && matches!(end.outcome, RunOutcome::MaxIterations | RunOutcome::RateLimited);
         let resumable = end.outcome == RunOutcome::Interrupted || turn_over;
-        self.state.outcome = Some(end.outcome.as_str().into());
+        self.state.outcome = Some(end.outcome);
         self.state.message = Some(end.message.clone());
         self.state.exit_code = Some(end.code);
         let code = end.code;

@@ -117,9 +117,11 @@ impl RunDir {
     }
 }
 
-/// Whether a line of events.jsonl is the agent's output. Inside a JSON
-/// string the quotes are escaped, so no other event's text matches.
-fn is_agent_output(line: &str) -> bool {
+/// Whether a line of events.jsonl is the agent's output, without parsing
+/// it (history and `serve`'s replay skip these by the thousand). Inside a
+/// JSON string the quotes are escaped, so no other event's text matches;
+/// the serialiser writes no space after the colon.
+pub(crate) fn is_agent_output(line: &str) -> bool {
     line.contains(r#""event":"agent_output""#)
 }
 

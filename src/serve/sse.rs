@@ -75,7 +75,7 @@ impl Replay {
 
     /// A line, and the offset just past it.
     pub fn push(&mut self, line: String, end: u64) {
-        if line.contains(r#""event":"agent_output""#) {
+        if crate::history::is_agent_output(&line) {
             self.output.push_back((line, end));
             if self.output.len() > self.limit {
                 self.output.pop_front();
