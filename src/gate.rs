@@ -18,7 +18,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::capture::{LineSplitter, Log, SharedLog, Tail};
-use crate::agent::supervise::{self, Limits, Sink, Spec};
+use crate::agent::supervise::{self, Sink, Spec, TimeLimits};
 use crate::agent::words;
 
 /// What to run and how.
@@ -473,7 +473,7 @@ impl Gate {
             env_remove: &[],
             env_set: &[],
             stdin: None,
-            limits: Limits {
+            limits: TimeLimits {
                 timeout: Some(self.timeout).filter(|t| !t.is_zero()),
                 idle: None,
                 grace: self.grace,

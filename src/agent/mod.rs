@@ -23,7 +23,7 @@ use chrono::Utc;
 
 use crate::analyze::{Analyzer, Outcome, ProcessEnd};
 use capture::{LineSplitter, Log, LogLines, SharedLog, Tail};
-use supervise::{Limits, Sink, SpawnError};
+use supervise::{Sink, SpawnError, TimeLimits};
 
 /// Bytes of the agent's stderr kept for error messages and analysis.
 const STDERR_TAIL: usize = 16 * 1024;
@@ -219,7 +219,7 @@ pub(crate) enum AgentEvent {
 pub(crate) struct Place<'a> {
     pub(crate) cwd: &'a Path,
     pub(crate) log: &'a Path,
-    pub(crate) limits: Limits,
+    pub(crate) limits: TimeLimits,
     /// `None`: unconfined.
     pub(crate) sandbox: Option<&'a crate::sandbox::Child>,
     /// The log's cap in bytes (`logs.max_file_bytes`; 0: none).
@@ -354,7 +354,7 @@ mod tests {
             env_set: Vec::new(),
             format: Format::Claude,
         };
-        let limits = Limits {
+        let limits = TimeLimits {
             timeout: Some(timeout),
             idle: None,
             grace: Duration::from_secs(5),
@@ -385,7 +385,7 @@ mod tests {
             env_set: Vec::new(),
             format: Format::Codex,
         };
-        let limits = Limits {
+        let limits = TimeLimits {
             timeout: Some(Duration::from_secs(90)),
             idle: Some(Duration::from_secs(1)),
             grace: Duration::from_secs(5),

@@ -55,7 +55,7 @@ pub trait Sink: Send + 'static {
 
 /// Time limits for one child.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub struct TimeLimits {
     /// Wall clock for this child. `None`: no limit.
     pub timeout: Option<Duration>,
     /// No output for this long → stop. `None`: no idle limit.
@@ -79,7 +79,7 @@ pub struct Spec<'a> {
     pub env_remove: &'a [String],
     pub env_set: &'a [(String, String)],
     pub stdin: Option<Vec<u8>>,
-    pub limits: Limits,
+    pub limits: TimeLimits,
     /// The sandbox the child is confined to, with its private `TMPDIR`;
     /// `None`: unconfined.
     pub sandbox: Option<&'a crate::sandbox::Child>,
@@ -439,7 +439,7 @@ mod tests {
 
     use super::serial;
 
-    fn spec<'a>(args: &'a [String], limits: Limits) -> Spec<'a> {
+    fn spec<'a>(args: &'a [String], limits: TimeLimits) -> Spec<'a> {
         Spec {
             program: "sh",
             args,
@@ -452,8 +452,8 @@ mod tests {
         }
     }
 
-    fn limits(timeout_ms: u64) -> Limits {
-        Limits {
+    fn limits(timeout_ms: u64) -> TimeLimits {
+        TimeLimits {
             timeout: Some(Duration::from_millis(timeout_ms)),
             idle: None,
             grace: Duration::from_millis(300),

@@ -290,7 +290,7 @@ fn version(program: &Path) -> Option<String> {
         env_remove: &[],
         env_set: &[],
         stdin: None,
-        limits: crate::agent::supervise::Limits {
+        limits: crate::agent::supervise::TimeLimits {
             timeout: Some(Duration::from_secs(10)),
             idle: None,
             grace: Duration::from_secs(1),

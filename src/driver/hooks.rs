@@ -126,7 +126,7 @@ impl Run<'_> {
             env_set: &env,
             stdin: None,
             sandbox: child.as_ref(),
-            limits: agent::supervise::Limits {
+            limits: agent::supervise::TimeLimits {
                 timeout: Some(Duration::from_secs(60)),
                 idle: None,
                 grace: Duration::from_secs(2),

@@ -158,7 +158,7 @@ impl Run<'_> {
         // crash could leave half-done.
         self.state.phase = Phase::Agent;
         self.state.elapsed_ms = self.elapsed_ms();
-        let limits = agent::supervise::Limits {
+        let limits = agent::supervise::TimeLimits {
             timeout: Some(self.cfg.agent.timeout).filter(|t| !t.is_zero()),
             idle: self.cfg.agent.idle_timeout,
             grace: self.cfg.agent.grace,

@@ -94,7 +94,7 @@ pub(super) fn run(g: &Global, paths: &Paths, md: &Path, opts: &Options) -> Resul
         ("RALPH_PRD".to_string(), out.display().to_string()),
     ]);
     crate::signals::install();
-    let limits = agent::supervise::Limits {
+    let limits = agent::supervise::TimeLimits {
         timeout: Some(cfg.agent.timeout).filter(|t| !t.is_zero()),
         idle: cfg.agent.idle_timeout,
         grace: cfg.agent.grace,
