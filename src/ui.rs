@@ -35,7 +35,7 @@ pub enum Mode {
 
 /// The facts of the environment the renderer and colour are decided from.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Facts {
+pub struct Console {
     pub json: bool,
     pub stdout_is_terminal: bool,
     pub no_color: bool,
@@ -47,7 +47,7 @@ pub struct Facts {
 /// the settings (`ui.color`, `ui.progress`). A live display needs a
 /// terminal to draw on: `--progress bar` forces it past CI and TERM=dumb,
 /// never into a pipe, where it would draw nothing.
-pub fn decide(f: Facts, color: Color, progress: Progress) -> (Mode, bool) {
+pub fn decide(f: Console, color: Color, progress: Progress) -> (Mode, bool) {
     let mode = match progress {
         _ if f.json => Mode::Json,
         Progress::Plain => Mode::Plain,

@@ -5,13 +5,13 @@
 //! with one pending is classified as failed, exit code 0 or not. The
 //! exception's name gives the HTTP status.
 
-use super::analyzer::Facts;
+use super::analyzer::StreamFacts;
 use super::status_block;
 
 /// One trimmed line of stdout. aider wraps its output at 80 columns when
 /// stdout is not a terminal, so the lines after an exception line, up to
 /// its advice (`The API provider …`) or `Retrying in …`, are the rest of it.
-pub(crate) fn line(facts: &mut Facts, line: &[u8]) {
+pub(crate) fn line(facts: &mut StreamFacts, line: &[u8]) {
     if line.starts_with(b"litellm.") && memchr::memmem::find(line, b"Error:").is_some() {
         let text = String::from_utf8_lossy(line);
         facts.pending_api_error = Some(status_block::truncate(&text, 1024).to_string());

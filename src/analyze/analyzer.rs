@@ -1,6 +1,6 @@
 //! The streaming [`Analyzer`]: stdout lines in, one [`Outcome`] out.
 //!
-//! Every CLI's events are reduced to the same [`Facts`] (final text, session,
+//! Every CLI's events are reduced to the same [`StreamFacts`] (final text, session,
 //! usage, tool calls, the terminal event, error texts, a rejected rate
 //! limit); [`Analyzer::finish`] then decides the outcome the same way for all
 //! of them:
@@ -135,7 +135,7 @@ pub(crate) struct Limit {
 
 /// What the events of one run said, in a shape shared by every CLI.
 #[derive(Debug)]
-pub(crate) struct Facts {
+pub(crate) struct StreamFacts {
     pub(crate) session_id: Option<String>,
     pub(crate) cost_usd: Option<f64>,
     pub(crate) tokens: Option<Tokens>,
@@ -189,9 +189,9 @@ pub(crate) struct Retrying {
     pub(crate) text: String,
 }
 
-impl Facts {
-    fn new() -> Facts {
-        Facts {
+impl StreamFacts {
+    fn new() -> StreamFacts {
+        StreamFacts {
             session_id: None,
             cost_usd: None,
             tokens: None,
@@ -309,7 +309,7 @@ impl Facts {
 pub struct Analyzer {
     format: Format,
     patterns: Patterns,
-    facts: Facts,
+    facts: StreamFacts,
     output_bytes: u64,
     output_lines: u64,
     /// Text format: all of stdout's end; structured: stray non-JSON lines.
@@ -337,7 +337,7 @@ impl Analyzer {
         Analyzer {
             format,
             patterns,
-            facts: Facts::new(),
+            facts: StreamFacts::new(),
             output_bytes: 0,
             output_lines: 0,
             plain: Tail::new(plain_cap),

@@ -10,14 +10,14 @@
 //! quote a limit message or the completion marker): only assistant text and
 //! the result count as the agent's own words. A `user` line is skipped
 //! without being parsed unless it holds a failed tool result
-//! (`"is_error":true`), whose error lines go to [`Facts::tool_errors`].
+//! (`"is_error":true`), whose error lines go to [`StreamFacts::tool_errors`].
 
 use std::sync::LazyLock;
 
 use memchr::memmem;
 use serde::Deserialize;
 
-use super::analyzer::{Facts, Limit, Terminal};
+use super::analyzer::{Limit, StreamFacts, Terminal};
 use super::json::{Any, Entries, List, Num, Obj, Texts};
 use super::outcome::Tokens;
 use super::reset;
@@ -141,7 +141,7 @@ struct CursorCall<'a> {
 }
 
 /// One JSON line (or pretty document); false when it is not valid JSON.
-pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
+pub(crate) fn line(facts: &mut StreamFacts, bytes: &[u8]) -> bool {
     // Tool results and partial deltas are most of the bytes of a stream and,
     // but for a failed tool result, carry nothing the analysis needs; the
     // CLIs print `type` first.
@@ -175,7 +175,7 @@ fn has_failed_tool_result(bytes: &[u8]) -> bool {
     FINDER.find(bytes).is_some()
 }
 
-fn event(facts: &mut Facts, e: Event) {
+fn event(facts: &mut StreamFacts, e: Event) {
     if let Some(id) = e.session_id.text() {
         facts.session(id);
     }
@@ -197,7 +197,7 @@ fn event(facts: &mut Facts, e: Event) {
 
 /// The failed tool results of a `user` event (a subagent's too: its failed
 /// builds are the run's). Nothing else of the event is read.
-fn tool_results(facts: &mut Facts, e: Event) {
+fn tool_results(facts: &mut StreamFacts, e: Event) {
     let Some(message) = e.message.0 else { return };
     for Obj(block) in &message.content.0 {
         if let Some(block) = block
@@ -209,7 +209,7 @@ fn tool_results(facts: &mut Facts, e: Event) {
     }
 }
 
-fn assistant(facts: &mut Facts, e: Event) {
+fn assistant(facts: &mut StreamFacts, e: Event) {
     let Some(message) = e.message.0 else { return };
     let own = e.parent_tool_use_id.str().is_none();
     let mut texts = Vec::new();
@@ -236,7 +236,7 @@ fn assistant(facts: &mut Facts, e: Event) {
     }
 }
 
-fn result(facts: &mut Facts, e: Event) {
+fn result(facts: &mut StreamFacts, e: Event) {
     let is_error = e.is_error.bool().unwrap_or(false);
     let failed = is_error || e.subtype.str().is_some_and(|s| s.starts_with("error"));
     facts.terminal = if failed { Terminal::Failed } else { Terminal::Ok };
@@ -292,7 +292,7 @@ fn denial_label(name: &str, command: Option<&str>) -> String {
     }
 }
 
-fn rate_limit(facts: &mut Facts, e: Event) {
+fn rate_limit(facts: &mut StreamFacts, e: Event) {
     let Some(info) = e.rate_limit_info.0 else {
         return;
     };

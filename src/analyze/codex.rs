@@ -18,7 +18,7 @@
 
 use serde::Deserialize;
 
-use super::analyzer::{Facts, Terminal};
+use super::analyzer::{StreamFacts, Terminal};
 use super::json::{Any, Num, Obj};
 use super::outcome::Tokens;
 
@@ -97,7 +97,7 @@ struct Usage {
     output_tokens: Num,
 }
 
-pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
+pub(crate) fn line(facts: &mut StreamFacts, bytes: &[u8]) -> bool {
     // In-progress items repeat what `item.completed` will say, often with a
     // command's whole output so far.
     if bytes.starts_with(br#"{"type":"item.started""#)
@@ -161,7 +161,7 @@ pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
     true
 }
 
-fn item_completed(facts: &mut Facts, item: &Item) {
+fn item_completed(facts: &mut StreamFacts, item: &Item) {
     let kind = item.kind.str().or_else(|| item.item_type.str());
     match kind {
         Some("agent_message" | "assistant_message") => {

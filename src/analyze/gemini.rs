@@ -15,7 +15,7 @@
 use memchr::memmem;
 use serde::Deserialize;
 
-use super::analyzer::{Facts, Terminal};
+use super::analyzer::{StreamFacts, Terminal};
 use super::json::{Any, Entries, Num, Obj};
 use super::outcome::Tokens;
 
@@ -136,7 +136,7 @@ impl Stats<'_> {
     }
 }
 
-pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
+pub(crate) fn line(facts: &mut StreamFacts, bytes: &[u8]) -> bool {
     // Tool output: file contents and command output, never the agent's
     // words, and unread unless the tool failed.
     if bytes.starts_with(br#"{"type":"tool_result""#)
@@ -202,7 +202,7 @@ pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
 /// `Attempt 2 failed with status 503. Retrying with backoff... <error>`, or,
 /// with no server, `Attempt 3 failed. Retrying with backoff... Error:
 /// exception TypeError: fetch failed sending request`.
-pub(crate) fn stderr_line(facts: &mut Facts, line: &[u8]) {
+pub(crate) fn stderr_line(facts: &mut StreamFacts, line: &[u8]) {
     let Some(rest) = line.trim_ascii().strip_prefix(b"Attempt ") else { return };
     let text = String::from_utf8_lossy(rest);
     let Some((_, after)) = text.split_once(" failed") else { return };
@@ -219,7 +219,7 @@ pub(crate) fn stderr_line(facts: &mut Facts, line: &[u8]) {
 }
 
 /// The json output document.
-fn output(facts: &mut Facts, e: &Event) {
+fn output(facts: &mut StreamFacts, e: &Event) {
     if e.response.str().is_none() && e.error.0.is_none() {
         return;
     }
@@ -238,7 +238,7 @@ fn output(facts: &mut Facts, e: &Event) {
     }
 }
 
-fn error(facts: &mut Facts, error: Option<&Error>) {
+fn error(facts: &mut StreamFacts, error: Option<&Error>) {
     let Some(error) = error else {
         facts.error_text("error result");
         return;

@@ -18,7 +18,7 @@
 
 use serde::Deserialize;
 
-use super::analyzer::{Facts, Terminal};
+use super::analyzer::{StreamFacts, Terminal};
 use super::json::{Any, Num, Obj};
 use super::outcome::Tokens;
 
@@ -106,7 +106,7 @@ struct FailedMetadata<'a> {
     output: Any<'a>,
 }
 
-fn failed_output(facts: &mut Facts, bytes: &[u8]) {
+fn failed_output(facts: &mut StreamFacts, bytes: &[u8]) {
     let Ok(failed) = serde_json::from_slice::<Failed>(bytes) else { return };
     let Some(state) = failed.part.0.and_then(|p| p.state.0) else { return };
     let metadata = state.metadata.0.as_ref().and_then(|m| m.output.str());
@@ -164,7 +164,7 @@ struct ErrorData<'a> {
     response_body: Any<'a>,
 }
 
-pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
+pub(crate) fn line(facts: &mut StreamFacts, bytes: &[u8]) -> bool {
     let Ok(e) = serde_json::from_slice::<Event>(bytes) else {
         return false;
     };
@@ -248,7 +248,7 @@ pub(crate) fn line(facts: &mut Facts, bytes: &[u8]) -> bool {
 /// --log-level WARN`): while it retries a request it prints nothing else,
 /// and each failed try is logged as `level=ERROR … message="stream error" …
 /// error.error="AI_APICallError: <the provider's message>"`.
-pub(crate) fn stderr_line(facts: &mut Facts, line: &[u8]) {
+pub(crate) fn stderr_line(facts: &mut StreamFacts, line: &[u8]) {
     let line = line.trim_ascii();
     if memchr::memmem::find(line, br#"message="stream error""#).is_none() {
         return;

@@ -27,7 +27,7 @@ pub(crate) fn env(k: &str) -> Option<String> {
 
 /// The renderer and colour for this terminal, these flags and this configuration.
 fn decide(g: &Global, config: &Config) -> (Mode, bool) {
-    let facts = ui::Facts {
+    let facts = ui::Console {
         json: g.json,
         stdout_is_terminal: std::io::stdout().is_terminal(),
         no_color: env("NO_COLOR").is_some_and(|v| !v.is_empty()),

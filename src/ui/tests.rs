@@ -27,7 +27,7 @@ fn renderer_choice_table() {
         ((true, true, A, false, false, false, Plain), (Mode::Json, false)),
     ];
     for ((json, tty, color, no_color, dumb, ci, progress), want) in cases {
-        let facts = Facts { json, stdout_is_terminal: tty, no_color, term_dumb: dumb, ci };
+        let facts = Console { json, stdout_is_terminal: tty, no_color, term_dumb: dumb, ci };
         assert_eq!(decide(facts, color, progress), want, "{facts:?} {color:?} {progress:?}");
     }
 }

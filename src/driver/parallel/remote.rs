@@ -24,7 +24,7 @@ use crate::git::{GitError, Repo};
 
 /// What a claim ref says.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Claim {
+pub struct StoryClaim {
     pub worker: String,
     pub story: String,
     pub lease_until: DateTime<Utc>,
@@ -40,12 +40,12 @@ pub struct Shared {
     /// A worker stopped for a reason that is the whole run's (a spent
     /// budget, an open breaker): the workers at work then stop too.
     #[serde(default)]
-    pub stop: Option<Stop>,
+    pub stop: Option<SharedStop>,
 }
 
 /// Why a worker stopped the run, and when.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Stop {
+pub struct SharedStop {
     pub by: String,
     /// Why: a spent budget or an open breaker (`budget`, `circuit_open`
     /// on the wire, as `run_end` names them).
@@ -61,7 +61,7 @@ pub(super) fn stop_for<'a>(
     shared: &'a Shared,
     me: &str,
     started: DateTime<Utc>,
-) -> Option<&'a Stop> {
+) -> Option<&'a SharedStop> {
     shared.stop.as_ref().filter(|s| s.by != me && s.at > started)
 }
 
@@ -78,7 +78,7 @@ pub(super) enum Hold {
 }
 
 /// A story's claim (as fetched, with its commit) seen by worker `me` at `now`.
-pub(super) fn hold(claim: Option<&(Claim, Oid)>, me: &str, now: DateTime<Utc>) -> Hold {
+pub(super) fn hold(claim: Option<&(StoryClaim, Oid)>, me: &str, now: DateTime<Utc>) -> Hold {
     match claim {
         None => Hold::Free,
         Some((c, _)) if c.given_up.is_some() => {
@@ -101,7 +101,7 @@ pub(super) struct Remote {
     /// The run branch's ref on the remote.
     run: String,
     /// The stories' claims as last fetched.
-    claims: BTreeMap<String, (Claim, Oid)>,
+    claims: BTreeMap<String, (StoryClaim, Oid)>,
     pub shared: Shared,
     last_sync: Option<Instant>,
     /// Not yet tried a claim: the first goes to [`plan::first_pick`].
@@ -166,7 +166,7 @@ impl Remote {
         self.claims = repo
             .refs_under(&prefix)
             .into_iter()
-            .filter_map(|(_, oid)| Some((parse::<Claim>(&repo.message(oid)?)?, oid)))
+            .filter_map(|(_, oid)| Some((parse::<StoryClaim>(&repo.message(oid)?)?, oid)))
             .map(|(c, oid)| (c.story.clone(), (c, oid)))
             .collect();
         let state = repo.ref_target(&self.fetched(&format!("{}/state", self.ns)));
@@ -283,7 +283,7 @@ impl Remote {
         repo: &Repo,
         story: &str,
         given_up: Option<String>,
-    ) -> Result<Option<(Claim, Oid, Lease)>, Unreachable> {
+    ) -> Result<Option<(StoryClaim, Oid, Lease)>, Unreachable> {
         let now = Utc::now();
         let parent = match self.hold(story, now) {
             Hold::Free => None,
@@ -292,8 +292,12 @@ impl Remote {
             Hold::Theirs(_) | Hold::GivenUp(_) => return Ok(None),
         };
         let lease_until = now + chrono::TimeDelta::from_std(self.lease).unwrap_or_default();
-        let claim =
-            Claim { worker: self.worker.clone(), story: story.to_string(), lease_until, given_up };
+        let claim = StoryClaim {
+            worker: self.worker.clone(),
+            story: story.to_string(),
+            lease_until,
+            given_up,
+        };
         let message = format!(
             "ralph: {} holds {story}\n\n{}",
             self.worker,
@@ -306,7 +310,7 @@ impl Remote {
     }
 
     /// Notes what a claim push did: `Some` the claim now ours.
-    fn claimed(&mut self, story: &str, ours: Option<(Claim, Oid)>) {
+    fn claimed(&mut self, story: &str, ours: Option<(StoryClaim, Oid)>) {
         match ours {
             Some(c) => {
                 self.claims.insert(story.to_string(), c);
@@ -461,8 +465,12 @@ impl Remote {
         outcome: crate::event::RunOutcome,
         message: &str,
     ) -> Result<(), Unreachable> {
-        let stop =
-            Stop { by: self.worker.clone(), outcome, message: message.into(), at: Utc::now() };
+        let stop = SharedStop {
+            by: self.worker.clone(),
+            outcome,
+            message: message.into(),
+            at: Utc::now(),
+        };
         self.publish(repo, |s| {
             s.stop = Some(stop.clone());
             true

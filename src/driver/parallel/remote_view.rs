@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::plan;
-use super::remote::{Claim, Shared, Stop, parse};
+use super::remote::{Shared, SharedStop, StoryClaim, parse};
 use crate::error::Error;
 use crate::git::{Repo, remote};
 use crate::prd::Prd;
@@ -28,7 +28,7 @@ pub struct RemoteRun {
     pub usage_limit_until: Option<DateTime<Utc>>,
     /// The last worker that stopped the run for all (a spent budget, an
     /// open breaker), and why: the workers at work then stopped too.
-    pub stopped: Option<Stop>,
+    pub stopped: Option<SharedStop>,
     /// Why the stories could not be read (no prd.json at the tip, or a broken one).
     pub prd_error: Option<String>,
 }
@@ -82,7 +82,7 @@ pub struct RemoteWorker {
 }
 
 /// A claim as fetched: what it says and when it was written.
-pub type Fetched = (Claim, Option<DateTime<Utc>>);
+pub type Fetched = (StoryClaim, Option<DateTime<Utc>>);
 
 /// The run as its prd.json, claims and shared state say, at `now`.
 pub fn view(
@@ -220,7 +220,7 @@ fn read_run(repo: &Repo, branch: &str, prds: &[&Path], now: DateTime<Utc>) -> Re
         .refs_under(&format!("{ns}/claims/"))
         .into_iter()
         .filter_map(|(_, oid)| {
-            let c: Claim = parse(&repo.message(oid)?)?;
+            let c: StoryClaim = parse(&repo.message(oid)?)?;
             Some((c.story.clone(), (c, repo.commit_time(oid))))
         })
         .collect();
@@ -250,7 +250,7 @@ mod tests {
         let now = Utc::now();
         let prd = Prd::parse(PRD.as_bytes(), Path::new("prd.json")).unwrap();
         let claim = |w: &str, story: &str, secs: i64, given_up: Option<&str>| {
-            let c = Claim {
+            let c = StoryClaim {
                 worker: w.into(),
                 story: story.into(),
                 lease_until: now + TimeDelta::seconds(secs),
@@ -298,7 +298,7 @@ mod tests {
     #[test]
     fn a_run_without_a_readable_prd_still_shows_its_workers() {
         let now = Utc::now();
-        let c = Claim {
+        let c = StoryClaim {
             worker: "a".into(),
             story: "US-9".into(),
             lease_until: now + TimeDelta::seconds(9),

@@ -86,7 +86,7 @@ fn a_claim_is_free_mine_theirs_expired_or_given_up() {
     let now = Utc::now();
     let oid = Oid::from_str("0123456789012345678901234567890123456789").unwrap();
     let claim = |worker: &str, secs: i64, given_up: Option<&str>| {
-        let c = Claim {
+        let c = StoryClaim {
             worker: worker.into(),
             story: "US-1".into(),
             lease_until: now + chrono::TimeDelta::seconds(secs),
@@ -94,7 +94,7 @@ fn a_claim_is_free_mine_theirs_expired_or_given_up() {
         };
         (c, oid)
     };
-    let cases: &[(Option<(Claim, Oid)>, Hold)] = &[
+    let cases: &[(Option<(StoryClaim, Oid)>, Hold)] = &[
         (None, Hold::Free),
         (Some(claim("me", 60, None)), Hold::Mine),
         (Some(claim("me", -60, None)), Hold::Mine),
@@ -115,7 +115,7 @@ fn a_stop_is_heeded_by_the_other_workers_that_were_at_work_when_it_came() {
     let secs = chrono::TimeDelta::seconds;
     let stop = |by: &str, at| Shared {
         usage_limit_until: None,
-        stop: Some(Stop {
+        stop: Some(SharedStop {
             by: by.into(),
             outcome: crate::event::RunOutcome::Budget,
             message: "spent".into(),
