@@ -204,6 +204,8 @@ pub enum BudgetKind {
 pub enum Confined {
     Agent,
     Gate,
+    /// A hook the person configured (it runs in the project the agent wrote).
+    Hook,
 }
 
 /// One story in the final report.

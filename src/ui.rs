@@ -224,6 +224,7 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
             let who = match who {
                 crate::event::Confined::Agent => "the agent",
                 crate::event::Confined::Gate => "the gate",
+                crate::event::Confined::Hook => "a hook",
             };
             paint(c, "33", &format!("iteration {iteration}: {who}: {}", denials.join(", ")))
         }

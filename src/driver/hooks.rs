@@ -142,7 +142,13 @@ impl Run<'_> {
                 denials.line(line.as_bytes());
             }
             if !denials.found.is_empty() {
-                self.warn(format!("hook {name}: {}", denials.texts().join(", ")));
+                // Said, and kept in the run's events and report, like the
+                // agent's and the gate's.
+                self.reporter.emit(&crate::event::Event::SandboxDenied {
+                    iteration: self.state.iteration,
+                    who: crate::event::Confined::Hook,
+                    denials: denials.texts(),
+                });
             }
         }
         match result {

@@ -275,6 +275,7 @@ pub fn markdown(r: &RunReport, show: Show) -> String {
             let who = match d.who {
                 crate::event::Confined::Agent => "the agent",
                 crate::event::Confined::Gate => "the gate",
+                crate::event::Confined::Hook => "a hook",
             };
             let story = d.story_id.as_deref().map(|s| format!(" ({s})")).unwrap_or_default();
             let _ = writeln!(

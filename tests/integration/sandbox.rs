@@ -319,6 +319,8 @@ fn a_hook_that_tries_to_leave_the_project_is_denied() {
     let r = p.run(&["1"]);
     assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     assert!(!outside.exists(), "the hook wrote outside the project");
-    assert!(r.stdout.contains("hook on_iteration_end: sandbox denied"), "{r:?}");
+    assert!(r.stdout.contains("iteration 1: a hook: sandbox denied"), "{r:?}");
     assert!(r.stdout.contains("hook on_iteration_end (sh -c"), "{r:?}");
+    let report = std::fs::read_to_string(log_dir(&p).join("report.md")).unwrap();
+    assert!(report.contains("a hook:"), "{report}");
 }
