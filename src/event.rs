@@ -209,7 +209,7 @@ pub enum Confined {
 }
 
 /// One story in the final report.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct StoryReport {
     pub id: String,
     pub title: String,

@@ -117,7 +117,7 @@ pub struct SandboxDenial {
 }
 
 /// What judged a story and what ralph refused (from the run's end).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StoryOracle {
     /// The gate command and where it came from.
     pub gate: Option<String>,

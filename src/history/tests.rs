@@ -68,20 +68,7 @@ fn story(id: &str, passes: bool) -> StoryReport {
         claimed: passes,
         verified: Some(passes),
         passes,
-        note: None,
-        iterations: 0,
-        cost_usd: 0.0,
-        commit: None,
-        agents: vec![],
-        resolves: 0,
-        merge_failures: vec![],
-        gate: None,
-        gate_source: None,
-        tests_before: None,
-        tests_after: None,
-        refused: vec![],
-        test_flags: vec![],
-        red: None,
+        ..Default::default()
     }
 }
 

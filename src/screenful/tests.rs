@@ -179,20 +179,9 @@ fn untouched_report() -> StoryReport {
         claimed: true,
         verified: Some(false),
         passes: true,
-        note: None,
-        iterations: 0,
-        cost_usd: 0.0,
-        commit: None,
-        agents: vec![],
-        resolves: 0,
-        merge_failures: vec![],
         gate: Some("cargo test".into()),
         gate_source: Some("default".into()),
-        tests_before: None,
-        tests_after: None,
-        refused: vec![],
-        test_flags: vec![],
-        red: None,
+        ..Default::default()
     }
 }
 
@@ -251,11 +240,7 @@ fn untouched_line() -> StoryLine {
         oracle: Some(StoryOracle {
             gate: Some("cargo test".into()),
             gate_source: Some("default".into()),
-            tests_before: None,
-            tests_after: None,
-            refused: vec![],
-            test_flags: vec![],
-            red: None,
+            ..Default::default()
         }),
     }
 }

@@ -69,7 +69,7 @@ fn gamer(change: &str) -> String {
 
 /// `ralph` with what cargo needs from the real environment (rustup's
 /// toolchains), the crate's build kept out of the repository.
-fn run(p: &Project, args: &[&str]) -> Run {
+pub(crate) fn run(p: &Project, args: &[&str]) -> Run {
     let home = std::env::var("HOME").unwrap_or_default();
     let var = |k: &str, default: String| std::env::var(k).unwrap_or(default);
     let out = p

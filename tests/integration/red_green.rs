@@ -129,17 +129,8 @@ fn cargo_test_checks_are_red_then_green_and_the_json_report_says_so() {
     p.script(&format!(
         "[run *]\nput src/lib.rs {fixed}\nmark-pass\ncommit feat: {{id}} - {{title}}\n"
     ));
-    let home = std::env::var("HOME").unwrap_or_default();
-    let var = |k: &str, default: String| std::env::var(k).unwrap_or(default);
-    let out = p
-        .ralph()
-        .env("RUSTUP_HOME", var("RUSTUP_HOME", format!("{home}/.rustup")))
-        .env("CARGO_HOME", var("CARGO_HOME", format!("{home}/.cargo")))
-        .env("CARGO_TARGET_DIR", p.tmp.path().join("crate-target"))
-        .args(["4", "--json"])
-        .output()
-        .expect("run ralph");
-    let r = to_run(out);
+    // cargo from the real environment, the crate's build kept apart.
+    let r = crate::oracle::run(&p, &["4", "--json"]);
     assert_eq!(r.code, code(exit::GIVEN_UP), "{r:?}");
     let end: serde_json::Value = r
         .stdout
