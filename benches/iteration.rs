@@ -89,14 +89,20 @@ fn run_loop(agent: &std::path::Path, n: u32) -> f64 {
     let m = measure(&mut cmd);
     // Exit 1: the iteration limit, with the story still unfinished.
     assert_eq!(m.exit_code, Some(1), "ralph did not run all {n} iterations");
-    let iterations = std::fs::read_dir(project.dir().join(".ralph/logs"))
+    // One agent log (`iter-N.log`) per iteration, in the run's log folder.
+    let is_agent_log = |name: &str| {
+        name.strip_prefix("iter-")
+            .and_then(|r| r.strip_suffix(".log"))
+            .is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()))
+    };
+    let iterations = std::fs::read_dir(project.dir().join(".git/ralph/logs"))
         .expect("the run's logs")
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| std::fs::read_dir(e.path()).map_or(0, |d| d.count()))
-        .sum::<usize>();
-    // One log and one prompt file per iteration.
-    assert_eq!(iterations, 2 * n as usize, "ralph ran fewer iterations than asked");
+        .flat_map(|e| std::fs::read_dir(e.path()).into_iter().flatten().flatten())
+        .filter(|f| is_agent_log(&f.file_name().to_string_lossy()))
+        .count();
+    assert_eq!(iterations, n as usize, "ralph ran fewer iterations than asked");
     m.wall.as_secs_f64()
 }
 
