@@ -32,9 +32,13 @@ pub(crate) fn run(g: &Global, args: &DeliverArgs) -> Result<u8, Error> {
         .ok()
         .and_then(|bytes| crate::prd::Prd::parse(&bytes, &paths.prd).ok());
     let repo = crate::git::Repo::discover(&paths.project)?;
-    let branch = prd
-        .as_ref()
-        .and_then(|p| p.branch_name().map(str::to_string))
+    // The branch the run worked on, as it said at its start: prd.json may
+    // have moved on to another feature since.
+    let branch = report
+        .summary
+        .branch
+        .clone()
+        .or_else(|| prd.as_ref().and_then(|p| p.branch_name().map(str::to_string)))
         .or_else(|| repo.current_branch())
         .unwrap_or_default();
     // The base the run branch was cut from, when the checkpoint knows it.

@@ -428,3 +428,35 @@ fn a_forge_that_is_down_leaves_the_story_branches_pushed_and_the_exit_code() {
     );
     assert_eq!(events(&r.stdout).last().unwrap()["exit_code"], 0);
 }
+
+#[test]
+fn ralph_deliver_of_an_older_run_uses_the_branch_that_run_worked_on() {
+    let s = Setup::new(Kind::GitHub, "");
+    let r = s.ralph(&["5", "--gate", "test -d src", "--json"], TOKEN);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(s.forge.prs().is_empty());
+    let run_id = run_id(&r.stdout);
+    // prd.json moves on to the next feature before anyone delivers.
+    let mut prd: Value = s.p.prd();
+    prd["branchName"] = json!("ralph/next");
+    s.p.write("prd.json", &serde_json::to_string_pretty(&prd).unwrap());
+
+    let d = s.ralph(&["deliver", &run_id], TOKEN);
+    assert_eq!(d.code, 0, "{d:?}");
+    let prs = s.forge.prs();
+    assert_eq!(prs.len(), 1, "{prs:?}");
+    assert_eq!((prs[0].head.as_str(), prs[0].base.as_str()), ("ralph/demo", "main"));
+    let tip = s.p.git(&["rev-parse", "ralph/demo"]).trim().to_string();
+    assert_eq!(s.remote_branch("ralph/demo"), Some(tip));
+    assert_eq!(s.remote_branch("ralph/next"), None);
+}
+
+/// The run id of a `--json` run's `run_start`.
+fn run_id(stdout: &str) -> String {
+    events(stdout)
+        .iter()
+        .find(|e| e["event"] == "run_start")
+        .and_then(|e| e["run_id"].as_str())
+        .expect("a run_start")
+        .to_string()
+}
