@@ -183,11 +183,6 @@ impl Repo {
         self.repo.commondir().to_path_buf()
     }
 
-    /// Whether a local branch of that name exists.
-    pub fn branch_exists(&self, name: &str) -> bool {
-        self.repo.find_branch(name, BranchType::Local).is_ok()
-    }
-
     /// The checked-out branch's short name (also for an unborn branch).
     pub fn current_branch(&self) -> Option<String> {
         match self.repo.head() {

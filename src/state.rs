@@ -129,13 +129,6 @@ pub struct RunState {
     /// process still lives is never resumed as an interrupted one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
-    /// The run branch, and the branch it was cut from when ralph cut it:
-    /// where its pull requests go by default (`deliver.base`). Carried to
-    /// the next run on the same branch.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub branch: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub base: Option<String>,
     /// progress.txt as it was when the running iteration started: an
     /// attempt that ralph's end cut off (a crash, `kill -9`, Ctrl-C,
     /// SIGTERM) runs again from it, so the cut-off agent's entry is not
@@ -244,8 +237,6 @@ impl RunState {
             call_at: None,
             owner: None,
             given_up: Default::default(),
-            branch: None,
-            base: None,
             progress_at_start: None,
         }
     }
@@ -365,5 +356,20 @@ mod tests {
             let (s, warn) = RunState::load(&store).unwrap();
             assert!(s.is_none() && warn.is_some(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_checkpoint_that_kept_the_run_branch_s_base_still_loads() {
+        // Before trust.json was the one record of a run branch's base, the
+        // checkpoint kept it too (`branch`, `base`).
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        store.ensure().unwrap();
+        let mut v = serde_json::to_value(RunState::new("r1".into(), Utc::now(), 10)).unwrap();
+        v["branch"] = "ralph/x".into();
+        v["base"] = "develop".into();
+        std::fs::write(store.state(), v.to_string()).unwrap();
+        let (back, warn) = RunState::load(&store).unwrap();
+        assert_eq!((back.map(|s| s.run_id), warn), (Some("r1".into()), None));
     }
 }

@@ -32,23 +32,20 @@ pub(crate) fn run(g: &Global, args: &DeliverArgs) -> Result<u8, Error> {
         .ok()
         .and_then(|bytes| crate::prd::Prd::parse(&bytes, &paths.prd).ok());
     let repo = crate::git::Repo::discover(&paths.project)?;
-    let branch = prd
-        .as_ref()
-        .and_then(|p| p.branch_name().map(str::to_string))
+    // The branch the run worked on, as it said at its start: prd.json may
+    // have moved on to another feature since.
+    let branch = report
+        .summary
+        .branch
+        .clone()
+        .or_else(|| prd.as_ref().and_then(|p| p.branch_name().map(str::to_string)))
         .or_else(|| repo.current_branch())
         .unwrap_or_default();
-    // The base the run branch was cut from, when the checkpoint knows it.
-    let cut_from = crate::state::RunState::load(&paths.store)
-        .ok()
-        .and_then(|(s, _)| s)
-        .filter(|s| s.branch.as_deref() == Some(branch.as_str()))
-        .and_then(|s| s.base);
     let workdir = repo.workdir();
     let job = deliver::Job {
         project: &workdir,
         record: paths.store.path(deliver::record::FILE),
         branch,
-        cut_from,
         report: &report,
         prd: prd.as_ref(),
         mode,

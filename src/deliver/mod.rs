@@ -109,10 +109,9 @@ pub struct Job<'a> {
     pub project: &'a Path,
     /// Where deliver.json is kept.
     pub record: PathBuf,
-    /// The run branch.
+    /// The run branch (its base is the one `oracle::base` recorded when
+    /// ralph cut it).
     pub branch: String,
-    /// The branch it was cut from, when ralph saw it being cut.
-    pub cut_from: Option<String>,
     pub report: &'a RunReport,
     pub prd: Option<&'a Prd>,
     pub mode: PrMode,
@@ -229,7 +228,7 @@ pub fn deliver(
     let base = cfg
         .base
         .clone()
-        .or_else(|| job.cut_from.clone())
+        .or_else(|| crate::oracle::base::recorded_base(job.project, &job.branch))
         .or_else(|| remote::default_branch(job.project, &cfg.remote))
         .unwrap_or_else(|| "main".into());
     let wants = wants(cfg, job, &repo, &base)?;

@@ -119,7 +119,6 @@ impl Run<'_> {
             project: &project,
             record: self.paths.store.path(deliver::record::FILE),
             branch: self.kit.branch.clone().unwrap_or_default(),
-            cut_from: self.state.base.clone(),
             report: &report,
             prd: prd.as_ref(),
             mode: cfg.pr,

@@ -102,8 +102,6 @@ pub(super) fn start<'a>(
             )),
         );
     }
-    // Where the run branch was cut from, known to the run that cut it.
-    let cut = checkpoint.as_ref().and_then(|s| Some((s.branch.clone()?, s.base.clone()?)));
     let unfinished = checkpoint.filter(|s| s.phase != Phase::Ended);
     if let Some(owner) = unfinished.as_ref().and_then(|s| s.owner.as_deref()) {
         still_running(owner, paths)?;
@@ -221,13 +219,6 @@ pub(super) fn start<'a>(
     // A worker's worktree is already on its story's branch.
     if opts.mode.worker().is_none() {
         run.setup_branch(&prd)?;
-        if let Some((branch, base)) = cut
-            && run.state.base.is_none()
-            && prd.branch_name() == Some(branch.as_str())
-        {
-            run.state.branch = Some(branch);
-            run.state.base = Some(base);
-        }
         if resume.is_none() {
             run.reopen_closed();
         }
@@ -478,17 +469,13 @@ impl Run<'_> {
                 BranchAction::AlreadyOn => {}
                 BranchAction::SwitchedTo => self.notice(format!("switched to branch {branch}")),
                 BranchAction::Created { from } => {
-                    // The run's base: where its trusted settings are read from,
-                    // and what its pull requests are opened against.
+                    // The run's base (a branch, not a detached commit or an
+                    // empty repository): where its trusted settings are read
+                    // from, and what its pull requests are opened against.
                     if self.repo.branch_tip(&from).is_some() {
                         crate::oracle::base::record_base(&p.project, branch, &from);
                     }
                     self.notice(format!("created branch {branch} from {from}"));
-                    // A branch, not a detached commit or an empty repository.
-                    if self.repo.branch_exists(&from) {
-                        self.state.branch = Some(branch.to_string());
-                        self.state.base = Some(from);
-                    }
                 }
             }
         }

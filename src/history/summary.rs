@@ -43,6 +43,10 @@ pub struct RunSummary {
     pub agent: Option<String>,
     pub tool: Option<String>,
     pub model: Option<String>,
+    /// The branch it worked on (its `run_start`'s): what `ralph deliver`
+    /// pushes for it, whatever prd.json names now.
+    #[serde(default)]
+    pub branch: Option<String>,
 }
 
 /// A run's summary from its events (in the order recorded).
@@ -71,9 +75,14 @@ pub fn summarize(run_id: &str, events: &[Recorded]) -> RunSummary {
         agent: None,
         tool: None,
         model: None,
+        branch: None,
     };
     let mut delivered = std::collections::BTreeSet::new();
     for r in events {
+        // A worker's own start names its worktree's branch, not the run's.
+        if let Event::RunStart { branch: Some(b), .. } = &r.event {
+            s.branch.get_or_insert_with(|| b.clone());
+        }
         match inner(&r.event) {
             Event::RunStart { agent, tool, model, stories, .. } => {
                 s.agent.get_or_insert_with(|| agent.clone());

@@ -201,6 +201,34 @@ fn a_summary_is_one_run_in_numbers() {
     assert_eq!((s.tokens_in, s.tokens_out), (400, 200));
     assert!(s.cost_estimated);
     assert_eq!((s.tool.as_deref(), s.model.as_deref()), (Some("codex"), Some("gpt-5")));
+    assert_eq!(s.branch, None);
+}
+
+#[test]
+fn a_run_s_branch_is_its_own_start_s_not_a_worker_s() {
+    let named = |name: &str| {
+        let mut e = start(None);
+        if let Event::RunStart { branch, .. } = &mut e {
+            *branch = Some(name.into());
+        }
+        e
+    };
+    let worker = Event::Worker {
+        worker: 1,
+        story_id: "US-001".into(),
+        inner: Box::new(named("ralph/x--US-001")),
+    };
+    let cases: Vec<(Vec<Event>, Option<&str>)> = vec![
+        (vec![start(None)], None),
+        (vec![named("ralph/x")], Some("ralph/x")),
+        (vec![named("ralph/x"), worker.clone()], Some("ralph/x")),
+        (vec![worker, named("ralph/x")], Some("ralph/x")),
+    ];
+    for (evs, want) in cases {
+        let evs: Vec<Recorded> =
+            evs.into_iter().map(|event| Recorded { ts: at(0), event }).collect();
+        assert_eq!(summarize("r1", &evs).branch.as_deref(), want, "{evs:?}");
+    }
 }
 
 #[test]

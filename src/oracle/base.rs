@@ -17,7 +17,8 @@
 //!
 //! `trust.json` (in the main repository's `.git/ralph/`, shared by a
 //! parallel run's worktrees) holds each run branch's base and the accepted
-//! copies.
+//! copies. It is the one record of a run branch's base: the pull requests
+//! `deliver` opens go to it too ([`recorded_base`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -113,6 +114,15 @@ pub fn record_base(project: &Path, branch: &str, base: &str) {
         t.bases.insert(branch.to_string(), base.to_string());
         let _ = t.save(&repo);
     }
+}
+
+/// The branch ralph recorded cutting `branch` from, and only that: no
+/// `main`/`master` guess. It is where the branch's pull requests go
+/// (`deliver`), so a branch ralph did not cut leaves the choice to the
+/// forge's default branch rather than to a guess.
+pub fn recorded_base(project: &Path, branch: &str) -> Option<String> {
+    let repo = git2::Repository::discover(project).ok()?;
+    TrustFile::load(&repo).bases.get(branch).cloned()
 }
 
 /// The branch `branch` was cut from (see [`base_of`]).
@@ -228,4 +238,28 @@ pub fn set_test_record(project: &Path, branch: &str, record: Option<TestRecord>)
         None => t.tests.remove(branch),
     };
     let _ = t.save(&repo);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_recorded_base_is_only_what_was_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = git2::Repository::init(dir.path()).unwrap();
+        let sig = git2::Signature::now("t", "t@example.invalid").unwrap();
+        let tree = repo.find_tree(repo.index().unwrap().write_tree().unwrap()).unwrap();
+        let c = repo.commit(None, &sig, &sig, "first", &tree, &[]).unwrap();
+        let c = repo.find_commit(c).unwrap();
+        for b in ["main", "develop", "ralph/x", "ralph/y"] {
+            repo.branch(b, &c, false).unwrap();
+        }
+        record_base(dir.path(), "ralph/x", "develop");
+        assert_eq!(recorded_base(dir.path(), "ralph/x").as_deref(), Some("develop"));
+        assert_eq!(base_branch(dir.path(), "ralph/x").as_deref(), Some("develop"));
+        // Not recorded: the oracle guesses main, the record says nothing.
+        assert_eq!(recorded_base(dir.path(), "ralph/y"), None);
+        assert_eq!(base_branch(dir.path(), "ralph/y").as_deref(), Some("main"));
+    }
 }

@@ -428,3 +428,70 @@ fn a_forge_that_is_down_leaves_the_story_branches_pushed_and_the_exit_code() {
     );
     assert_eq!(events(&r.stdout).last().unwrap()["exit_code"], 0);
 }
+
+#[test]
+fn ralph_deliver_of_an_older_run_uses_the_branch_that_run_worked_on() {
+    let s = Setup::new(Kind::GitHub, "");
+    let r = s.ralph(&["5", "--gate", "test -d src", "--json"], TOKEN);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(s.forge.prs().is_empty());
+    let run_id = run_id(&r.stdout);
+    // prd.json moves on to the next feature before anyone delivers.
+    let mut prd: Value = s.p.prd();
+    prd["branchName"] = json!("ralph/next");
+    s.p.write("prd.json", &serde_json::to_string_pretty(&prd).unwrap());
+
+    let d = s.ralph(&["deliver", &run_id], TOKEN);
+    assert_eq!(d.code, 0, "{d:?}");
+    let prs = s.forge.prs();
+    assert_eq!(prs.len(), 1, "{prs:?}");
+    assert_eq!((prs[0].head.as_str(), prs[0].base.as_str()), ("ralph/demo", "main"));
+    let tip = s.p.git(&["rev-parse", "ralph/demo"]).trim().to_string();
+    assert_eq!(s.remote_branch("ralph/demo"), Some(tip));
+    assert_eq!(s.remote_branch("ralph/next"), None);
+}
+
+#[test]
+fn a_run_branch_cut_from_develop_opens_its_pull_requests_against_develop() {
+    let s = Setup::new(Kind::GitHub, "");
+    s.p.git(&["checkout", "-q", "-b", "develop"]);
+    s.p.write("DEVELOP.md", "the integration branch\n");
+    s.p.git(&["add", "DEVELOP.md"]);
+    s.p.git(&["commit", "-q", "-m", "develop"]);
+    s.p.git(&["push", "-q", "origin", "develop"]);
+    let r = s.ralph(&["5", "--gate", "test -d src", "--pr=story", "--json"], TOKEN);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(
+        notices(&r.stdout).iter().any(|n| n == "created branch ralph/demo from develop"),
+        "{r:?}"
+    );
+    let prs = s.forge.prs();
+    assert_eq!(prs.len(), 3, "{prs:?}");
+    assert!(prs.iter().all(|p| p.base == "develop"), "{prs:?}");
+    let run_id = run_id(&r.stdout);
+
+    // The next feature runs on a branch of its own; the first run's pull
+    // requests, delivered again, stay on develop.
+    let mut prd: Value = s.p.prd();
+    prd["branchName"] = json!("ralph/next");
+    s.p.write("prd.json", &serde_json::to_string_pretty(&prd).unwrap());
+    s.p.git(&["commit", "-q", "-am", "next feature"]);
+    let next = s.ralph(&["5", "--json"], TOKEN);
+    assert_eq!(next.code, code(exit::COMPLETE), "{next:?}");
+    let writes = s.forge.writes().len();
+    let d = s.ralph(&["deliver", &run_id, "--pr=story"], TOKEN);
+    assert_eq!(d.code, 0, "{d:?}");
+    assert!(d.stdout.contains("pull requests: 3 already up to date"), "{d:?}");
+    assert_eq!(s.forge.writes().len(), writes, "{:?}", s.forge.writes());
+    assert!(s.forge.prs().iter().all(|p| p.base == "develop"), "{:?}", s.forge.prs());
+}
+
+/// The run id of a `--json` run's `run_start`.
+fn run_id(stdout: &str) -> String {
+    events(stdout)
+        .iter()
+        .find(|e| e["event"] == "run_start")
+        .and_then(|e| e["run_id"].as_str())
+        .expect("a run_start")
+        .to_string()
+}
