@@ -8,6 +8,7 @@
 //! create        POST /repos/O/R/pulls                      POST /projects/ID/merge_requests
 //!                 title, head, base, body, draft             source_branch, target_branch, title, description
 //! update        PATCH /repos/O/R/pulls/N                   PUT /projects/ID/merge_requests/IID
+//! retarget      PATCH …/pulls/N  base                      PUT …/merge_requests/IID  target_branch
 //! ready         GraphQL markPullRequestReadyForReview      the title without "Draft: "
 //! get           GET  /repos/O/R/pulls/N                    GET /projects/ID/merge_requests/IID (head_pipeline)
 //! CI            GET  /repos/O/R/commits/SHA/status         (the merge request's head_pipeline)
@@ -98,6 +99,11 @@ pub enum Ask<'a> {
         title: &'a str,
         body: &'a str,
         draft: bool,
+    },
+    /// Its base only (a stacked pull request whose place moved).
+    Retarget {
+        number: u64,
+        base: &'a str,
     },
     /// Out of draft (GitHub; on GitLab an [`Ask::Update`] does it).
     Ready {
@@ -199,6 +205,11 @@ pub fn call(t: &Target, ask: &Ask) -> Call {
                     url: format!("{repo}/pulls/{number}"),
                     body: Some(json!({ "title": title, "body": body, "base": base })),
                 },
+                Ask::Retarget { number, base } => Call {
+                    method: Method::Patch,
+                    url: format!("{repo}/pulls/{number}"),
+                    body: Some(json!({ "base": base })),
+                },
                 Ask::Ready { node_id } => Call {
                     method: Method::Post,
                     url: graphql(&t.api),
@@ -237,6 +248,11 @@ pub fn call(t: &Target, ask: &Ask) -> Call {
                     body: Some(json!({
                         "title": title(t, draft), "description": body, "target_branch": base,
                     })),
+                },
+                Ask::Retarget { number, base } => Call {
+                    method: Method::Put,
+                    url: format!("{mrs}/{number}"),
+                    body: Some(json!({ "target_branch": base })),
                 },
                 // Never asked of GitLab: its Update carries the draft.
                 Ask::Ready { .. } => get(mrs),
@@ -460,6 +476,20 @@ mod tests {
                 Method::Patch,
                 "https://api.github.com/repos/acme/app/pulls/7",
                 Some(json!({"title": "T", "body": "B", "base": "main"})),
+            ),
+            (
+                gh(),
+                Ask::Retarget { number: 7, base: "ralph/x-stories/US-1" },
+                Method::Patch,
+                "https://api.github.com/repos/acme/app/pulls/7",
+                Some(json!({"base": "ralph/x-stories/US-1"})),
+            ),
+            (
+                gl(),
+                Ask::Retarget { number: 7, base: "ralph/x-stories/US-1" },
+                Method::Put,
+                "https://gitlab.com/api/v4/projects/g%2Fsub%2Fapp/merge_requests/7",
+                Some(json!({"target_branch": "ralph/x-stories/US-1"})),
             ),
             (
                 gh(),
