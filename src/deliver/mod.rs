@@ -622,11 +622,20 @@ fn update(
     };
     let mut pr = forge::read_pr(client.target.forge, &client.ask(&ask)?)?;
     if ready && client.target.forge == Forge::GitHub && pr.draft {
-        let id = node_id.or(pr.node_id.clone()).unwrap_or_default();
-        client.ask(&Ask::Ready { node_id: &id })?;
+        let id = ready_id(&pr, node_id).ok_or_else(|| ForgeError::NotReady {
+            forge: client.target.forge.name(),
+            message: "there is no node id to ask with".into(),
+        })?;
+        forge::read_ready(client.target.forge, &client.ask(&Ask::Ready { node_id: &id })?)?;
         pr.draft = false;
     }
     Ok(pr)
+}
+
+/// The node id to make `pr` ready with: the one the forge just gave, else
+/// the recorded one; never an empty one.
+fn ready_id(pr: &forge::Pr, recorded: Option<String>) -> Option<String> {
+    pr.node_id.clone().into_iter().chain(recorded).find(|id| !id.is_empty())
 }
 
 fn known_from(pr: &forge::Pr, w: &Want) -> Known {
@@ -661,6 +670,34 @@ fn url_host(url: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ready_for_review_is_never_asked_with_an_empty_node_id() {
+        let pr = |id: Option<&str>| forge::Pr {
+            number: 1,
+            url: String::new(),
+            state: forge::PrState::Open,
+            draft: true,
+            head: String::new(),
+            base: String::new(),
+            node_id: id.map(String::from),
+            ci: None,
+        };
+        let cases = [
+            (Some("PR_new"), Some("PR_old"), Some("PR_new")),
+            (None, Some("PR_old"), Some("PR_old")),
+            (Some(""), Some("PR_old"), Some("PR_old")),
+            (Some(""), Some(""), None),
+            (None, None, None),
+        ];
+        for (fresh, recorded, want) in cases {
+            assert_eq!(
+                ready_id(&pr(fresh), recorded.map(String::from)).as_deref(),
+                want,
+                "{fresh:?} {recorded:?}"
+            );
+        }
+    }
 
     #[test]
     fn the_forge_cli_is_asked_about_the_remote_s_host() {

@@ -473,6 +473,48 @@ fn a_forge_that_is_down_leaves_the_story_branches_pushed_and_the_exit_code() {
 }
 
 #[test]
+fn a_failed_ready_for_review_is_reported_and_not_recorded_as_done() {
+    let s = Setup::new(Kind::GitHub, "");
+    // A person opened the run branch's pull request as a draft; the run
+    // ends verified, so ralph adopts it and asks GitHub to make it ready.
+    s.p.git(&["push", "-q", "origin", "main:refs/heads/ralph/demo"]);
+    let theirs = s.forge.add("ralph/demo", "main", "WIP demo");
+    s.forge.state.lock().unwrap().prs[0].draft = true;
+    // GraphQL says no with a 200 and an `errors` list (the first POST is
+    // the create that meets "already exists", the second the mutation).
+    s.forge.can(Canned {
+        method: "POST",
+        skip: 1,
+        status: 200,
+        headers: Vec::new(),
+        body: json!({"data": {"markPullRequestReadyForReview": null},
+            "errors": [{"type": "UNPROCESSABLE", "message": "Pull request is in an unmergeable state"}]}),
+    });
+    let r = s.ralph(&["5", "--gate", "test -d src", "--pr=run", "--json"], TOKEN);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    let graphql: Vec<_> = s.forge.seen().into_iter().filter(|x| x.url == "/graphql").collect();
+    assert_eq!(graphql.len(), 1, "{:?}", s.forge.seen());
+    assert!(s.forge.prs()[0].draft, "{:?}", s.forge.prs());
+    let said = notices(&r.stdout);
+    assert!(
+        said.iter().any(|n| n.contains("for the run was refused")
+            && n.contains(
+                "GitHub did not mark it ready for review: Pull request is in an unmergeable state"
+            )),
+        "{said:?}"
+    );
+    assert!(said.iter().any(|n| n == "pull requests: 1 refused"), "{said:?}");
+    assert!(!said.iter().any(|n| n.starts_with("updated pull request")), "{said:?}");
+
+    // The retry makes it ready, once.
+    let d = s.ralph(&["deliver"], TOKEN);
+    assert_eq!(d.code, 0, "{d:?}");
+    let prs = s.forge.prs();
+    assert_eq!((prs.len(), prs[0].number, prs[0].draft), (1, theirs, false), "{prs:?}");
+    assert!(d.stdout.contains(&format!("updated pull request #{theirs} for the run")), "{d:?}");
+}
+
+#[test]
 fn ralph_deliver_of_an_older_run_uses_the_branch_that_run_worked_on() {
     let s = Setup::new(Kind::GitHub, "");
     let r = s.ralph(&["5", "--gate", "test -d src", "--json"], TOKEN);
