@@ -8,7 +8,9 @@
 //! create        POST /repos/O/R/pulls                      POST /projects/ID/merge_requests
 //!                 title, head, base, body, draft             source_branch, target_branch, title, description
 //! update        PATCH /repos/O/R/pulls/N                   PUT /projects/ID/merge_requests/IID
+//! retarget      PATCH …/pulls/N  base                      PUT …/merge_requests/IID  target_branch
 //! ready         GraphQL markPullRequestReadyForReview      the title without "Draft: "
+//!                 (answers 200; a failure is in `errors`)
 //! get           GET  /repos/O/R/pulls/N                    GET /projects/ID/merge_requests/IID (head_pipeline)
 //! CI            GET  /repos/O/R/commits/SHA/status         (the merge request's head_pipeline)
 //! comments      GET  /repos/O/R/issues/N/comments          GET /projects/ID/merge_requests/IID/notes
@@ -99,6 +101,11 @@ pub enum Ask<'a> {
         body: &'a str,
         draft: bool,
     },
+    /// Its base only (a stacked pull request whose place moved).
+    Retarget {
+        number: u64,
+        base: &'a str,
+    },
     /// Out of draft (GitHub; on GitLab an [`Ask::Update`] does it).
     Ready {
         node_id: &'a str,
@@ -137,6 +144,10 @@ pub enum ForgeError {
     Unreachable { forge: &'static str, why: String },
     #[error("{forge} answered something ralph cannot read: {why}")]
     Unreadable { forge: &'static str, why: String },
+    /// GitHub's GraphQL said no to "ready for review" (its answer is a 200
+    /// with `errors`), or there was no node id to ask it with.
+    #[error("{forge} did not mark it ready for review{}", detail(.message))]
+    NotReady { forge: &'static str, message: String },
 }
 
 fn detail(message: &str) -> String {
@@ -147,7 +158,12 @@ impl ForgeError {
     /// Whether later requests would meet the same refusal: delivery stops
     /// instead of failing request after request.
     pub fn stops_delivery(&self) -> bool {
-        !matches!(self, ForgeError::AlreadyExists { .. } | ForgeError::Invalid { .. })
+        !matches!(
+            self,
+            ForgeError::AlreadyExists { .. }
+                | ForgeError::Invalid { .. }
+                | ForgeError::NotReady { .. }
+        )
     }
 }
 
@@ -199,6 +215,11 @@ pub fn call(t: &Target, ask: &Ask) -> Call {
                     url: format!("{repo}/pulls/{number}"),
                     body: Some(json!({ "title": title, "body": body, "base": base })),
                 },
+                Ask::Retarget { number, base } => Call {
+                    method: Method::Patch,
+                    url: format!("{repo}/pulls/{number}"),
+                    body: Some(json!({ "base": base })),
+                },
                 Ask::Ready { node_id } => Call {
                     method: Method::Post,
                     url: graphql(&t.api),
@@ -237,6 +258,11 @@ pub fn call(t: &Target, ask: &Ask) -> Call {
                     body: Some(json!({
                         "title": title(t, draft), "description": body, "target_branch": base,
                     })),
+                },
+                Ask::Retarget { number, base } => Call {
+                    method: Method::Put,
+                    url: format!("{mrs}/{number}"),
+                    body: Some(json!({ "target_branch": base })),
                 },
                 // Never asked of GitLab: its Update carries the draft.
                 Ask::Ready { .. } => get(mrs),
@@ -326,6 +352,26 @@ pub fn last_comment(forge: Forge, v: &Value) -> Option<String> {
         Forge::GitLab => list.iter().find(person),
     }?;
     c["body"].as_str().map(str::trim).filter(|b| !b.is_empty()).map(str::to_string)
+}
+
+/// GitHub's answer to [`Ask::Ready`]. GraphQL answers 200 whatever
+/// happened: a refusal is in its `errors` (a rate limit among them), and
+/// only a pull request said to be out of draft is one.
+pub fn read_ready(forge: Forge, v: &Value) -> Result<(), ForgeError> {
+    let name = forge.name();
+    if let Some(errors) = v["errors"].as_array().filter(|e| !e.is_empty()) {
+        if errors.iter().any(|e| e["type"] == "RATE_LIMITED") {
+            return Err(ForgeError::RateLimited { forge: name, retry_after: None });
+        }
+        return Err(ForgeError::NotReady { forge: name, message: message(v) });
+    }
+    match v["data"]["markPullRequestReadyForReview"]["pullRequest"]["isDraft"].as_bool() {
+        Some(false) => Ok(()),
+        Some(true) => {
+            Err(ForgeError::NotReady { forge: name, message: "it is still a draft".into() })
+        }
+        None => Err(unreadable(forge, "no pull request in the answer to \"ready for review\"")),
+    }
 }
 
 /// GitHub's combined status (`None`: no status was ever set).
@@ -460,6 +506,20 @@ mod tests {
                 Method::Patch,
                 "https://api.github.com/repos/acme/app/pulls/7",
                 Some(json!({"title": "T", "body": "B", "base": "main"})),
+            ),
+            (
+                gh(),
+                Ask::Retarget { number: 7, base: "ralph/x-stories/US-1" },
+                Method::Patch,
+                "https://api.github.com/repos/acme/app/pulls/7",
+                Some(json!({"base": "ralph/x-stories/US-1"})),
+            ),
+            (
+                gl(),
+                Ask::Retarget { number: 7, base: "ralph/x-stories/US-1" },
+                Method::Put,
+                "https://gitlab.com/api/v4/projects/g%2Fsub%2Fapp/merge_requests/7",
+                Some(json!({"target_branch": "ralph/x-stories/US-1"})),
             ),
             (
                 gh(),
@@ -674,6 +734,50 @@ mod tests {
             );
         }
         assert!(Unauthorized { forge: "GitHub", message: String::new() }.stops_delivery());
+        assert!(!NotReady { forge: "GitHub", message: String::new() }.stops_delivery());
         assert!(!AlreadyExists { forge: "GitHub", noun: "pull request" }.stops_delivery());
+    }
+
+    #[test]
+    fn ready_for_review_is_done_only_when_graphql_says_so() {
+        use ForgeError::*;
+        let not_ready = |m: &str| Err(NotReady { forge: "GitHub", message: m.into() });
+        let done =
+            json!({"data": {"markPullRequestReadyForReview": {"pullRequest": {"isDraft": false}}}});
+        let cases: Vec<(&str, Value, Result<(), ForgeError>)> = vec![
+            ("done", done, Ok(())),
+            (
+                "refused",
+                json!({"data": {"markPullRequestReadyForReview": null}, "errors": [
+                    {"type": "UNPROCESSABLE", "message": "Pull request is in an unmergeable state"}]}),
+                not_ready("Pull request is in an unmergeable state"),
+            ),
+            (
+                "an unknown node",
+                json!({"errors": [{"type": "NOT_FOUND", "message": "Could not resolve to a node with the global id of ''"}]}),
+                not_ready("Could not resolve to a node with the global id of ''"),
+            ),
+            (
+                "rate-limited",
+                json!({"errors": [{"type": "RATE_LIMITED", "message": "API rate limit exceeded"}]}),
+                Err(RateLimited { forge: "GitHub", retry_after: None }),
+            ),
+            (
+                "still a draft",
+                json!({"data": {"markPullRequestReadyForReview": {"pullRequest": {"isDraft": true}}}}),
+                not_ready("it is still a draft"),
+            ),
+            (
+                "nothing said",
+                json!({"data": null}),
+                Err(Unreadable {
+                    forge: "GitHub",
+                    why: "no pull request in the answer to \"ready for review\"".into(),
+                }),
+            ),
+        ];
+        for (name, answer, want) in cases {
+            assert_eq!(read_ready(Forge::GitHub, &answer), want, "{name}");
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! Work delivered as pull requests (merge requests on GitLab): one for the
 //! run branch (`deliver.pr = "run"`), or one per story (`"story"`), each
 //! story's commit pushed as `<run branch>-stories/<story>` and opened
-//! against `deliver.base` or stacked on the story before it.
+//! against `deliver.base` or stacked on the story before it on the run
+//! branch, whichever run delivered that one.
 //!
 //! ```text
 //! target.rs  remote URL + settings → forge, repository, API (pure)
@@ -38,7 +39,7 @@ use crate::history::RunReport;
 use crate::prd::Prd;
 
 use forge::{Ask, ForgeError};
-use plan::{Known, Piece, Step, Want};
+use plan::{By, Known, Piece, Step, Want};
 use target::{Forge, ForgeSetting, TargetError};
 
 /// `deliver.pr`.
@@ -231,16 +232,19 @@ pub fn deliver(
         .or_else(|| crate::oracle::base::recorded_base(job.project, &job.branch))
         .or_else(|| remote::default_branch(job.project, &cfg.remote))
         .unwrap_or_else(|| "main".into());
-    let wants = wants(cfg, job, &repo, &base)?;
-    if wants.is_empty() {
+    let mut rec = record::Record::load(&job.record);
+    let wants = wants(cfg, job, &repo, &base, &rec)?;
+    if wants.iter().all(|w| w.earlier) {
         say("nothing to deliver: no story of this run has a commit".into());
         return Ok(Delivered::default());
     }
 
     // 1. The branches, with git's credentials: whatever the forge says
-    //    next, the work is on the remote.
+    //    next, the work is on the remote. (An earlier run's story branch
+    //    is there already, as that run pushed it.)
     let specs: Vec<String> = wants
         .iter()
+        .filter(|w| !w.earlier)
         .map(|w| match w.piece {
             // The run branch only moves forward; story branches are ralph's
             // own and follow their story's latest commit.
@@ -264,7 +268,7 @@ pub fn deliver(
     }
     say(format!(
         "pushed {} to {}",
-        crate::text::count(wants.len(), "branch", "branches"),
+        crate::text::count(specs.len(), "branch", "branches"),
         cfg.remote
     ));
 
@@ -273,16 +277,18 @@ pub fn deliver(
     let redactor = token.redactor();
     let client = client::Client::new(target.clone(), token, cfg.timeout);
     let mut say = |line: String| say(redactor.text(&line).into_owned());
-    let mut rec = record::Record::load(&job.record);
     let mut done = Delivered { noun: target.forge.noun(), ..Delivered::default() };
     for want in &wants {
         let key = want.piece.key();
         // What the forge says of it now (a person may have merged or closed it).
         let known = match rec.get(&job.branch, &key).cloned() {
             Some(k) => Some(refresh(&client, k)?),
+            // An earlier run's is made from its record: nothing to do without.
+            None if want.earlier => continue,
             None => None,
         };
-        let result = match plan::step(want, known.as_ref()) {
+        let step = plan::step(want, known.as_ref());
+        let result = match step {
             Step::Keep { .. } => {
                 done.kept += 1;
                 if let Some(k) = known {
@@ -295,28 +301,44 @@ pub fn deliver(
                 update(&client, want, number, ready, known.as_ref().and_then(|k| k.node_id.clone()))
                     .map(|pr| (pr, false))
             }
+            Step::Restack { number } => client
+                .ask(&Ask::Retarget { number, base: &want.base })
+                .and_then(|v| forge::read_pr(client.target.forge, &v))
+                .map(|pr| (pr, false)),
         };
         match result {
             Ok((pr, adopted)) => {
-                let noun = target.forge.noun();
-                let verb = match (known.is_some(), adopted) {
-                    (false, false) => {
-                        done.created += 1;
-                        "opened"
-                    }
-                    _ => {
-                        done.updated += 1;
-                        "updated"
-                    }
+                if known.is_none() && !adopted {
+                    done.created += 1;
+                } else {
+                    done.updated += 1;
+                }
+                let (verb, onto, now) = match (step, known) {
+                    // Only its base is this delivery's: the rest stays as recorded.
+                    (Step::Restack { .. }, Some(k)) => (
+                        "restacked",
+                        format!(" onto {}", want.base),
+                        Known {
+                            base: want.base.clone(),
+                            state: pr.state,
+                            draft: pr.draft,
+                            url: pr.url.clone(),
+                            checked_at: chrono::Utc::now(),
+                            ..k
+                        },
+                    ),
+                    (_, None) if !adopted => ("opened", String::new(), known_from(&pr, want)),
+                    _ => ("updated", String::new(), known_from(&pr, want)),
                 };
                 say(format!(
-                    "{verb} {noun} #{} for {}: {}{}",
+                    "{verb} {} #{} for {}{onto}: {}{}",
+                    target.forge.noun(),
                     pr.number,
                     want.piece.describe(),
                     pr.url,
                     if pr.draft { " (draft)" } else { "" }
                 ));
-                rec.put(&job.branch, &key, known_from(&pr, want));
+                rec.put(&job.branch, &key, now);
                 if let Err(e) = rec.save(&job.record) {
                     say(format!("cannot write {}: {e}", job.record.display()));
                 }
@@ -424,6 +446,7 @@ fn wants(
     job: &Job,
     repo: &git2::Repository,
     base: &str,
+    rec: &record::Record,
 ) -> Result<Vec<Want>, DeliverError> {
     let branch_err = |why: String| DeliverError::Branch { branch: job.branch.clone(), why };
     let tip = repo
@@ -445,16 +468,19 @@ fn wants(
                 title,
                 body,
                 draft: cfg.draft && !verified,
+                earlier: false,
             }])
         }
         PrMode::Story => {
-            // The run branch's commits, oldest first: each story's place.
+            // The run branch's commits, newest first: each story's place is
+            // its commit's distance from the root.
             let mut walk = repo.revwalk().map_err(|e| branch_err(e.message().into()))?;
             walk.push(tip.id()).map_err(|e| branch_err(e.message().into()))?;
             walk.simplify_first_parent().map_err(|e| branch_err(e.message().into()))?;
             let order: Vec<git2::Oid> = walk.filter_map(Result::ok).collect();
-            let mut stories: Vec<(usize, git2::Oid, &crate::history::report::StoryLine)> =
-                Vec::new();
+            let at = |oid: git2::Oid| order.iter().position(|o| *o == oid).map(|p| order.len() - p);
+            let mut mine: Vec<(String, Option<usize>)> = Vec::new();
+            let mut commits = std::collections::BTreeMap::new();
             for st in r.stories.iter().filter(|s| s.passes && s.delivered) {
                 let Some(c) = &st.commit else { continue };
                 let Ok(oid) =
@@ -462,29 +488,68 @@ fn wants(
                 else {
                     continue;
                 };
-                // A commit the run branch no longer has (rewritten) is not delivered.
-                let Some(pos) = order.iter().position(|o| *o == oid) else { continue };
-                stories.push((order.len() - pos, oid, st));
+                mine.push((st.id.clone(), at(oid)));
+                commits.insert(st.id.clone(), (oid, st));
             }
-            stories.sort_by_key(|(pos, ..)| *pos);
-            let heads: Vec<String> =
-                stories.iter().map(|(_, _, st)| plan::story_branch(&job.branch, &st.id)).collect();
-            let bases = plan::bases(&heads, base, cfg.stack);
-            Ok(stories
+            // The stories earlier runs delivered, as last recorded.
+            let earlier: std::collections::BTreeMap<String, &Known> = rec
+                .branches
+                .get(&job.branch)
+                .map(|b| {
+                    b.prs
+                        .iter()
+                        .filter_map(|(key, k)| match Piece::from_key(key)? {
+                            Piece::Story(id) => Some((id, k)),
+                            Piece::Run => None,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let recorded: Vec<(String, Option<usize>, forge::PrState)> = earlier
                 .iter()
+                .map(|(id, k)| (id.clone(), git2::Oid::from_str(&k.sha).ok().and_then(at), k.state))
+                .collect();
+            let lineup = plan::lineup(&mine, &recorded, cfg.stack);
+            let heads: Vec<String> = lineup
+                .iter()
+                .map(|(id, by)| match by {
+                    By::ThisRun => plan::story_branch(&job.branch, id),
+                    By::Earlier => earlier[id].head.clone(),
+                })
+                .collect();
+            let bases = plan::bases(&heads, base, cfg.stack);
+            Ok(lineup
+                .into_iter()
                 .zip(heads)
                 .zip(bases)
-                .map(|(((_, oid, st), head), base)| {
-                    let prd_story = job.prd.and_then(|p| p.story(&st.id));
-                    let (title, body) = body::story(r, st, prd_story);
-                    Want {
-                        piece: Piece::Story(st.id.clone()),
-                        head,
-                        sha: oid.to_string(),
-                        base,
-                        title,
-                        body,
-                        draft: cfg.draft && st.verified != Some(true),
+                .map(|(((id, by), head), base)| match by {
+                    By::Earlier => {
+                        let k = earlier[&id];
+                        Want {
+                            piece: Piece::Story(id),
+                            head,
+                            sha: k.sha.clone(),
+                            base,
+                            title: k.title.clone(),
+                            body: String::new(),
+                            draft: k.draft,
+                            earlier: true,
+                        }
+                    }
+                    By::ThisRun => {
+                        let (oid, st) = commits[&id];
+                        let prd_story = job.prd.and_then(|p| p.story(&id));
+                        let (title, body) = body::story(r, st, prd_story);
+                        Want {
+                            piece: Piece::Story(id),
+                            head,
+                            sha: oid.to_string(),
+                            base,
+                            title,
+                            body,
+                            draft: cfg.draft && st.verified != Some(true),
+                            earlier: false,
+                        }
                     }
                 })
                 .collect())
@@ -557,11 +622,20 @@ fn update(
     };
     let mut pr = forge::read_pr(client.target.forge, &client.ask(&ask)?)?;
     if ready && client.target.forge == Forge::GitHub && pr.draft {
-        let id = node_id.or(pr.node_id.clone()).unwrap_or_default();
-        client.ask(&Ask::Ready { node_id: &id })?;
+        let id = ready_id(&pr, node_id).ok_or_else(|| ForgeError::NotReady {
+            forge: client.target.forge.name(),
+            message: "there is no node id to ask with".into(),
+        })?;
+        forge::read_ready(client.target.forge, &client.ask(&Ask::Ready { node_id: &id })?)?;
         pr.draft = false;
     }
     Ok(pr)
+}
+
+/// The node id to make `pr` ready with: the one the forge just gave, else
+/// the recorded one; never an empty one.
+fn ready_id(pr: &forge::Pr, recorded: Option<String>) -> Option<String> {
+    pr.node_id.clone().into_iter().chain(recorded).find(|id| !id.is_empty())
 }
 
 fn known_from(pr: &forge::Pr, w: &Want) -> Known {
@@ -596,6 +670,34 @@ fn url_host(url: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ready_for_review_is_never_asked_with_an_empty_node_id() {
+        let pr = |id: Option<&str>| forge::Pr {
+            number: 1,
+            url: String::new(),
+            state: forge::PrState::Open,
+            draft: true,
+            head: String::new(),
+            base: String::new(),
+            node_id: id.map(String::from),
+            ci: None,
+        };
+        let cases = [
+            (Some("PR_new"), Some("PR_old"), Some("PR_new")),
+            (None, Some("PR_old"), Some("PR_old")),
+            (Some(""), Some("PR_old"), Some("PR_old")),
+            (Some(""), Some(""), None),
+            (None, None, None),
+        ];
+        for (fresh, recorded, want) in cases {
+            assert_eq!(
+                ready_id(&pr(fresh), recorded.map(String::from)).as_deref(),
+                want,
+                "{fresh:?} {recorded:?}"
+            );
+        }
+    }
 
     #[test]
     fn the_forge_cli_is_asked_about_the_remote_s_host() {

@@ -9,10 +9,19 @@
 //! #n           open        anything else differs                        →  update (and out of draft once verified)
 //! #n           merged or closed, same commit                            →  keep (a person's decision stands)
 //! #n           merged or closed, new commit (a redo)                    →  create a new one
+//! an earlier run's, in a stack (`Want::earlier`):
+//! #n           open, on another base than its place wants               →  restack (its base only)
+//! #n           anything else                                            →  keep
 //! ```
 //!
 //! A pull request ralph made ready is never turned back into a draft: a
 //! person may have done it, and a draft is ralph's only "not yet".
+//!
+//! A stack (`deliver.stack`) is every story with an open pull request on
+//! the run branch, not only this run's: [`lineup`] puts them in the order
+//! of their commits on it, so a redone story (its new commit last) moves to
+//! the top and the one that was stacked on it moves down onto the story
+//! before; [`bases`] then gives each the branch of the one before.
 
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
@@ -63,6 +72,11 @@ pub struct Want {
     pub title: String,
     pub body: String,
     pub draft: bool,
+    /// An earlier run's pull request, here only for its place in a stack:
+    /// its base follows the stories before it; its branch, title and
+    /// description are as that run left them (`head`, `sha`, `title` are
+    /// the recorded ones, `body` is empty). Always made from its record.
+    pub earlier: bool,
 }
 
 /// A pull request ralph opened, as it last saw it (deliver.json).
@@ -105,10 +119,21 @@ pub enum Step {
     Keep {
         number: u64,
     },
+    /// Its base only: an earlier run's pull request whose place in the
+    /// stack changed.
+    Restack {
+        number: u64,
+    },
 }
 
 pub fn step(want: &Want, known: Option<&Known>) -> Step {
     let Some(k) = known else { return Step::Create };
+    if want.earlier {
+        return match k.state {
+            PrState::Open if k.base != want.base => Step::Restack { number: k.number },
+            _ => Step::Keep { number: k.number },
+        };
+    }
     match k.state {
         PrState::Open => {
             let ready = k.draft && !want.draft;
@@ -125,6 +150,43 @@ pub fn step(want: &Want, known: Option<&Known>) -> Step {
         PrState::Merged | PrState::Closed if k.sha == want.sha => Step::Keep { number: k.number },
         PrState::Merged | PrState::Closed => Step::Create,
     }
+}
+
+/// Who delivered a story that has a place in the delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum By {
+    ThisRun,
+    /// An earlier run, whose pull request is recorded open.
+    Earlier,
+}
+
+/// The stories to deliver, in the order of their commits on the run
+/// branch. `this_run`: each story this run delivered and where its commit
+/// is (its distance from the root along the run branch's first parents;
+/// `None`: not on it, rewritten away). `recorded`: each story with a pull
+/// request in deliver.json, where its recorded commit is and the state
+/// ralph last saw. Stacked, an earlier run's story whose pull request is
+/// open keeps its place (a story this run delivered again takes its new
+/// one); otherwise only this run's stories are delivered.
+pub fn lineup(
+    this_run: &[(String, Option<usize>)],
+    recorded: &[(String, Option<usize>, PrState)],
+    stack: bool,
+) -> Vec<(String, By)> {
+    let mut placed: Vec<(usize, String, By)> =
+        this_run.iter().filter_map(|(id, at)| Some((((*at)?), id.clone(), By::ThisRun))).collect();
+    if stack {
+        for (id, at, state) in recorded {
+            if *state == PrState::Open
+                && let Some(at) = at
+                && !this_run.iter().any(|(mine, _)| mine == id)
+            {
+                placed.push((*at, id.clone(), By::Earlier));
+            }
+        }
+    }
+    placed.sort_by_key(|(at, ..)| *at);
+    placed.into_iter().map(|(_, id, by)| (id, by)).collect()
 }
 
 /// The base of each story's pull request, in the order the stories' commits
@@ -166,6 +228,7 @@ mod tests {
             title: "feat: US-1 - One".into(),
             body: "body".into(),
             draft: false,
+            earlier: false,
         }
     }
 
@@ -267,6 +330,105 @@ mod tests {
         ];
         for (name, k, w, want) in cases {
             assert_eq!(step(&w, k.as_ref()), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn an_earlier_run_s_pull_request_only_moves_in_the_stack() {
+        let earlier = Want { earlier: true, body: String::new(), ..want() };
+        let on = |base: &str, state: PrState| Known { base: base.into(), ..known(state) };
+        let cases: Vec<(&str, Known, Step)> = vec![
+            ("in its place", on("main", PrState::Open), Step::Keep { number: 4 }),
+            (
+                "moved in the stack",
+                on("x-stories/US-0", PrState::Open),
+                Step::Restack { number: 4 },
+            ),
+            (
+                "its text is not this run's to write",
+                Known { title: "old".into(), body_digest: digest("old"), ..known(PrState::Open) },
+                Step::Keep { number: 4 },
+            ),
+            (
+                "a draft stays a draft",
+                Known { draft: true, ..known(PrState::Open) },
+                Step::Keep { number: 4 },
+            ),
+            ("merged", on("other", PrState::Merged), Step::Keep { number: 4 }),
+            ("closed", on("other", PrState::Closed), Step::Keep { number: 4 }),
+        ];
+        for (name, k, want) in cases {
+            assert_eq!(step(&earlier, Some(&k)), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_stack_is_every_open_story_in_run_branch_order() {
+        use By::{Earlier, ThisRun};
+        use PrState::{Closed, Merged, Open};
+        let mine = |v: &[(&str, Option<usize>)]| -> Vec<(String, Option<usize>)> {
+            v.iter().map(|(id, at)| (id.to_string(), *at)).collect()
+        };
+        let rec = |v: &[(&str, Option<usize>, PrState)]| -> Vec<(String, Option<usize>, PrState)> {
+            v.iter().map(|(id, at, s)| (id.to_string(), *at, *s)).collect()
+        };
+        let first = rec(&[("A", Some(1), Open), ("B", Some(2), Open), ("C", Some(3), Open)]);
+        type Case = (
+            &'static str,
+            Vec<(String, Option<usize>)>,
+            Vec<(String, Option<usize>, PrState)>,
+            bool,
+            Vec<(&'static str, By)>,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                "the first run",
+                mine(&[("B", Some(2)), ("A", Some(1)), ("C", Some(3))]),
+                vec![],
+                true,
+                vec![("A", ThisRun), ("B", ThisRun), ("C", ThisRun)],
+            ),
+            (
+                "a redo goes last, the rest keep their places",
+                mine(&[("B", Some(4))]),
+                first.clone(),
+                true,
+                vec![("A", Earlier), ("C", Earlier), ("B", ThisRun)],
+            ),
+            (
+                "a later run stacks on the earlier ones",
+                mine(&[("D", Some(4))]),
+                first.clone(),
+                true,
+                vec![("A", Earlier), ("B", Earlier), ("C", Earlier), ("D", ThisRun)],
+            ),
+            (
+                "not stacked: only this run's",
+                mine(&[("B", Some(4))]),
+                first.clone(),
+                false,
+                vec![("B", ThisRun)],
+            ),
+            (
+                "merged, closed or rewritten away: no place",
+                mine(&[("D", Some(4))]),
+                rec(&[("A", Some(1), Merged), ("B", Some(2), Closed), ("C", None, Open)]),
+                true,
+                vec![("D", ThisRun)],
+            ),
+            (
+                "this run's commit rewritten away",
+                mine(&[("D", None)]),
+                first[..1].to_vec(),
+                true,
+                vec![("A", Earlier)],
+            ),
+        ];
+        for (name, this_run, recorded, stack, want) in cases {
+            let got = lineup(&this_run, &recorded, stack);
+            let want: Vec<(String, By)> =
+                want.into_iter().map(|(id, by)| (id.into(), by)).collect();
+            assert_eq!(got, want, "{name}");
         }
     }
 

@@ -69,6 +69,21 @@ impl Setup {
             .unwrap_or_else(|| panic!("no commit for {id} in\n{log}"))
     }
 
+    /// The stories in the order their latest commits are on the run branch:
+    /// the order a stack follows.
+    fn stack_order(&self) -> Vec<String> {
+        let log = self.p.git(&["log", "--first-parent", "--format=%H", "--reverse", "ralph/demo"]);
+        let mut ids: Vec<(usize, String)> = ["US-001", "US-002", "US-003"]
+            .iter()
+            .map(|id| {
+                let at = self.story_commit(id);
+                (log.lines().position(|l| l == at).unwrap(), id.to_string())
+            })
+            .collect();
+        ids.sort();
+        ids.into_iter().map(|(_, id)| id).collect()
+    }
+
     /// Nothing ralph keeps or printed holds the token.
     fn assert_token_kept_secret(&self, runs: &[&Run]) {
         for r in runs {
@@ -106,6 +121,7 @@ fn github_a_parallel_run_opens_a_stacked_pull_request_per_story_and_a_redo_updat
     let prs = s.forge.prs();
     assert_eq!(prs.len(), 3, "{prs:?}\n{r:?}");
     // The stories in the order the queue merged them: each stacked on the one before.
+    let first_order = s.stack_order();
     let mut order: Vec<(usize, &forge::Pr)> = prs
         .iter()
         .map(|pr| {
@@ -171,12 +187,39 @@ fn github_a_parallel_run_opens_a_stacked_pull_request_per_story_and_a_redo_updat
     assert_eq!(prs.len(), 3, "a redo opened another: {prs:?}");
     let redone = prs.iter().find(|p| p.number == number).unwrap();
     assert_eq!(s.remote_branch(&redone.head), Some(s.story_commit("US-002")));
+    // The redone story's commit is now the run branch's last: the stack
+    // follows, every pull request on the story before it, whichever run
+    // delivered that one.
+    let order = s.stack_order();
+    assert_eq!(order.last().map(String::as_str), Some("US-002"), "{order:?}");
+    let mut base = "main".to_string();
+    for id in &order {
+        let pr = prs.iter().find(|p| p.head == format!("ralph/demo-stories/{id}")).unwrap();
+        assert_eq!(pr.base, base, "{id}'s base after the redo: {prs:?}");
+        base = pr.head.clone();
+    }
+    // Written: the redone one, and the one that was stacked on it (now on
+    // the story before). Nothing opened.
+    let number_of = |id: &str| {
+        prs.iter().find(|p| p.head == format!("ralph/demo-stories/{id}")).unwrap().number
+    };
+    let mut moved = vec![number];
+    if let Some(next) = first_order.iter().skip_while(|id| *id != "US-002").nth(1) {
+        moved.push(number_of(next));
+        let onto = match order.iter().position(|id| id == next).unwrap() {
+            0 => "main".to_string(),
+            i => format!("ralph/demo-stories/{}", order[i - 1]),
+        };
+        let said = format!("restacked pull request #{} for {next} onto {onto}", number_of(next));
+        assert!(notices(&r.stdout).iter().any(|n| n.starts_with(&said)), "{said}\n{r:?}");
+    }
+    moved.sort();
     let writes: Vec<_> = s.forge.writes().into_iter().skip(before).collect();
-    assert_eq!(
-        writes.iter().map(|w| (w.method.as_str(), w.url.as_str())).collect::<Vec<_>>(),
-        [("PATCH", format!("/repos/acme/demo/pulls/{number}").as_str())],
-        "{writes:?}"
-    );
+    assert!(writes.iter().all(|w| w.method == "PATCH"), "{writes:?}");
+    let mut patched: Vec<u64> =
+        writes.iter().map(|w| w.url.rsplit('/').next().unwrap().parse().unwrap()).collect();
+    patched.sort();
+    assert_eq!(patched, moved, "{writes:?}");
     assert!(
         notices(&r.stdout)
             .iter()
@@ -427,6 +470,48 @@ fn a_forge_that_is_down_leaves_the_story_branches_pushed_and_the_exit_code() {
         "{r:?}"
     );
     assert_eq!(events(&r.stdout).last().unwrap()["exit_code"], 0);
+}
+
+#[test]
+fn a_failed_ready_for_review_is_reported_and_not_recorded_as_done() {
+    let s = Setup::new(Kind::GitHub, "");
+    // A person opened the run branch's pull request as a draft; the run
+    // ends verified, so ralph adopts it and asks GitHub to make it ready.
+    s.p.git(&["push", "-q", "origin", "main:refs/heads/ralph/demo"]);
+    let theirs = s.forge.add("ralph/demo", "main", "WIP demo");
+    s.forge.state.lock().unwrap().prs[0].draft = true;
+    // GraphQL says no with a 200 and an `errors` list (the first POST is
+    // the create that meets "already exists", the second the mutation).
+    s.forge.can(Canned {
+        method: "POST",
+        skip: 1,
+        status: 200,
+        headers: Vec::new(),
+        body: json!({"data": {"markPullRequestReadyForReview": null},
+            "errors": [{"type": "UNPROCESSABLE", "message": "Pull request is in an unmergeable state"}]}),
+    });
+    let r = s.ralph(&["5", "--gate", "test -d src", "--pr=run", "--json"], TOKEN);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    let graphql: Vec<_> = s.forge.seen().into_iter().filter(|x| x.url == "/graphql").collect();
+    assert_eq!(graphql.len(), 1, "{:?}", s.forge.seen());
+    assert!(s.forge.prs()[0].draft, "{:?}", s.forge.prs());
+    let said = notices(&r.stdout);
+    assert!(
+        said.iter().any(|n| n.contains("for the run was refused")
+            && n.contains(
+                "GitHub did not mark it ready for review: Pull request is in an unmergeable state"
+            )),
+        "{said:?}"
+    );
+    assert!(said.iter().any(|n| n == "pull requests: 1 refused"), "{said:?}");
+    assert!(!said.iter().any(|n| n.starts_with("updated pull request")), "{said:?}");
+
+    // The retry makes it ready, once.
+    let d = s.ralph(&["deliver"], TOKEN);
+    assert_eq!(d.code, 0, "{d:?}");
+    let prs = s.forge.prs();
+    assert_eq!((prs.len(), prs[0].number, prs[0].draft), (1, theirs, false), "{prs:?}");
+    assert!(d.stdout.contains(&format!("updated pull request #{theirs} for the run")), "{d:?}");
 }
 
 #[test]
