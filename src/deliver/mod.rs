@@ -37,6 +37,7 @@ use std::time::Duration;
 use crate::git::remote;
 use crate::history::RunReport;
 use crate::prd::Prd;
+use crate::redact::Redactor;
 
 use forge::{Ask, ForgeError};
 use plan::{By, Known, Piece, Step, Want};
@@ -179,6 +180,21 @@ impl Delivered {
 }
 
 impl DeliverError {
+    /// The error with every secret `r` knows replaced: what a forge or git
+    /// said may echo the token.
+    pub fn redacted(self, r: &Redactor) -> DeliverError {
+        let t = |s: String| r.text(&s).into_owned();
+        match self {
+            DeliverError::Target(e) => DeliverError::Target(e.redacted(r)),
+            DeliverError::Push { remote, why } => DeliverError::Push { remote, why: t(why) },
+            DeliverError::Forge(e) => DeliverError::Forge(e.redacted(r)),
+            DeliverError::Branch { branch, why } => DeliverError::Branch { branch, why: t(why) },
+            e @ (DeliverError::NoBranch
+            | DeliverError::NoRemote { .. }
+            | DeliverError::NoToken { .. }) => e,
+        }
+    }
+
     /// Whether the branches reached the remote before it stopped.
     pub fn after_push(&self) -> bool {
         matches!(self, DeliverError::NoToken { .. } | DeliverError::Forge(_))
@@ -207,12 +223,25 @@ impl DeliverError {
 }
 
 /// Delivers the run as `job.mode` asks. `say` hears what happened, a line
-/// at a time, tokens already redacted.
+/// at a time, and the error is returned, both with the token redacted (a
+/// forge's words may echo it): callers print them as they are.
 pub fn deliver(
     cfg: &DeliverConfig,
     job: &Job,
     env: &dyn Fn(&str) -> Option<String>,
     say: &mut dyn FnMut(String),
+) -> Result<Delivered, DeliverError> {
+    // The environment's secrets until the token is known, then the token's too.
+    let mut redactor = Redactor::from_env();
+    deliver_with(cfg, job, env, say, &mut redactor).map_err(|e| e.redacted(&redactor))
+}
+
+fn deliver_with(
+    cfg: &DeliverConfig,
+    job: &Job,
+    env: &dyn Fn(&str) -> Option<String>,
+    say: &mut dyn FnMut(String),
+    redactor: &mut Redactor,
 ) -> Result<Delivered, DeliverError> {
     if job.branch.is_empty() {
         return Err(DeliverError::NoBranch);
@@ -274,7 +303,8 @@ pub fn deliver(
 
     // 2. The forge.
     let token = find_token(&target, &url, env)?;
-    let redactor = token.redactor();
+    *redactor = token.redactor();
+    let redactor: &Redactor = redactor;
     let client = client::Client::new(target.clone(), token, cfg.timeout);
     let mut say = |line: String| say(redactor.text(&line).into_owned());
     let mut done = Delivered { noun: target.forge.noun(), ..Delivered::default() };
@@ -349,7 +379,7 @@ pub fn deliver(
                     target.forge.noun(),
                     want.piece.describe()
                 ));
-                done.refused.push((want.piece.clone(), e.to_string()));
+                done.refused.push((want.piece.clone(), redactor.text(&e.to_string()).into()));
             }
             Err(e) => {
                 let _ = rec.save(&job.record);
@@ -376,7 +406,7 @@ pub struct Closed {
 
 /// The story pull requests recorded open for `branch` that the forge now
 /// says were closed without merging. Each is recorded closed, so it is
-/// reported once.
+/// reported once. The comments and the error come with the token redacted.
 pub fn closed_unmerged(
     cfg: &DeliverConfig,
     project: &Path,
@@ -402,10 +432,11 @@ pub fn closed_unmerged(
         .flatten()
         .ok_or_else(|| DeliverError::NoRemote { remote: cfg.remote.clone() })?;
     let target = target::target(&url, cfg.forge, cfg.repo.as_deref(), cfg.api.as_deref())?;
-    let token = find_token(&target, &url, env)?;
+    let token = find_token(&target, &url, env).map_err(|e| e.redacted(&Redactor::from_env()))?;
+    let redactor = token.redactor();
     let client = client::Client::new(target.clone(), token, cfg.timeout);
     let mut out = Vec::new();
-    for (key, known) in open {
+    let asked = open.into_iter().try_for_each(|(key, known)| {
         let k = refresh(&client, known)?;
         if k.state == forge::PrState::Closed
             && let Some(Piece::Story(story)) = Piece::from_key(&key)
@@ -415,12 +446,15 @@ pub fn closed_unmerged(
                 story,
                 number: k.number,
                 url: k.url.clone(),
-                comment: forge::last_comment(target.forge, &comments),
+                comment: forge::last_comment(target.forge, &comments)
+                    .map(|c| redactor.text(&c).into_owned()),
             });
         }
         rec.put(branch, &key, k);
-    }
+        Ok::<(), ForgeError>(())
+    });
     let _ = rec.save(record_path);
+    asked.map_err(|e| e.redacted(&redactor))?;
     Ok(out)
 }
 
@@ -670,6 +704,26 @@ fn url_host(url: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_delivery_s_error_loses_the_token() {
+        let r = Redactor::new([("GITLAB_TOKEN".into(), "glpat-tok-0123456789".into())]);
+        let said = || "remote said glpat-tok-0123456789".to_string();
+        for e in [
+            DeliverError::Push { remote: "origin".into(), why: said() },
+            DeliverError::Branch { branch: "ralph/x".into(), why: said() },
+            DeliverError::Forge(ForgeError::Invalid {
+                forge: "GitLab",
+                status: 400,
+                message: said(),
+            }),
+            DeliverError::Target(TargetError::NoRepo { url: said() }),
+        ] {
+            let text = e.redacted(&r).explain(PrMode::Run);
+            assert!(!text.contains("glpat-tok-0123456789"), "{text}");
+            assert!(text.contains("[redacted GITLAB_TOKEN]"), "{text}");
+        }
+    }
 
     #[test]
     fn ready_for_review_is_never_asked_with_an_empty_node_id() {
