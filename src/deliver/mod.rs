@@ -7,7 +7,8 @@
 //! ```text
 //! target.rs  remote URL + settings → forge, repository, API (pure)
 //! body.rs    the run's report → titles and descriptions (pure)
-//! plan.rs    wanted vs known pull request → create, update or keep (pure)
+//! wants.rs   the report and the run branch → the pull requests wanted
+//! plan.rs    wanted vs known pull request → create, update, restack or keep (pure)
 //! forge.rs   GitHub's and GitLab's REST shapes: requests, answers, errors (pure)
 //! token.rs   GH_TOKEN / GITHUB_TOKEN / GITLAB_TOKEN, else gh / glab
 //! client.rs  ureq: headers, bounded time, short rate limits waited out
@@ -30,6 +31,7 @@ pub mod plan;
 pub mod record;
 pub mod target;
 mod token;
+mod wants;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -40,7 +42,7 @@ use crate::prd::Prd;
 use crate::redact::Redactor;
 
 use forge::{Ask, ForgeError};
-use plan::{By, Known, Piece, Step, Want};
+use plan::{Known, Piece, Step, Want};
 use target::{Forge, ForgeSetting, TargetError};
 
 /// `deliver.pr`.
@@ -262,7 +264,7 @@ fn deliver_with(
         .or_else(|| remote::default_branch(job.project, &cfg.remote))
         .unwrap_or_else(|| "main".into());
     let mut rec = record::Record::load(&job.record);
-    let wants = wants(cfg, job, &repo, &base, &rec)?;
+    let wants = wants::wants(cfg, job, &repo, &base, &rec)?;
     if wants.iter().all(|w| w.earlier) {
         say("nothing to deliver: no story of this run has a commit".into());
         return Ok(Delivered::default());
@@ -472,123 +474,6 @@ fn find_token(
             Forge::GitLab => ", or log in with `glab auth login`",
         },
     })
-}
-
-/// The pull requests ralph wants for this run.
-fn wants(
-    cfg: &DeliverConfig,
-    job: &Job,
-    repo: &git2::Repository,
-    base: &str,
-    rec: &record::Record,
-) -> Result<Vec<Want>, DeliverError> {
-    let branch_err = |why: String| DeliverError::Branch { branch: job.branch.clone(), why };
-    let tip = repo
-        .revparse_single(&format!("refs/heads/{}", job.branch))
-        .and_then(|o| o.peel_to_commit())
-        .map_err(|e| branch_err(e.message().into()))?;
-    let r = job.report;
-    match job.mode {
-        PrMode::Off => Ok(Vec::new()),
-        PrMode::Run => {
-            let (title, body) = body::run(r, &job.branch, job.prd.and_then(Prd::project));
-            let verified = r.summary.outcome == Some(crate::event::RunOutcome::Complete)
-                && r.stories.iter().all(|s| s.passes && s.verified != Some(false));
-            Ok(vec![Want {
-                piece: Piece::Run,
-                head: job.branch.clone(),
-                sha: tip.id().to_string(),
-                base: base.to_string(),
-                title,
-                body,
-                draft: cfg.draft && !verified,
-                earlier: false,
-            }])
-        }
-        PrMode::Story => {
-            // The run branch's commits, newest first: each story's place is
-            // its commit's distance from the root.
-            let mut walk = repo.revwalk().map_err(|e| branch_err(e.message().into()))?;
-            walk.push(tip.id()).map_err(|e| branch_err(e.message().into()))?;
-            walk.simplify_first_parent().map_err(|e| branch_err(e.message().into()))?;
-            let order: Vec<git2::Oid> = walk.filter_map(Result::ok).collect();
-            let at = |oid: git2::Oid| order.iter().position(|o| *o == oid).map(|p| order.len() - p);
-            let mut mine: Vec<(String, Option<usize>)> = Vec::new();
-            let mut commits = std::collections::BTreeMap::new();
-            for st in r.stories.iter().filter(|s| s.passes && s.delivered) {
-                let Some(c) = &st.commit else { continue };
-                let Ok(oid) =
-                    repo.revparse_single(c).and_then(|o| o.peel_to_commit()).map(|c| c.id())
-                else {
-                    continue;
-                };
-                mine.push((st.id.clone(), at(oid)));
-                commits.insert(st.id.clone(), (oid, st));
-            }
-            // The stories earlier runs delivered, as last recorded.
-            let earlier: std::collections::BTreeMap<String, &Known> = rec
-                .branches
-                .get(&job.branch)
-                .map(|b| {
-                    b.prs
-                        .iter()
-                        .filter_map(|(key, k)| match Piece::from_key(key)? {
-                            Piece::Story(id) => Some((id, k)),
-                            Piece::Run => None,
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            let recorded: Vec<(String, Option<usize>, forge::PrState)> = earlier
-                .iter()
-                .map(|(id, k)| (id.clone(), git2::Oid::from_str(&k.sha).ok().and_then(at), k.state))
-                .collect();
-            let lineup = plan::lineup(&mine, &recorded, cfg.stack);
-            let heads: Vec<String> = lineup
-                .iter()
-                .map(|(id, by)| match by {
-                    By::ThisRun => plan::story_branch(&job.branch, id),
-                    By::Earlier => earlier[id].head.clone(),
-                })
-                .collect();
-            let bases = plan::bases(&heads, base, cfg.stack);
-            Ok(lineup
-                .into_iter()
-                .zip(heads)
-                .zip(bases)
-                .map(|(((id, by), head), base)| match by {
-                    By::Earlier => {
-                        let k = earlier[&id];
-                        Want {
-                            piece: Piece::Story(id),
-                            head,
-                            sha: k.sha.clone(),
-                            base,
-                            title: k.title.clone(),
-                            body: String::new(),
-                            draft: k.draft,
-                            earlier: true,
-                        }
-                    }
-                    By::ThisRun => {
-                        let (oid, st) = commits[&id];
-                        let prd_story = job.prd.and_then(|p| p.story(&id));
-                        let (title, body) = body::story(r, st, prd_story);
-                        Want {
-                            piece: Piece::Story(id),
-                            head,
-                            sha: oid.to_string(),
-                            base,
-                            title,
-                            body,
-                            draft: cfg.draft && st.verified != Some(true),
-                            earlier: false,
-                        }
-                    }
-                })
-                .collect())
-        }
-    }
 }
 
 /// A recorded pull request as the forge has it now (and its CI).
