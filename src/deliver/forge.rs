@@ -155,6 +155,21 @@ fn detail(message: &str) -> String {
 }
 
 impl ForgeError {
+    /// The error with every secret `r` knows replaced in the forge's words.
+    pub fn redacted(self, r: &crate::redact::Redactor) -> ForgeError {
+        use ForgeError::*;
+        let t = |s: String| r.text(&s).into_owned();
+        match self {
+            Unauthorized { forge, message } => Unauthorized { forge, message: t(message) },
+            Forbidden { forge, message } => Forbidden { forge, message: t(message) },
+            Invalid { forge, status, message } => Invalid { forge, status, message: t(message) },
+            Unreachable { forge, why } => Unreachable { forge, why: t(why) },
+            Unreadable { forge, why } => Unreadable { forge, why: t(why) },
+            NotReady { forge, message } => NotReady { forge, message: t(message) },
+            e @ (RateLimited { .. } | AlreadyExists { .. } | NotFound { .. } | Server { .. }) => e,
+        }
+    }
+
     /// Whether later requests would meet the same refusal: delivery stops
     /// instead of failing request after request.
     pub fn stops_delivery(&self) -> bool {
@@ -779,5 +794,29 @@ mod tests {
         for (name, answer, want) in cases {
             assert_eq!(read_ready(Forge::GitHub, &answer), want, "{name}");
         }
+    }
+
+    #[test]
+    fn the_forge_s_words_lose_the_token() {
+        use ForgeError::*;
+        let r = crate::redact::Redactor::new([("GH_TOKEN".into(), "tok-0123456789".into())]);
+        let said = "no such token tok-0123456789".to_string();
+        let (gh, m) = ("GitHub", || said.clone());
+        for e in [
+            Unauthorized { forge: gh, message: m() },
+            Forbidden { forge: gh, message: m() },
+            Invalid { forge: gh, status: 422, message: m() },
+            Unreachable { forge: gh, why: m() },
+            Unreadable { forge: gh, why: m() },
+            NotReady { forge: gh, message: m() },
+        ] {
+            let text = e.clone().redacted(&r).to_string();
+            assert!(
+                !text.contains("tok-0123456789") && text.contains("[redacted GH_TOKEN]"),
+                "{e:?}"
+            );
+        }
+        let limited = RateLimited { forge: gh, retry_after: Some(3) };
+        assert_eq!(limited.clone().redacted(&r), limited);
     }
 }

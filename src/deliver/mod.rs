@@ -7,7 +7,8 @@
 //! ```text
 //! target.rs  remote URL + settings → forge, repository, API (pure)
 //! body.rs    the run's report → titles and descriptions (pure)
-//! plan.rs    wanted vs known pull request → create, update or keep (pure)
+//! wants.rs   the report and the run branch → the pull requests wanted
+//! plan.rs    wanted vs known pull request → create, update, restack or keep (pure)
 //! forge.rs   GitHub's and GitLab's REST shapes: requests, answers, errors (pure)
 //! token.rs   GH_TOKEN / GITHUB_TOKEN / GITLAB_TOKEN, else gh / glab
 //! client.rs  ureq: headers, bounded time, short rate limits waited out
@@ -30,6 +31,7 @@ pub mod plan;
 pub mod record;
 pub mod target;
 mod token;
+mod wants;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -37,9 +39,10 @@ use std::time::Duration;
 use crate::git::remote;
 use crate::history::RunReport;
 use crate::prd::Prd;
+use crate::redact::Redactor;
 
 use forge::{Ask, ForgeError};
-use plan::{By, Known, Piece, Step, Want};
+use plan::{Known, Piece, Step, Want};
 use target::{Forge, ForgeSetting, TargetError};
 
 /// `deliver.pr`.
@@ -179,6 +182,21 @@ impl Delivered {
 }
 
 impl DeliverError {
+    /// The error with every secret `r` knows replaced: what a forge or git
+    /// said may echo the token.
+    pub fn redacted(self, r: &Redactor) -> DeliverError {
+        let t = |s: String| r.text(&s).into_owned();
+        match self {
+            DeliverError::Target(e) => DeliverError::Target(e.redacted(r)),
+            DeliverError::Push { remote, why } => DeliverError::Push { remote, why: t(why) },
+            DeliverError::Forge(e) => DeliverError::Forge(e.redacted(r)),
+            DeliverError::Branch { branch, why } => DeliverError::Branch { branch, why: t(why) },
+            e @ (DeliverError::NoBranch
+            | DeliverError::NoRemote { .. }
+            | DeliverError::NoToken { .. }) => e,
+        }
+    }
+
     /// Whether the branches reached the remote before it stopped.
     pub fn after_push(&self) -> bool {
         matches!(self, DeliverError::NoToken { .. } | DeliverError::Forge(_))
@@ -207,12 +225,25 @@ impl DeliverError {
 }
 
 /// Delivers the run as `job.mode` asks. `say` hears what happened, a line
-/// at a time, tokens already redacted.
+/// at a time, and the error is returned, both with the token redacted (a
+/// forge's words may echo it): callers print them as they are.
 pub fn deliver(
     cfg: &DeliverConfig,
     job: &Job,
     env: &dyn Fn(&str) -> Option<String>,
     say: &mut dyn FnMut(String),
+) -> Result<Delivered, DeliverError> {
+    // The environment's secrets until the token is known, then the token's too.
+    let mut redactor = Redactor::from_env();
+    deliver_with(cfg, job, env, say, &mut redactor).map_err(|e| e.redacted(&redactor))
+}
+
+fn deliver_with(
+    cfg: &DeliverConfig,
+    job: &Job,
+    env: &dyn Fn(&str) -> Option<String>,
+    say: &mut dyn FnMut(String),
+    redactor: &mut Redactor,
 ) -> Result<Delivered, DeliverError> {
     if job.branch.is_empty() {
         return Err(DeliverError::NoBranch);
@@ -233,7 +264,7 @@ pub fn deliver(
         .or_else(|| remote::default_branch(job.project, &cfg.remote))
         .unwrap_or_else(|| "main".into());
     let mut rec = record::Record::load(&job.record);
-    let wants = wants(cfg, job, &repo, &base, &rec)?;
+    let wants = wants::wants(cfg, job, &repo, &base, &rec)?;
     if wants.iter().all(|w| w.earlier) {
         say("nothing to deliver: no story of this run has a commit".into());
         return Ok(Delivered::default());
@@ -274,7 +305,8 @@ pub fn deliver(
 
     // 2. The forge.
     let token = find_token(&target, &url, env)?;
-    let redactor = token.redactor();
+    *redactor = token.redactor();
+    let redactor: &Redactor = redactor;
     let client = client::Client::new(target.clone(), token, cfg.timeout);
     let mut say = |line: String| say(redactor.text(&line).into_owned());
     let mut done = Delivered { noun: target.forge.noun(), ..Delivered::default() };
@@ -349,7 +381,7 @@ pub fn deliver(
                     target.forge.noun(),
                     want.piece.describe()
                 ));
-                done.refused.push((want.piece.clone(), e.to_string()));
+                done.refused.push((want.piece.clone(), redactor.text(&e.to_string()).into()));
             }
             Err(e) => {
                 let _ = rec.save(&job.record);
@@ -376,7 +408,7 @@ pub struct Closed {
 
 /// The story pull requests recorded open for `branch` that the forge now
 /// says were closed without merging. Each is recorded closed, so it is
-/// reported once.
+/// reported once. The comments and the error come with the token redacted.
 pub fn closed_unmerged(
     cfg: &DeliverConfig,
     project: &Path,
@@ -402,10 +434,11 @@ pub fn closed_unmerged(
         .flatten()
         .ok_or_else(|| DeliverError::NoRemote { remote: cfg.remote.clone() })?;
     let target = target::target(&url, cfg.forge, cfg.repo.as_deref(), cfg.api.as_deref())?;
-    let token = find_token(&target, &url, env)?;
+    let token = find_token(&target, &url, env).map_err(|e| e.redacted(&Redactor::from_env()))?;
+    let redactor = token.redactor();
     let client = client::Client::new(target.clone(), token, cfg.timeout);
     let mut out = Vec::new();
-    for (key, known) in open {
+    let asked = open.into_iter().try_for_each(|(key, known)| {
         let k = refresh(&client, known)?;
         if k.state == forge::PrState::Closed
             && let Some(Piece::Story(story)) = Piece::from_key(&key)
@@ -415,12 +448,15 @@ pub fn closed_unmerged(
                 story,
                 number: k.number,
                 url: k.url.clone(),
-                comment: forge::last_comment(target.forge, &comments),
+                comment: forge::last_comment(target.forge, &comments)
+                    .map(|c| redactor.text(&c).into_owned()),
             });
         }
         rec.put(branch, &key, k);
-    }
+        Ok::<(), ForgeError>(())
+    });
     let _ = rec.save(record_path);
+    asked.map_err(|e| e.redacted(&redactor))?;
     Ok(out)
 }
 
@@ -438,123 +474,6 @@ fn find_token(
             Forge::GitLab => ", or log in with `glab auth login`",
         },
     })
-}
-
-/// The pull requests ralph wants for this run.
-fn wants(
-    cfg: &DeliverConfig,
-    job: &Job,
-    repo: &git2::Repository,
-    base: &str,
-    rec: &record::Record,
-) -> Result<Vec<Want>, DeliverError> {
-    let branch_err = |why: String| DeliverError::Branch { branch: job.branch.clone(), why };
-    let tip = repo
-        .revparse_single(&format!("refs/heads/{}", job.branch))
-        .and_then(|o| o.peel_to_commit())
-        .map_err(|e| branch_err(e.message().into()))?;
-    let r = job.report;
-    match job.mode {
-        PrMode::Off => Ok(Vec::new()),
-        PrMode::Run => {
-            let (title, body) = body::run(r, &job.branch, job.prd.and_then(Prd::project));
-            let verified = r.summary.outcome == Some(crate::event::RunOutcome::Complete)
-                && r.stories.iter().all(|s| s.passes && s.verified != Some(false));
-            Ok(vec![Want {
-                piece: Piece::Run,
-                head: job.branch.clone(),
-                sha: tip.id().to_string(),
-                base: base.to_string(),
-                title,
-                body,
-                draft: cfg.draft && !verified,
-                earlier: false,
-            }])
-        }
-        PrMode::Story => {
-            // The run branch's commits, newest first: each story's place is
-            // its commit's distance from the root.
-            let mut walk = repo.revwalk().map_err(|e| branch_err(e.message().into()))?;
-            walk.push(tip.id()).map_err(|e| branch_err(e.message().into()))?;
-            walk.simplify_first_parent().map_err(|e| branch_err(e.message().into()))?;
-            let order: Vec<git2::Oid> = walk.filter_map(Result::ok).collect();
-            let at = |oid: git2::Oid| order.iter().position(|o| *o == oid).map(|p| order.len() - p);
-            let mut mine: Vec<(String, Option<usize>)> = Vec::new();
-            let mut commits = std::collections::BTreeMap::new();
-            for st in r.stories.iter().filter(|s| s.passes && s.delivered) {
-                let Some(c) = &st.commit else { continue };
-                let Ok(oid) =
-                    repo.revparse_single(c).and_then(|o| o.peel_to_commit()).map(|c| c.id())
-                else {
-                    continue;
-                };
-                mine.push((st.id.clone(), at(oid)));
-                commits.insert(st.id.clone(), (oid, st));
-            }
-            // The stories earlier runs delivered, as last recorded.
-            let earlier: std::collections::BTreeMap<String, &Known> = rec
-                .branches
-                .get(&job.branch)
-                .map(|b| {
-                    b.prs
-                        .iter()
-                        .filter_map(|(key, k)| match Piece::from_key(key)? {
-                            Piece::Story(id) => Some((id, k)),
-                            Piece::Run => None,
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            let recorded: Vec<(String, Option<usize>, forge::PrState)> = earlier
-                .iter()
-                .map(|(id, k)| (id.clone(), git2::Oid::from_str(&k.sha).ok().and_then(at), k.state))
-                .collect();
-            let lineup = plan::lineup(&mine, &recorded, cfg.stack);
-            let heads: Vec<String> = lineup
-                .iter()
-                .map(|(id, by)| match by {
-                    By::ThisRun => plan::story_branch(&job.branch, id),
-                    By::Earlier => earlier[id].head.clone(),
-                })
-                .collect();
-            let bases = plan::bases(&heads, base, cfg.stack);
-            Ok(lineup
-                .into_iter()
-                .zip(heads)
-                .zip(bases)
-                .map(|(((id, by), head), base)| match by {
-                    By::Earlier => {
-                        let k = earlier[&id];
-                        Want {
-                            piece: Piece::Story(id),
-                            head,
-                            sha: k.sha.clone(),
-                            base,
-                            title: k.title.clone(),
-                            body: String::new(),
-                            draft: k.draft,
-                            earlier: true,
-                        }
-                    }
-                    By::ThisRun => {
-                        let (oid, st) = commits[&id];
-                        let prd_story = job.prd.and_then(|p| p.story(&id));
-                        let (title, body) = body::story(r, st, prd_story);
-                        Want {
-                            piece: Piece::Story(id),
-                            head,
-                            sha: oid.to_string(),
-                            base,
-                            title,
-                            body,
-                            draft: cfg.draft && st.verified != Some(true),
-                            earlier: false,
-                        }
-                    }
-                })
-                .collect())
-        }
-    }
 }
 
 /// A recorded pull request as the forge has it now (and its CI).
@@ -670,6 +589,26 @@ fn url_host(url: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_delivery_s_error_loses_the_token() {
+        let r = Redactor::new([("GITLAB_TOKEN".into(), "glpat-tok-0123456789".into())]);
+        let said = || "remote said glpat-tok-0123456789".to_string();
+        for e in [
+            DeliverError::Push { remote: "origin".into(), why: said() },
+            DeliverError::Branch { branch: "ralph/x".into(), why: said() },
+            DeliverError::Forge(ForgeError::Invalid {
+                forge: "GitLab",
+                status: 400,
+                message: said(),
+            }),
+            DeliverError::Target(TargetError::NoRepo { url: said() }),
+        ] {
+            let text = e.redacted(&r).explain(PrMode::Run);
+            assert!(!text.contains("glpat-tok-0123456789"), "{text}");
+            assert!(text.contains("[redacted GITLAB_TOKEN]"), "{text}");
+        }
+    }
 
     #[test]
     fn ready_for_review_is_never_asked_with_an_empty_node_id() {

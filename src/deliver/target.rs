@@ -71,6 +71,20 @@ pub enum TargetError {
     NoApi { url: String },
 }
 
+impl TargetError {
+    /// The error with every secret `r` knows replaced (a remote's URL may
+    /// carry credentials).
+    pub fn redacted(self, r: &crate::redact::Redactor) -> TargetError {
+        let t = |s: String| r.text(&s).into_owned();
+        match self {
+            TargetError::UnknownForge { host } => TargetError::UnknownForge { host: t(host) },
+            TargetError::NoRepo { url } => TargetError::NoRepo { url: t(url) },
+            TargetError::NotOwnerName { repo } => TargetError::NotOwnerName { repo: t(repo) },
+            TargetError::NoApi { url } => TargetError::NoApi { url: t(url) },
+        }
+    }
+}
+
 /// The parts of a remote URL: scheme (`ssh` for the scp-like form), host,
 /// path without `.git`.
 fn split(url: &str) -> Option<(&str, &str, &str)> {

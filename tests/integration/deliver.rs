@@ -84,6 +84,21 @@ impl Setup {
         ids.into_iter().map(|(_, id)| id).collect()
     }
 
+    /// A `gh` on PATH that says the token (`gh auth token`): the token is
+    /// then in no variable of ralph's environment. Returns that PATH.
+    fn gh_on_path(&self) -> String {
+        let bin = self.p.tmp.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let gh = bin.join("gh");
+        std::fs::write(
+            &gh,
+            format!("#!/bin/sh\n[ \"$1 $2\" = \"auth token\" ] || exit 1\necho {TOKEN}\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(&gh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default())
+    }
+
     /// Nothing ralph keeps or printed holds the token.
     fn assert_token_kept_secret(&self, runs: &[&Run]) {
         for r in runs {
@@ -424,17 +439,8 @@ fn a_pull_request_closed_without_merging_turns_its_story_back_with_the_comment_a
 #[test]
 fn without_a_token_in_the_environment_gh_s_is_used_and_kept_off_the_disk() {
     let s = Setup::new(Kind::GitHub, "");
-    let bin = s.p.tmp.path().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let gh = bin.join("gh");
     // gh as `gh auth token --hostname H` answers: the token on stdout.
-    std::fs::write(
-        &gh,
-        format!("#!/bin/sh\n[ \"$1 $2\" = \"auth token\" ] || exit 1\necho {TOKEN}\n"),
-    )
-    .unwrap();
-    std::fs::set_permissions(&gh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let path = s.gh_on_path();
     let r =
         to_run(s.p.ralph().env("PATH", path).args(["5", "--pr=run", "--json"]).output().unwrap());
     assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
@@ -569,6 +575,35 @@ fn a_run_branch_cut_from_develop_opens_its_pull_requests_against_develop() {
     assert!(d.stdout.contains("pull requests: 3 already up to date"), "{d:?}");
     assert_eq!(s.forge.writes().len(), writes, "{:?}", s.forge.writes());
     assert!(s.forge.prs().iter().all(|p| p.base == "develop"), "{:?}", s.forge.prs());
+}
+
+#[test]
+fn a_forge_error_that_echoes_the_token_never_shows_it() {
+    let s = Setup::new(Kind::GitHub, "");
+    let echo = || Canned {
+        method: "*",
+        skip: 0,
+        status: 401,
+        headers: Vec::new(),
+        body: json!({"message": format!("Bad credentials: {TOKEN} is not a token")}),
+    };
+    // At the run's end, the token from the environment.
+    s.forge.can(echo());
+    let r = s.ralph(&["5", "--gate", "test -d src", "--pr", "--json"], TOKEN);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(
+        notices(&r.stdout).iter().any(|n| n.contains(
+            "GitHub refused the token (401: Bad credentials: [redacted GITHUB_TOKEN] is not a token)"
+        )),
+        "{r:?}"
+    );
+    // `ralph deliver`, the token from gh: in no variable ralph could know.
+    s.forge.can(echo());
+    let path = s.gh_on_path();
+    let d = to_run(s.p.ralph().env("PATH", path).args(["deliver"]).output().unwrap());
+    assert_eq!(d.code, code(exit::ENVIRONMENT), "{d:?}");
+    assert!(d.stderr.contains("Bad credentials: [redacted RALPH_DELIVER_TOKEN]"), "{d:?}");
+    s.assert_token_kept_secret(&[&r, &d]);
 }
 
 /// The run id of a `--json` run's `run_start`.
