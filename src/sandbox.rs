@@ -323,6 +323,14 @@ pub fn policy(i: &Inputs<'_>) -> Policy {
         if let Some(tool) = i.tool {
             let entries = (i.list)(home);
             write.extend(state_paths(tool, home, i.env, &entries).into_iter().map(|(p, _)| p));
+            // A config file a variable puts outside the home, the project
+            // and the state dirs (`OPENCODE_CONFIG`) is read too, or the CLI
+            // would quietly run without it. One in the home is readable
+            // already, or lies in a credential store and stays out.
+            let elsewhere =
+                |f: &PathBuf| !f.starts_with(home) && !write.iter().any(|w| f.starts_with(w));
+            let files = config_files(tool, home, i.env, project.unwrap_or(home));
+            read.extend(files.into_iter().filter(elsewhere));
         }
     }
     for program in i.programs {

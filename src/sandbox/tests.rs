@@ -451,3 +451,29 @@ fn the_build_outputs_the_environment_names_are_writable_never_wider() {
     assert!(!writes(&p, "/home/u/notes.txt"));
     assert!(!p.write.iter().any(|w| w.is_relative()));
 }
+
+/// A CLI's config file that a variable puts outside the home
+/// (`OPENCODE_CONFIG`) is readable, not writable; one in a credential store
+/// stays out, and files already readable or writable are not listed again.
+#[test]
+fn a_config_file_a_variable_puts_outside_the_home_is_readable() {
+    let team = ("OPENCODE_CONFIG", "/srv/team/opencode.json");
+    #[rustfmt::skip]
+    let table: &[(Tool, Vec<(&str, &str)>, &str, bool)] = &[
+        (Tool::Opencode, vec![team], "/srv/team/opencode.json", true),
+        (Tool::Opencode, vec![team], "/srv/team/other.json", false),
+        (Tool::Opencode, vec![], "/srv/team/opencode.json", false),
+        (Tool::Claude, vec![team], "/srv/team/opencode.json", false),
+        (Tool::Opencode, vec![("OPENCODE_CONFIG", "/home/u/.ssh/o.json")], "/home/u/.ssh/o.json", false),
+    ];
+    for (tool, env, path, want) in table {
+        let p = run(&Case { tool: Some(*tool), env: env.clone(), ..Case::default() });
+        assert_eq!(reads(&p, path), *want, "{tool:?} {env:?} {path}");
+        assert!(!writes(&p, path), "{tool:?} {env:?} {path}");
+    }
+    let moved = vec![("CLAUDE_CONFIG_DIR", "/cfg/claude")];
+    let p = run(&Case { env: moved, ..Case::default() });
+    for file in ["/cfg/claude/settings.json", "/home/u/code/proj/.claude/settings.json"] {
+        assert!(!has(&p.read, file), "{file}");
+    }
+}

@@ -11,7 +11,7 @@
 //! (saying so on stderr) when the claude CLI is not installed.
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver};
@@ -22,7 +22,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 
 use crate::claude_stub::{BashTurn, ClaudeEnv, Reply, Request, Script, Stub, claude_bin_or_skip};
-use crate::harness::{Project, alive};
+use crate::harness::{Project, alive, assert_sandbox_on, files_under};
 use crate::harness::{code, exit};
 
 /// A hard bound on one ralph run: far above any healthy run here (a few
@@ -52,6 +52,9 @@ const ONE_STORY: &str = r#"{
   ]
 }
 "#;
+
+/// `~/.claude.json` as claude leaves it once a person has used it.
+const USER_STATE: &str = "{\n  \"hasCompletedOnboarding\": true\n}\n";
 
 /// ralph's gate for the happy path: every story marked passing has its
 /// file with the right content.
@@ -191,13 +194,16 @@ struct ClaudeLoop {
 impl ClaudeLoop {
     fn new(claude: PathBuf, prd: &str, script: Script) -> ClaudeLoop {
         let project = Project::with_prd(prd);
-        std::fs::create_dir_all(project.tmp.path().join("claude-config")).unwrap();
+        // What a person who has used claude has in their home: the sandbox
+        // can grant `~/.claude.json` only once it exists.
+        std::fs::write(project.home().join(".claude.json"), USER_STATE).unwrap();
         ClaudeLoop { project, stub: Stub::start(script), claude }
     }
 
-    /// The environment claude needs (API key, no retries), to adjust.
+    /// The environment claude needs (API key, no retries), to adjust; its
+    /// state where a user's is (`CLAUDE_CONFIG_DIR` unset).
     fn env(&self) -> ClaudeEnv {
-        self.stub.claude_env(&self.project.tmp.path().join("claude-config"))
+        self.stub.claude_env_in_home()
     }
 
     /// `ralph --json --tool claude ARGS` with the harness's hermetic
@@ -243,6 +249,16 @@ impl ClaudeLoop {
     fn assert_no_survivors(&self) {
         let survivors = self.survivors();
         assert!(survivors.is_empty(), "processes outlived ralph: {survivors:?}");
+    }
+
+    /// claude wrote its state through the sandbox: a transcript per
+    /// session under `dir/projects`, and its record of itself in `record`.
+    #[track_caller]
+    fn assert_state_in(&self, dir: &Path, record: &Path, sessions: usize) {
+        let found = files_under(&dir.join("projects"), &|f| f.ends_with(".jsonl"));
+        assert_eq!(found.len(), sessions, "claude's transcripts: {found:?}");
+        let text = std::fs::read_to_string(record).unwrap_or_default();
+        assert!(text.contains("\"firstStartTime\""), "claude could not write {record:?}: {text}");
     }
 
     fn git_log(&self) -> Vec<String> {
@@ -476,6 +492,7 @@ fn claude_loop_implements_three_stories_with_one_commit_each() {
 
     let r = l.run(&["5", "--gate", "sh check.sh"], &l.env());
     r.report("three stories");
+    assert_sandbox_on(&r.stdout);
 
     assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     let end = r.end();
@@ -618,6 +635,35 @@ fn claude_loop_implements_three_stories_with_one_commit_each() {
     stub_sessions.dedup();
     assert_eq!(stub_sessions, sessions_in_order, "the sessions ralph logged");
     l.assert_no_survivors();
+
+    // claude kept its state where a person's is, through the sandbox.
+    l.assert_state_in(&l.project.home().join(".claude"), &l.project.home().join(".claude.json"), 3);
+}
+
+/// `CLAUDE_CONFIG_DIR` outside the home moves all of claude's state there,
+/// its `.claude.json` too: the sandbox lets it write there, and nothing is
+/// made under `~/.claude` for it.
+#[test]
+fn claude_loop_with_its_state_moved_by_claude_config_dir_implements_a_story() {
+    let Some(bin) = claude_bin_or_skip("claude_loop_with_its_state_moved") else {
+        return;
+    };
+    let l = ClaudeLoop::new(bin, ONE_STORY, Script::new(implement));
+    l.project.write("check.sh", GATE);
+    l.project.git(&["add", "-A"]);
+    l.project.git(&["commit", "-q", "-m", "Add the gate"]);
+    let config = l.project.tmp.path().join("claude-config");
+    std::fs::create_dir_all(&config).unwrap();
+
+    let r = l.run(&["3", "--gate", "sh check.sh"], &l.stub.claude_env(&config));
+    r.report("state moved");
+    assert_sandbox_on(&r.stdout);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    assert!(l.project.passes("US-001"), "{r:?}");
+    l.assert_state_in(&config, &config.join(".claude.json"), 1);
+    let home = l.project.home();
+    assert!(!home.join(".claude").exists(), "{r:?}");
+    assert_eq!(std::fs::read_to_string(home.join(".claude.json")).unwrap(), USER_STATE);
 }
 
 // ---------------------------------------------------------------------------

@@ -109,9 +109,16 @@ impl Stub {
     }
 
     /// The environment that points claude at this stub (API key login,
-    /// no retries); adjust it with the [`ClaudeEnv`] builder methods.
+    /// no retries) with its state in `config_dir` (`CLAUDE_CONFIG_DIR`);
+    /// adjust it with the [`ClaudeEnv`] builder methods.
     pub fn claude_env(&self, config_dir: &Path) -> ClaudeEnv {
-        ClaudeEnv::new(&self.base_url(), config_dir)
+        ClaudeEnv::new(&self.base_url(), Some(config_dir))
+    }
+
+    /// [`Stub::claude_env`] with claude's state where a user's is: `~/.claude`
+    /// and `~/.claude.json` under the command's `HOME`.
+    pub fn claude_env_in_home(&self) -> ClaudeEnv {
+        ClaudeEnv::new(&self.base_url(), None)
     }
 
     /// Every request so far, in arrival order.
@@ -554,7 +561,8 @@ pub enum Auth {
 #[derive(Clone, Debug)]
 pub struct ClaudeEnv {
     base_url: String,
-    config_dir: PathBuf,
+    /// `CLAUDE_CONFIG_DIR`; `None`: claude's default, under `HOME`.
+    config_dir: Option<PathBuf>,
     auth: Auth,
     max_retries: Option<u32>,
 }
@@ -599,10 +607,10 @@ impl ClaudeEnv {
 
     /// API key login and `CLAUDE_CODE_MAX_RETRIES=0`, so a fault costs one
     /// request instead of claude's ~3 minutes of backoff.
-    pub fn new(base_url: &str, config_dir: &Path) -> ClaudeEnv {
+    pub fn new(base_url: &str, config_dir: Option<&Path>) -> ClaudeEnv {
         ClaudeEnv {
             base_url: base_url.to_owned(),
-            config_dir: config_dir.to_owned(),
+            config_dir: config_dir.map(Path::to_path_buf),
             auth: Auth::ApiKey,
             max_retries: Some(0),
         }
@@ -632,12 +640,14 @@ impl ClaudeEnv {
     pub fn vars(&self) -> Vec<(&'static str, OsString)> {
         let mut vars = vec![
             ("ANTHROPIC_BASE_URL", OsString::from(&self.base_url)),
-            ("CLAUDE_CONFIG_DIR", self.config_dir.clone().into_os_string()),
             // As root claude refuses --dangerously-skip-permissions without it.
             ("IS_SANDBOX", "1".into()),
             ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
             ("DISABLE_AUTOUPDATER", "1".into()),
         ];
+        if let Some(dir) = &self.config_dir {
+            vars.push(("CLAUDE_CONFIG_DIR", dir.clone().into_os_string()));
+        }
         vars.push(match self.auth {
             Auth::ApiKey => ("ANTHROPIC_API_KEY", "sk-ant-stub-key".into()),
             Auth::OAuth => ("CLAUDE_CODE_OAUTH_TOKEN", "stub-oauth-token".into()),

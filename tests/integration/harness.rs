@@ -296,6 +296,46 @@ pub fn alive(pid: i32) -> bool {
     }
 }
 
+/// The Landlock ABI this kernel offers (0: none).
+pub fn landlock_abi() -> i64 {
+    // SAFETY: LANDLOCK_CREATE_RULESET_VERSION reads no memory; it returns
+    // the ABI or -1.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            1u32,
+        )
+    };
+    abi.max(0)
+}
+
+/// Asserts that ralph's output (`stdout`, plain or `--json`) has the start
+/// line of a run whose children are confined, whenever this kernel has
+/// Landlock. A real CLI's run that `auto` left unconfined would pass
+/// whatever the sandbox's list of its state dirs says.
+#[track_caller]
+pub fn assert_sandbox_on(stdout: &str) {
+    if landlock_abi() >= 1 {
+        assert!(stdout.contains("sandbox (Landlock ABI"), "the sandbox was not on:\n{stdout}");
+    }
+}
+
+/// Every file under `dir` whose name matches `want`.
+pub fn files_under(dir: &Path, want: &dyn Fn(&str) -> bool) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_under(&path, want));
+        } else if entry.file_name().to_str().is_some_and(want) {
+            found.push(path);
+        }
+    }
+    found
+}
+
 /// Waits until `f` holds or `timeout` passes.
 pub fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     let until = Instant::now() + timeout;

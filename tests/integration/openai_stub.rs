@@ -2,7 +2,7 @@
 //! loopback.
 //!
 //! - OpenAI Responses, for the real codex CLI (`codex exec --json`, 0.171).
-//!   codex is pointed at it by a custom provider in `$CODEX_HOME/config.toml`
+//!   codex is pointed at it by a custom provider in `~/.codex/config.toml`
 //!   ([`codex_config`]) and sends only `POST /v1/responses` with `stream:
 //!   true`; a [`Reply::Text`] or [`Reply::Shell`] (codex's `exec_command`,
 //!   the shell tool it offers model `gpt-5.5`) is streamed as
@@ -132,11 +132,11 @@ impl Drop for Stub {
     }
 }
 
-/// `$CODEX_HOME/config.toml` for this stub: model `gpt-5.5` on a provider
-/// whose key is read from `FAKE_OPENAI_KEY`, and none of codex's own
-/// retries (one request per fault).
+/// `<codex_home>/config.toml` (`~/.codex`, or `CODEX_HOME`) for this stub:
+/// model `gpt-5.5` on a provider whose key is read from `FAKE_OPENAI_KEY`,
+/// and none of codex's own retries (one request per fault).
 pub fn codex_config(codex_home: &Path, base_url: &str) {
-    std::fs::create_dir_all(codex_home).expect("CODEX_HOME");
+    std::fs::create_dir_all(codex_home).expect("codex's folder");
     let config = format!(
         "model = \"gpt-5.5\"\nmodel_provider = \"fake\"\n\n[model_providers.fake]\nname = \"fake\"\n\
          base_url = \"{base_url}\"\nenv_key = \"FAKE_OPENAI_KEY\"\nwire_api = \"responses\"\n\
@@ -165,11 +165,12 @@ pub fn opencode_config(path: &Path, base_url: &str) {
     std::fs::write(path, config.to_string()).expect("write opencode config");
 }
 
-/// `$GEMINI_CLI_HOME/.gemini/settings.json`: API-key auth (which keeps
-/// `GOOGLE_GEMINI_BASE_URL`) and one try per request.
+/// `<gemini_home>/.gemini/settings.json` (the home, or `GEMINI_CLI_HOME`):
+/// API-key auth (which keeps `GOOGLE_GEMINI_BASE_URL`) and one try per
+/// request.
 pub fn gemini_settings(gemini_home: &Path) {
     let dir = gemini_home.join(".gemini");
-    std::fs::create_dir_all(&dir).expect("GEMINI_CLI_HOME");
+    std::fs::create_dir_all(&dir).expect("gemini's folder");
     let settings = json!({
         "security": {"auth": {"selectedType": "gemini-api-key"}},
         "general": {"maxAttempts": 1},

@@ -16,7 +16,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::harness::{Project, RefusedPort, Run, code, to_run};
+use crate::harness::{Project, RefusedPort, Run, assert_sandbox_on, code, to_run};
 use crate::openai_stub::{Reply, Stub, error_body};
 use crate::real_cli::{BUILD, SAME_ERROR, STATUS, bin_or_skip, failing_build_project, one_story};
 
@@ -25,8 +25,16 @@ fn ralph(bin: &Path, stub: &Stub, project: &Project, args: &[&str]) -> Run {
     ralph_at(bin, &stub.base_url(), project, args)
 }
 
-/// [`ralph`] with aider's API at `base_url`.
+/// [`ralph`] with aider's API at `base_url`, its state where a user's is
+/// (`~/.aider`, `~/.aider*`), and a git identity in `~/.gitconfig` as a
+/// person has (without one aider writes its own into `.git/config`, which
+/// ralph sets back as tampering).
 fn ralph_at(bin: &Path, base_url: &str, project: &Project, args: &[&str]) -> Run {
+    std::fs::write(
+        project.home().join(".gitconfig"),
+        "[user]\n\tname = Test\n\temail = test@example.invalid\n",
+    )
+    .expect("~/.gitconfig");
     let out = project
         .ralph()
         .args(args)
@@ -70,7 +78,10 @@ fn aider_implements_a_story_and_ralph_commits_it() {
     let stub = Stub::start(move |_, _| Reply::Text(implementing_answer(&dir)));
     let r = ralph(&bin, &stub, &project, &["3", "--gate", "grep -qx 'US-001 done' US-001.txt"]);
     assert_eq!(r.code, code(0), "{r:?}");
+    assert_sandbox_on(&r.stdout);
     assert!(project.passes("US-001"), "{r:?}");
+    // aider kept its state where a person's is, through the sandbox.
+    assert!(project.home().join(".aider/installs.json").is_file(), "{r:?}");
     // aider made the edits; ralph committed them, and nothing else is left.
     let log = project.log();
     assert!(log.iter().any(|l| l.contains("feat: US-001")), "{log:?}");

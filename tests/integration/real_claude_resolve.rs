@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::claude_stub::{Reply, Request, Script, Stub, claude_bin_or_skip};
-use crate::harness::{Project, code, eventually, exit};
+use crate::harness::{Project, code, eventually, exit, files_under};
 
 /// A hard bound on the run, far above a healthy one (three claude runs, two
 /// of them at once, and four gates): a hang fails the test, not the suite.
@@ -433,20 +433,6 @@ fn log_events(path: &Path) -> Vec<Value> {
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
-}
-
-/// Every file under `dir` whose name matches `want`.
-fn files_under(dir: &Path, want: &dyn Fn(&str) -> bool) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            found.extend(files_under(&path, want));
-        } else if entry.file_name().to_str().is_some_and(want) {
-            found.push(path);
-        }
-    }
-    found
 }
 
 #[test]

@@ -2,6 +2,15 @@
 //! one-story project, the status block the scripted model ends with, the
 //! one command that implements the story, and the rule for skipping when
 //! the CLI is not installed (a failure under `RALPH_REQUIRE_AGENT_CLIS=1`).
+//!
+//! Every real CLI (claude's in `claude_loop.rs` too) runs with the sandbox
+//! on and its config and state where a person's are, under the test's
+//! `HOME` with no variable moving them (`~/.codex`, `~/.gemini`,
+//! `~/.config/opencode`, …): what CI proves is the sandbox's list of the
+//! default state dirs (`sandbox::state_paths`). The work scenario also runs
+//! once with the state moved outside the home by the CLI's variable
+//! (`CODEX_HOME`, `GEMINI_CLI_HOME`, `XDG_*_HOME`, `CLAUDE_CONFIG_DIR`;
+//! aider has none).
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -9,28 +9,43 @@
 //! (`RALPH_CODEX_BIN`, set by `.ci/run`); `RALPH_REQUIRE_AGENT_CLIS=1`
 //! (set by CI) turns that into a failure.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
 
-use crate::harness::{Project, RefusedPort, Run, code, to_run};
+use crate::harness::{Project, RefusedPort, Run, assert_sandbox_on, code, files_under, to_run};
 use crate::openai_stub::{Reply, Stub, codex_config, error_body, has_tool_output};
 use crate::real_cli::{
     BUILD, SAME_ERROR, STATUS, TRESPASS, assert_trespass_denied, bin_or_skip,
     failing_build_project, one_story, plant_key, run_the_build,
 };
 
-/// `ralph <args> --tool codex` in a one-story project, codex talking to `stub`.
+/// `ralph <args> --tool codex` in a one-story project, codex talking to
+/// `stub`, its state where a user's is (`~/.codex`, `CODEX_HOME` unset).
 fn ralph(bin: &PathBuf, stub: &Stub, project: &Project, args: &[&str]) -> Run {
-    let codex_home = project.home().join(".codex");
-    codex_config(&codex_home, &stub.base_url());
-    let out = project
-        .ralph()
+    ralph_at(bin, &stub.base_url(), project, None, args)
+}
+
+/// [`ralph`] with codex's API at `base_url`, its state in `codex_home`
+/// (`CODEX_HOME`) when given.
+fn ralph_at(
+    bin: &PathBuf,
+    base_url: &str,
+    project: &Project,
+    codex_home: Option<&Path>,
+    args: &[&str],
+) -> Run {
+    let mut ralph = project.ralph();
+    if let Some(dir) = codex_home {
+        ralph.env("CODEX_HOME", dir);
+    }
+    let dir = codex_home.map_or_else(|| project.home().join(".codex"), Path::to_path_buf);
+    codex_config(&dir, base_url);
+    let out = ralph
         .args(args)
         .env("RALPH_AGENT_TOOL", "codex")
         .env("RALPH_AGENT_COMMAND", bin)
-        .env("CODEX_HOME", &codex_home)
         .env("FAKE_OPENAI_KEY", "sk-test")
         .env("RALPH_AGENT_IDLE_TIMEOUT", "60s")
         .output()
@@ -38,13 +53,10 @@ fn ralph(bin: &PathBuf, stub: &Stub, project: &Project, args: &[&str]) -> Run {
     to_run(out)
 }
 
-#[test]
-fn codex_implements_and_commits_a_story_through_its_shell_tool() {
-    let Some(bin) = bin_or_skip("RALPH_CODEX_BIN", "codex", "codex_implements_and_commits_a_story")
-    else {
-        return;
-    };
-    let stub = Stub::start(|_, body| {
+/// The model of the `work` scenario: one shell call that writes the
+/// story's file, marks it and commits, then the status block.
+fn implementing_model() -> Stub {
+    Stub::start(|_, body| {
         if has_tool_output(body) {
             Reply::Text(format!("Implemented US-001 and committed it.{STATUS}"))
         } else {
@@ -55,15 +67,50 @@ fn codex_implements_and_commits_a_story_through_its_shell_tool() {
                     .into(),
             )
         }
-    });
-    let project = Project::with_prd(&one_story("Codex"));
-    let r = ralph(&bin, &stub, &project, &["3", "--gate", "grep -qx 'US-001 done' US-001.txt"]);
+    })
+}
+
+/// The story done and committed, in a run whose sandbox was on, and codex
+/// kept a session in `codex_home` (so the sandbox let it write there).
+#[track_caller]
+fn assert_committed(project: &Project, r: &Run, codex_home: &Path) {
     assert_eq!(r.code, code(0), "{r:?}");
+    assert_sandbox_on(&r.stdout);
     assert!(project.passes("US-001"), "{r:?}");
     assert!(project.log().iter().any(|l| l.contains("feat: US-001")), "{:?}", project.log());
     assert!(project.git(&["status", "--porcelain"]).trim().is_empty(), "left dirty: {r:?}");
+    let sessions = files_under(&codex_home.join("sessions"), &|f| f.ends_with(".jsonl"));
+    assert!(!sessions.is_empty(), "no session in {}: {r:?}", codex_home.display());
+}
+
+#[test]
+fn codex_implements_and_commits_a_story_through_its_shell_tool() {
+    let Some(bin) = bin_or_skip("RALPH_CODEX_BIN", "codex", "codex_implements_and_commits_a_story")
+    else {
+        return;
+    };
+    let stub = implementing_model();
+    let project = Project::with_prd(&one_story("Codex"));
+    let r = ralph(&bin, &stub, &project, &["3", "--gate", "grep -qx 'US-001 done' US-001.txt"]);
+    assert_committed(&project, &r, &project.home().join(".codex"));
     // Two model requests: the shell call, then the answer.
     assert_eq!(stub.requests().len(), 2, "{r:?}");
+}
+
+/// `CODEX_HOME` outside the home moves codex's state there: the sandbox
+/// lets it write there, and codex needs nothing under `~/.codex`.
+#[test]
+fn codex_with_its_state_moved_by_codex_home_implements_a_story() {
+    let Some(bin) = bin_or_skip("RALPH_CODEX_BIN", "codex", "codex_with_its_state_moved") else {
+        return;
+    };
+    let stub = implementing_model();
+    let project = Project::with_prd(&one_story("Codex"));
+    let codex_home = project.tmp.path().join("codex-home");
+    let args = ["3", "--gate", "grep -qx 'US-001 done' US-001.txt"];
+    let r = ralph_at(&bin, &stub.base_url(), &project, Some(&codex_home), &args);
+    assert_committed(&project, &r, &codex_home);
+    assert!(!project.home().join(".codex").exists(), "{r:?}");
 }
 
 #[test]
@@ -151,18 +198,8 @@ fn codex_with_no_server_is_ended_by_the_idle_timeout_as_unreachable() {
     let refused = RefusedPort::new();
     let port = refused.port;
     let project = Project::with_prd(&one_story("Codex"));
-    let codex_home = project.home().join(".codex");
-    codex_config(&codex_home, &format!("http://127.0.0.1:{port}/v1"));
-    let out = project
-        .ralph()
-        .args(["3", "--no-wait", "--idle-timeout", "10s"])
-        .env("RALPH_AGENT_TOOL", "codex")
-        .env("RALPH_AGENT_COMMAND", &bin)
-        .env("CODEX_HOME", &codex_home)
-        .env("FAKE_OPENAI_KEY", "sk-test")
-        .output()
-        .expect("run ralph");
-    let r = to_run(out);
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let r = ralph_at(&bin, &url, &project, None, &["3", "--no-wait", "--idle-timeout", "10s"]);
     assert_eq!(r.code, code(4), "{r:?}");
     assert!(r.stdout.contains("cannot reach the API"), "{r:?}");
 }

@@ -12,11 +12,11 @@
 //! Each test skips, saying so on stderr, without `RALPH_GEMINI_BIN`;
 //! `RALPH_REQUIRE_AGENT_CLIS=1` (set by CI) turns that into a failure.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::harness::{Project, RefusedPort, Run, code, to_run};
+use crate::harness::{Project, RefusedPort, Run, assert_sandbox_on, code, files_under, to_run};
 use crate::openai_stub::{Reply, Stub, gemini_settings, google_error, has_tool_output};
 use crate::real_cli::{
     BUILD, IMPLEMENT, SAME_ERROR, STATUS, TRESPASS, assert_trespass_denied, bin_or_skip,
@@ -29,33 +29,30 @@ fn ralph(bin: &PathBuf, stub: &Stub, project: &Project, args: &[&str]) -> Run {
     ralph_at(bin, &stub.root_url(), project, args)
 }
 
-/// [`ralph`] with gemini's API at `root_url`.
+/// [`ralph`] with gemini's API at `root_url`, its settings where a user's
+/// are (`~/.gemini/settings.json`).
 fn ralph_at(bin: &PathBuf, root_url: &str, project: &Project, args: &[&str]) -> Run {
-    let gemini_home = project.home().join("gemini");
-    gemini_settings(&gemini_home);
-    ralph_as(
-        bin,
-        root_url,
-        project,
-        &gemini_home,
-        &[args, &["--model", "gemini-2.5-flash"]].concat(),
-    )
+    gemini_settings(&project.home());
+    ralph_as(bin, root_url, project, None, &[args, &["--model", "gemini-2.5-flash"]].concat())
 }
 
-/// ralph with gemini as it is set up in `gemini_home`.
+/// ralph with gemini as it is set up in `<gemini_home>/.gemini`
+/// (`GEMINI_CLI_HOME`), or in `~/.gemini` when `None`.
 fn ralph_as(
     bin: &PathBuf,
     root_url: &str,
     project: &Project,
-    gemini_home: &std::path::Path,
+    gemini_home: Option<&Path>,
     args: &[&str],
 ) -> Run {
-    let out = project
-        .ralph()
+    let mut ralph = project.ralph();
+    if let Some(dir) = gemini_home {
+        ralph.env("GEMINI_CLI_HOME", dir);
+    }
+    let out = ralph
         .args(args)
         .env("RALPH_AGENT_TOOL", "gemini")
         .env("RALPH_AGENT_COMMAND", bin)
-        .env("GEMINI_CLI_HOME", gemini_home)
         .env("GOOGLE_GEMINI_BASE_URL", root_url)
         .env("GEMINI_API_KEY", "test-key")
         .env("TMPDIR", project.home())
@@ -75,11 +72,18 @@ fn implementing_model() -> Stub {
     })
 }
 
-fn assert_committed(project: &Project, r: &Run) {
+/// The story done and committed, in a run whose sandbox was on, and gemini
+/// kept its state in `<gemini_home>/.gemini` (so the sandbox let it write
+/// there).
+#[track_caller]
+fn assert_committed(project: &Project, r: &Run, gemini_home: &Path) {
     assert_eq!(r.code, code(0), "{r:?}");
+    assert_sandbox_on(&r.stdout);
     assert!(project.passes("US-001"), "{r:?}");
     assert!(project.log().iter().any(|l| l.contains("feat: US-001")), "{:?}", project.log());
     assert!(project.git(&["status", "--porcelain"]).trim().is_empty(), "left dirty: {r:?}");
+    let chats = files_under(&gemini_home.join(".gemini/tmp"), &|f| f.starts_with("session-"));
+    assert!(!chats.is_empty(), "no session in {}: {r:?}", gemini_home.display());
 }
 
 #[test]
@@ -92,7 +96,25 @@ fn gemini_implements_and_commits_a_story() {
     let stub = implementing_model();
     let project = scripted_project("Gemini");
     let r = ralph(&bin, &stub, &project, &["3", "--gate", "grep -qx 'US-001 done' US-001.txt"]);
-    assert_committed(&project, &r);
+    assert_committed(&project, &r, &project.home());
+}
+
+/// `GEMINI_CLI_HOME` outside the home moves gemini's settings and state
+/// there: the sandbox lets it write there, and gemini needs nothing under
+/// `~/.gemini`.
+#[test]
+fn gemini_with_its_state_moved_by_gemini_cli_home_implements_a_story() {
+    let Some(bin) = bin_or_skip("RALPH_GEMINI_BIN", "gemini", "gemini_with_its_state_moved") else {
+        return;
+    };
+    let stub = implementing_model();
+    let project = scripted_project("Gemini");
+    let gemini_home = project.tmp.path().join("gemini-home");
+    gemini_settings(&gemini_home);
+    let args = ["3", "--gate", "grep -qx 'US-001 done' US-001.txt", "--model", "gemini-2.5-flash"];
+    let r = ralph_as(&bin, &stub.root_url(), &project, Some(&gemini_home), &args);
+    assert_committed(&project, &r, &gemini_home);
+    assert!(!project.home().join(".gemini").exists(), "{r:?}");
 }
 
 #[test]
@@ -108,7 +130,7 @@ fn gemini_in_safe_mode_still_runs_the_build_and_git() {
         &project,
         &["3", "--safe", "--gate", "grep -qx 'US-001 done' US-001.txt"],
     );
-    assert_committed(&project, &r);
+    assert_committed(&project, &r, &project.home());
     // The shell tool was offered to the model.
     let first = &stub.requests()[0].body;
     assert!(first.to_string().contains("run_shell_command"), "no shell tool offered");
@@ -222,15 +244,14 @@ fn gemini_with_no_server_is_ended_by_the_idle_timeout_as_unreachable() {
     assert!(r.stdout.contains("cannot reach the API"), "{r:?}");
 }
 
-/// gemini's own settings for a run cut off in its retries: API-key auth and
-/// its default retries (ten attempts, backing off for minutes).
-fn retrying_gemini(project: &Project) -> PathBuf {
-    let home = project.home().join("gemini-retrying");
-    let dir = home.join(".gemini");
-    std::fs::create_dir_all(&dir).expect("GEMINI_CLI_HOME");
+/// gemini's own settings (`~/.gemini/settings.json`) for a run cut off in
+/// its retries: API-key auth and its default retries (ten attempts, backing
+/// off for minutes).
+fn retrying_gemini(project: &Project) {
+    let dir = project.home().join(".gemini");
+    std::fs::create_dir_all(&dir).expect("~/.gemini");
     let settings = json!({"security": {"auth": {"selectedType": "gemini-api-key"}}});
     std::fs::write(dir.join("settings.json"), settings.to_string()).expect("gemini settings");
-    home
 }
 
 /// ralph's `--timeout` ends gemini in its own retries, with what it was
@@ -257,20 +278,17 @@ fn gemini_cut_off_in_its_retries_is_judged_by_what_it_retried() {
                 Reply::Error(429, google_error(429, "RESOURCE_EXHAUSTED", message, details))
             });
             let project = scripted_project("Gemini");
-            let home = retrying_gemini(&project);
+            retrying_gemini(&project);
             let args = ["3", "--no-wait", "--timeout", "20s", "--model", "gemini-2.5-flash"];
-            (ralph_as(&bin, &stub.root_url(), &project, &home, &args), project)
+            (ralph_as(&bin, &stub.root_url(), &project, None, &args), project)
         });
         let nowhere = s.spawn(|| {
             let refused = RefusedPort::new();
             let project = scripted_project("Gemini");
-            let home = retrying_gemini(&project);
+            retrying_gemini(&project);
             let url = format!("http://127.0.0.1:{}", refused.port);
             // No model named: gemini's router asks first, and retries.
-            (
-                ralph_as(&bin, &url, &project, &home, &["3", "--no-wait", "--timeout", "20s"]),
-                project,
-            )
+            (ralph_as(&bin, &url, &project, None, &["3", "--no-wait", "--timeout", "20s"]), project)
         });
         for (name, run, words) in [
             ("per-minute quota", quota, "the agent's usage limit until"),

@@ -10,39 +10,42 @@
 //! `RALPH_REQUIRE_AGENT_CLIS=1` (set by CI) turns that into a failure.
 
 use std::path::PathBuf;
+use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use crate::harness::{Project, RefusedPort, Run, code, to_run};
+use crate::harness::{Project, RefusedPort, Run, assert_sandbox_on, code, to_run};
 use crate::openai_stub::{Reply, Stub, error_body, has_tool_output, opencode_config};
 use crate::real_cli::{
     BUILD, IMPLEMENT, SAME_ERROR, STATUS, TRESPASS, assert_trespass_denied, bin_or_skip,
     failing_build_project, plant_key, run_the_build, scripted_project,
 };
 
+/// `ralph <args> --tool opencode`, opencode talking to `stub`, its config
+/// and state where a user's are (`~/.config/opencode`,
+/// `~/.local/share/opencode`, `~/.cache/opencode`, `~/.local/state/opencode`).
 fn ralph(bin: &PathBuf, stub: &Stub, project: &Project, args: &[&str]) -> Run {
     ralph_at(bin, &stub.base_url(), project, args)
 }
 
 /// [`ralph`] with opencode's provider at `base_url`.
 fn ralph_at(bin: &PathBuf, base_url: &str, project: &Project, args: &[&str]) -> Run {
-    let config = project.home().join("opencode.json");
-    opencode_config(&config, base_url);
-    let out = project
-        .ralph()
-        .args(args)
+    let config = project.home().join(".config/opencode");
+    std::fs::create_dir_all(&config).expect("~/.config/opencode");
+    opencode_config(&config.join("opencode.json"), base_url);
+    run(bin, project.ralph().args(args))
+}
+
+/// `ralph` as set up, with opencode's offline switches.
+fn run(bin: &PathBuf, ralph: &mut Command) -> Run {
+    let out = ralph
         .env("RALPH_AGENT_TOOL", "opencode")
         .env("RALPH_AGENT_COMMAND", bin)
-        .env("OPENCODE_CONFIG", &config)
         .env("OPENCODE_DISABLE_MODELS_FETCH", "1")
         .env("OPENCODE_DISABLE_AUTOUPDATE", "1")
         .env("OPENCODE_DISABLE_LSP_DOWNLOAD", "1")
         .env("OPENCODE_DISABLE_SHARE", "1")
-        .env("XDG_DATA_HOME", project.home().join("data"))
-        .env("XDG_CONFIG_HOME", project.home().join("config"))
-        .env("XDG_CACHE_HOME", project.home().join("cache"))
-        .env("XDG_STATE_HOME", project.home().join("state"))
         .env("RALPH_AGENT_IDLE_TIMEOUT", "60s")
         .output()
         .expect("run ralph");
@@ -61,6 +64,28 @@ fn model(command: &'static str) -> Stub {
     })
 }
 
+/// The story done and committed, in a run whose sandbox was on, and
+/// opencode wrote its state where `dirs` says (the sandbox let it): its
+/// database in the data folder, the `.gitignore` it keeps in its config
+/// folder.
+#[track_caller]
+fn assert_committed(project: &Project, r: &Run, dirs: &Xdg) {
+    assert_eq!(r.code, code(0), "{r:?}");
+    assert_sandbox_on(&r.stdout);
+    assert!(project.passes("US-001"), "{r:?}");
+    assert!(project.log().iter().any(|l| l.contains("feat: US-001")), "{:?}", project.log());
+    let db = dirs.data.join("opencode/opencode.db");
+    assert!(db.is_file(), "no database at {}: {r:?}", db.display());
+    let ignore = dirs.config.join("opencode/.gitignore");
+    assert!(ignore.is_file(), "nothing written in {}: {r:?}", dirs.config.display());
+}
+
+/// The folders opencode keeps its config and data in.
+struct Xdg {
+    config: PathBuf,
+    data: PathBuf,
+}
+
 #[test]
 fn opencode_implements_and_commits_a_story() {
     let Some(bin) =
@@ -71,9 +96,39 @@ fn opencode_implements_and_commits_a_story() {
     let stub = model(IMPLEMENT);
     let project = scripted_project("opencode");
     let r = ralph(&bin, &stub, &project, &["3", "--gate", "grep -qx 'US-001 done' US-001.txt"]);
-    assert_eq!(r.code, code(0), "{r:?}");
-    assert!(project.passes("US-001"), "{r:?}");
-    assert!(project.log().iter().any(|l| l.contains("feat: US-001")), "{:?}", project.log());
+    let home = project.home();
+    let dirs = Xdg { config: home.join(".config"), data: home.join(".local/share") };
+    assert_committed(&project, &r, &dirs);
+}
+
+/// The `XDG_*_HOME` variables and `OPENCODE_CONFIG` outside the home move
+/// opencode's config and state there: the sandbox lets it write there, and
+/// opencode needs nothing under `~/.local` or `~/.cache`.
+#[test]
+fn opencode_with_its_state_moved_by_xdg_dirs_implements_a_story() {
+    let Some(bin) = bin_or_skip("RALPH_OPENCODE_BIN", "opencode", "opencode_with_its_state_moved")
+    else {
+        return;
+    };
+    let stub = model(IMPLEMENT);
+    let project = scripted_project("opencode");
+    let xdg = project.tmp.path().join("xdg");
+    let config = xdg.join("opencode.json");
+    std::fs::create_dir_all(&xdg).unwrap();
+    opencode_config(&config, &stub.base_url());
+    let mut ralph = project.ralph();
+    ralph
+        .args(["3", "--no-wait", "--gate", "grep -qx 'US-001 done' US-001.txt"])
+        .env("OPENCODE_CONFIG", &config)
+        .env("XDG_DATA_HOME", xdg.join("data"))
+        .env("XDG_CONFIG_HOME", xdg.join("config"))
+        .env("XDG_CACHE_HOME", xdg.join("cache"))
+        .env("XDG_STATE_HOME", xdg.join("state"));
+    let r = run(&bin, &mut ralph);
+    assert_committed(&project, &r, &Xdg { config: xdg.join("config"), data: xdg.join("data") });
+    for dir in [".local", ".cache", ".config"] {
+        assert!(!project.home().join(dir).exists(), "{dir}: {r:?}");
+    }
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::harness::{Project, Run, code, exit, to_run};
+use crate::harness::{Project, Run, code, exit, landlock_abi, to_run};
 
 const ONE_STORY: &str = r#"{
   "project": "Demo",
@@ -23,20 +23,11 @@ const ONE_STORY: &str = r#"{
 
 /// Whether this kernel has Landlock (the sandbox's tests need it).
 fn landlock() -> bool {
-    // SAFETY: LANDLOCK_CREATE_RULESET_VERSION reads no memory; it returns
-    // the ABI or -1.
-    let abi = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0usize,
-            1u32,
-        )
-    };
-    if abi < 1 {
+    let on = landlock_abi() >= 1;
+    if !on {
         eprintln!("SKIPPED: this kernel has no Landlock");
     }
-    abi >= 1
+    on
 }
 
 /// What the hostile child is aimed at, all outside its project.
