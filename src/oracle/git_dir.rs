@@ -61,17 +61,42 @@ fn entry(path: &Path) -> Option<Entry> {
 }
 
 /// The paths (relative to the git directory) whose entry differs between
-/// `before` and `after`: changed, added or removed.
+/// `before` and `after`: changed, added or removed. A config that differs
+/// only in its `[user]` sections (the identity aider writes when the home
+/// has none) runs nothing and is not a change.
 pub fn changed(before: &Mark, after: &Mark) -> Vec<String> {
+    let same = |p: &str, a: &Entry, b: Option<&Entry>| match (a, b) {
+        (Entry::File { bytes: x, mode: m }, Some(Entry::File { bytes: y, mode: n })) => {
+            m == n && (x == y || (p == "config" && without_identity(x) == without_identity(y)))
+        }
+        (a, b) => Some(a) == b,
+    };
     let mut paths: Vec<String> = before
         .0
         .iter()
-        .filter(|(p, e)| after.0.get(*p) != Some(*e))
+        .filter(|(p, e)| !same(p, e, after.0.get(*p)))
         .map(|(p, _)| p.clone())
         .collect();
     paths.extend(after.0.keys().filter(|p| !before.0.contains_key(*p)).cloned());
     paths.sort();
     paths
+}
+
+/// A git config's text without its `[user]` sections (name, email,
+/// signing key: who commits, nothing git runs), lines trimmed.
+fn without_identity(bytes: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_user = false;
+    for line in String::from_utf8_lossy(bytes).lines().map(str::trim) {
+        if line.starts_with('[') {
+            let section = line.trim_start_matches('[').split([']', ' ', '"']).next().unwrap_or("");
+            in_user = section.eq_ignore_ascii_case("user");
+        }
+        if !in_user && !line.is_empty() {
+            out.push(line.to_string());
+        }
+    }
+    out
 }
 
 /// Puts `paths` back as `before` has them (removing what it has not).
@@ -137,6 +162,16 @@ mod tests {
         for (after, want) in table {
             assert_eq!(changed(&base, &after), want, "{after:?}");
         }
+        // An identity added (aider, with no global git identity) is not a
+        // change; anything else beside it is.
+        let ident = "[core]\n[user]\n\tname = aider\n\temail = a@b\n";
+        let with =
+            marked(&[("config", file(ident)), ("hooks/pre-push.sample", file("#!/bin/sh\n"))]);
+        assert_eq!(changed(&base, &with), Vec::<String>::new());
+        let more = format!("{ident}[credential]\n\thelper = !evil\n");
+        let with =
+            marked(&[("config", file(&more)), ("hooks/pre-push.sample", file("#!/bin/sh\n"))]);
+        assert_eq!(changed(&base, &with), ["config"]);
     }
 
     #[test]
