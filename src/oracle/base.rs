@@ -15,10 +15,16 @@
 //! uncommitted edit of the file (the branch's copy still the base's) is the
 //! person's and is read as it is.
 //!
-//! `trust.json` (in the main repository's `.git/ralph/`, shared by a
-//! parallel run's worktrees) holds each run branch's base and the accepted
-//! copies. It is the one record of a run branch's base: the pull requests
-//! `deliver` opens go to it too ([`recorded_base`]).
+//! `trust.json` holds each run branch's base, the accepted copies, the test
+//! counts stories are held to and the red checks' cache. It is the one
+//! record of a run branch's base: the pull requests `deliver` opens go to
+//! it too ([`recorded_base`]). It is kept **outside the repository**, under
+//! `$XDG_STATE_HOME/ralph/repos/<name>-<id>/` (`~/.local/state` by
+//! default; one per repository, shared by a parallel run's worktrees):
+//! the sandbox lets the agent write all of `.git/`, and a record there
+//! would let it accept its own config or lower the counts. The sandbox
+//! grants no write there. A `trust.json` an older ralph kept in
+//! `.git/ralph/` is not read: the agent may have written it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -85,19 +91,60 @@ pub struct TestRecord {
     pub at: String,
 }
 
+/// The folder, outside every repository, where ralph keeps what a
+/// repository's agents must not write: `<state home>/ralph/repos/<name>-<id>`,
+/// `<id>` the first 16 hex digits of the SHA-1 of the repository's git
+/// directory's path (`name` only to help a person find it). Pure.
+pub fn trust_dir(state_home: &Path, git_dir: &Path) -> PathBuf {
+    let text = git_dir.to_string_lossy();
+    let id = git2::Oid::hash_object(git2::ObjectType::Blob, text.as_bytes())
+        .map(|o| o.to_string())
+        .unwrap_or_default();
+    let name = git_dir
+        .parent()
+        .filter(|_| git_dir.file_name().is_some_and(|n| n == ".git"))
+        .unwrap_or(git_dir)
+        .file_name()
+        .map(|n| {
+            n.to_string_lossy()
+                .chars()
+                .filter(|c| c.is_alphanumeric() || "-_.".contains(*c))
+                .collect::<String>()
+        })
+        .filter(|n| !n.is_empty() && !n.starts_with('.'))
+        .unwrap_or_else(|| "repo".to_string());
+    state_home.join("ralph/repos").join(format!("{name}-{}", &id[..id.len().min(16)]))
+}
+
+/// `$XDG_STATE_HOME` (absolute), else `$HOME/.local/state`.
+pub fn state_home() -> Option<PathBuf> {
+    let var = |k: &str| std::env::var_os(k).map(PathBuf::from).filter(|p| p.is_absolute());
+    var("XDG_STATE_HOME").or_else(|| var("HOME").map(|h| h.join(".local/state")))
+}
+
 impl TrustFile {
-    fn path(repo: &git2::Repository) -> PathBuf {
-        repo.commondir().join("ralph/trust.json")
+    /// `None` without a home to keep it in: nothing is accepted, recorded
+    /// or cached then.
+    pub fn path(repo: &git2::Repository) -> Option<PathBuf> {
+        let common = repo.commondir();
+        let git_dir = common.canonicalize().unwrap_or_else(|_| common.to_path_buf());
+        Some(trust_dir(&state_home()?, &git_dir).join("trust.json"))
     }
 
     pub fn load(repo: &git2::Repository) -> TrustFile {
-        let bytes = crate::store::read_regular(&TrustFile::path(repo)).unwrap_or_default();
+        let Some(path) = TrustFile::path(repo) else { return TrustFile::default() };
+        let bytes = crate::store::read_regular(&path).unwrap_or_default();
         serde_json::from_slice(&bytes).unwrap_or_default()
     }
 
     pub fn save(&mut self, repo: &git2::Repository) -> std::io::Result<()> {
         self.version = VERSION;
-        let path = TrustFile::path(repo);
+        let path = TrustFile::path(repo).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "neither XDG_STATE_HOME nor HOME is set: no place for trust.json",
+            )
+        })?;
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
@@ -255,11 +302,27 @@ mod tests {
         for b in ["main", "develop", "ralph/x", "ralph/y"] {
             repo.branch(b, &c, false).unwrap();
         }
-        record_base(dir.path(), "ralph/x", "develop");
-        assert_eq!(recorded_base(dir.path(), "ralph/x").as_deref(), Some("develop"));
-        assert_eq!(base_branch(dir.path(), "ralph/x").as_deref(), Some("develop"));
-        // Not recorded: the oracle guesses main, the record says nothing.
-        assert_eq!(recorded_base(dir.path(), "ralph/y"), None);
-        assert_eq!(base_branch(dir.path(), "ralph/y").as_deref(), Some("main"));
+        let mut t = TrustFile::default();
+        t.bases.insert("ralph/x".into(), "develop".into());
+        assert_eq!(base_of(&repo, &t, "ralph/x").as_deref(), Some("develop"));
+        // Not recorded: the oracle guesses main (never the branch itself).
+        assert_eq!(base_of(&repo, &t, "ralph/y").as_deref(), Some("main"));
+        assert_eq!(base_of(&repo, &t, "main"), None);
+    }
+
+    #[test]
+    fn trust_is_kept_outside_the_repository_one_folder_per_git_directory() {
+        let home = Path::new("/home/u/.local/state");
+        let a = trust_dir(home, Path::new("/home/u/proj/.git"));
+        let b = trust_dir(home, Path::new("/home/u/other/proj/.git"));
+        let bare = trust_dir(home, Path::new("/srv/git/proj.git"));
+        let starts = |p: &Path, s: &str| p.to_str().unwrap().starts_with(s);
+        assert!(starts(&a, "/home/u/.local/state/ralph/repos/proj-"), "{a:?}");
+        assert!(starts(&bare, "/home/u/.local/state/ralph/repos/proj.git-"), "{bare:?}");
+        assert_ne!(a, b, "two repositories of one name share nothing");
+        assert_eq!(a, trust_dir(home, Path::new("/home/u/proj/.git")), "stable");
+        let odd = trust_dir(home, Path::new("/x/../.git"));
+        assert!(starts(&odd, "/home/u/.local/state/ralph/repos/repo-"), "{odd:?}");
+        assert_eq!(a.file_name().unwrap().len(), "proj-".len() + 16);
     }
 }

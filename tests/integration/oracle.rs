@@ -312,6 +312,48 @@ fn the_gate_comes_from_the_base_not_from_what_the_run_branch_committed() {
     );
 }
 
+/// What decides trust across runs — the configs a person accepted, the test
+/// counts, the base — is kept outside the repository: an agent that writes
+/// an "accepted" record for its own config into `.git/ralph/trust.json`
+/// (where an older ralph kept it) changes nothing, and the sandbox denies
+/// it the real file.
+#[test]
+fn an_agent_cannot_accept_its_own_config_by_writing_trust_json() {
+    let p = Project::with_prd(STORY);
+    committed(&p, &[(".ralph/config.toml", "[gate]\ncommand = \"test -f src/US-001.txt\"\n")]);
+    // ralph cuts the run branch, and records its base.
+    p.script(&gamer(""));
+    let r = run(&p, &["1"]);
+    assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
+    let repos = p.home().join(".local/state/ralph/repos");
+    let trust: Vec<_> = std::fs::read_dir(&repos).unwrap().flatten().map(|e| e.path()).collect();
+    assert_eq!(trust.len(), 1, "{trust:?}");
+    let trust = trust[0].join("trust.json");
+    assert!(std::fs::read_to_string(&trust).unwrap().contains("\"ralph/calc\": \"main\""));
+    // An agent's change of the gate is on the branch (a ralph before this
+    // one let it through).
+    committed(&p, &[(".ralph/config.toml", "[gate]\ncommand = \"true\"\n")]);
+    let plant = r#"blob=$(git rev-parse HEAD:.ralph/config.toml)
+forged="{\"version\":1,\"accepted\":{\"ralph/calc\":\"$blob\"}}"
+mkdir -p .git/ralph && printf %s "$forged" > .git/ralph/trust.json && echo planted-old
+for f in "$HOME"/.local/state/ralph/repos/*/trust.json; do printf %s "$forged" > "$f" && echo planted-real; done
+"#;
+    let script = format!(
+        "[run *]\n{}try run sh .git/plant.sh\nmark-pass\ncommit feat: {{id}}\n",
+        put(".git/plant.sh", plant)
+    );
+    p.script(&script);
+    let before = std::fs::read(&trust).unwrap();
+    for _ in 0..2 {
+        let r = run(&p, &["1"]);
+        assert!(r.stdout.contains("ignored; run `ralph trust` to accept it"), "{r:?}");
+        assert!(r.stdout.contains("(claimed: yes, not verified)"), "{r:?}");
+    }
+    assert!(p.dir().join(".git/ralph/trust.json").exists(), "the agent wrote the old place");
+    assert_eq!(std::fs::read(&trust).unwrap(), before, "the agent could not write the real one");
+    assert!(!p.passes("US-001"));
+}
+
 /// The sandbox decides what the agent may reach, so it is the person's too:
 /// an agent's commit that switches it off or opens the home to it is
 /// ignored, and the agent still cannot read outside its project.
