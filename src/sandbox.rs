@@ -188,6 +188,10 @@ pub enum StateKind {
     Dir,
     /// A file: granted when it exists (Landlock cannot grant a name).
     File,
+    /// A file the CLI makes on its first run (claude's `~/.claude.json`):
+    /// made private holding `{}` before the child starts when missing,
+    /// so a new user's CLI can keep its state through the sandbox.
+    NewJson,
 }
 
 /// `$XDG_<kind>_HOME`, else its default under the home.
@@ -205,7 +209,7 @@ pub fn state_paths(
     env: &dyn Fn(&str) -> Option<String>,
     home_entries: &[String],
 ) -> Vec<(PathBuf, StateKind)> {
-    use StateKind::{Dir, File};
+    use StateKind::{Dir, File, NewJson};
     let var = |name: &str| env(name).filter(|v| v.starts_with('/')).map(PathBuf::from);
     let config = xdg(env, "XDG_CONFIG_HOME", home, ".config");
     let data = xdg(env, "XDG_DATA_HOME", home, ".local/share");
@@ -215,7 +219,7 @@ pub fn state_paths(
         Tool::Claude => {
             let mut paths = match var("CLAUDE_CONFIG_DIR") {
                 Some(dir) => vec![(dir, Dir)],
-                None => vec![(home.join(".claude"), Dir), (home.join(".claude.json"), File)],
+                None => vec![(home.join(".claude"), Dir), (home.join(".claude.json"), NewJson)],
             };
             paths.push((cache.join("claude-cli-nodejs"), Dir));
             paths.push((cache.join("claude"), Dir));

@@ -149,8 +149,14 @@ impl Sandbox {
         let project = tree.first().map(PathBuf::as_path).unwrap_or(cwd);
         if let (Some(tool), Some(home), true) = (tool, home, make) {
             for (path, kind) in super::state_paths(tool, home, &env, &list(home)) {
-                if kind == StateKind::Dir && !path.exists() {
-                    let _ = make_private_dir(&path, true);
+                match kind {
+                    StateKind::Dir if !path.exists() => {
+                        let _ = make_private_dir(&path, true);
+                    }
+                    StateKind::NewJson if std::fs::symlink_metadata(&path).is_err() => {
+                        let _ = make_private_file(&path, b"{}");
+                    }
+                    _ => {}
                 }
             }
         }
@@ -310,6 +316,15 @@ fn private_temp_dir() -> std::io::Result<PathBuf> {
     let dir = std::env::temp_dir().join(name);
     make_private_dir(&dir, false)?;
     Ok(dir)
+}
+
+/// `path`, new, readable by its owner only, holding `text` (never through
+/// a link, never over an existing file).
+fn make_private_file(path: &Path, text: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
+    f.write_all(text)
 }
 
 fn make_private_dir(path: &Path, recursive: bool) -> std::io::Result<()> {

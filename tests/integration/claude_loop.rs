@@ -640,6 +640,31 @@ fn claude_loop_implements_three_stories_with_one_commit_each() {
     l.assert_state_in(&l.project.home().join(".claude"), &l.project.home().join(".claude.json"), 3);
 }
 
+/// A person who never ran claude has no `~/.claude.json`, and Landlock
+/// cannot grant a file that does not exist: ralph makes it (`{}`, private)
+/// before claude starts, so claude keeps its state through the sandbox.
+#[test]
+fn claude_loop_for_a_new_claude_user_keeps_claudes_state() {
+    let Some(bin) = claude_bin_or_skip("claude_loop_for_a_new_claude_user") else {
+        return;
+    };
+    let l = ClaudeLoop::new(bin, ONE_STORY, Script::new(implement));
+    let record = l.project.home().join(".claude.json");
+    std::fs::remove_file(&record).unwrap();
+    l.project.write("check.sh", GATE);
+    l.project.git(&["add", "-A"]);
+    l.project.git(&["commit", "-q", "-m", "Add the gate"]);
+
+    let r = l.run(&["3", "--gate", "sh check.sh"], &l.env());
+    r.report("new user");
+    assert_sandbox_on(&r.stdout);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    l.assert_state_in(&l.project.home().join(".claude"), &record, 1);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&record).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "private: {mode:o}");
+}
+
 /// `CLAUDE_CONFIG_DIR` outside the home moves all of claude's state there,
 /// its `.claude.json` too: the sandbox lets it write there, and nothing is
 /// made under `~/.claude` for it.
