@@ -62,13 +62,21 @@ pub(crate) enum Resolution {
 }
 
 /// The resolution from what is known after the agent ran: where markers
-/// are left (file, line), whether HEAD is still the story's branch, and
-/// how the agent ended (its error, when it failed). Pure.
+/// are left (file, line), whether HEAD is still the story's branch, what
+/// of the git directory's config and hooks it changed (set back), and how
+/// the agent ended (its error, when it failed). Pure.
 pub(crate) fn judge_resolution(
     markers: &[(String, usize)],
     on_branch: bool,
+    tampered: &[String],
     agent_error: Option<&str>,
 ) -> Resolution {
+    if !tampered.is_empty() {
+        return Resolution::Failed(format!(
+            "the resolver changed {}: set back",
+            tampered.join(", ")
+        ));
+    }
     if !on_branch {
         return Resolution::Failed("the resolver left the story's branch".into());
     }
@@ -122,7 +130,12 @@ impl Run<'_> {
             resolve: true,
         });
         let before = self.repo.head();
+        let git_dir = crate::oracle::git_dir::mark(&self.repo.common_dir());
         let run = self.run_agent(n, &story, &prompt, &prompt_path, &log)?;
+        // A resolver is an agent like any other: what it changed of the git
+        // directory's config and hooks is set back, and the resolution
+        // does not stand (the merge that follows would run them).
+        let tampered = self.set_back_git_dir(n, &git_dir);
         let outcome = &run.outcome;
         // A limit or a stop: nothing to judge; the run retries later.
         let stopped = match &outcome.error {
@@ -150,7 +163,7 @@ impl Run<'_> {
             None => {
                 let markers = self.markers_left(spec, before);
                 let error = outcome.error.as_ref().map(ToString::to_string);
-                Some(judge_resolution(&markers, on_branch, error.as_deref()))
+                Some(judge_resolution(&markers, on_branch, &tampered, error.as_deref()))
             }
         };
         let mut commit = None;
@@ -286,6 +299,12 @@ mod tests {
             |v: &[(&str, usize)]| v.iter().map(|(f, l)| (f.to_string(), *l)).collect::<Vec<_>>();
         let cases: &[(Vec<(String, usize)>, bool, Option<&str>, Resolution)] = &[
             (m(&[]), true, None, Resolution::Resolved),
+            (
+                m(&[("a.rs", 3)]),
+                false,
+                Some("tampered"),
+                Resolution::Failed("the resolver changed .git/hooks/pre-push: set back".into()),
+            ),
             // The agent failed but left a clean merge: the gate decides.
             (m(&[]), true, Some("timeout"), Resolution::Resolved),
             (
@@ -308,7 +327,13 @@ mod tests {
             ),
         ];
         for (markers, on_branch, error, want) in cases {
-            assert_eq!(&judge_resolution(markers, *on_branch, *error), want, "{markers:?}");
+            // "tampered" stands for a hook the agent planted.
+            let (tampered, error) = match error {
+                Some("tampered") => (vec![".git/hooks/pre-push".to_string()], None),
+                _ => (Vec::new(), *error),
+            };
+            let got = judge_resolution(markers, *on_branch, &tampered, error);
+            assert_eq!(&got, want, "{markers:?}");
         }
     }
 

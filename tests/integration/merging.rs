@@ -545,3 +545,31 @@ fn a_resolution_that_fails_at_the_merge_is_kept_beside_the_work_it_was_made_from
     assert!(both, "the story's own work is not among the kept attempts: {own}");
     assert!(p.passes("US-001") && p.passes("US-002"));
 }
+
+/// A resolver is an agent like any other: a hook it plants in the git
+/// directory (which the merge after it, and ralph's pushes, would run) is
+/// set back and its resolution does not stand; the redo merges.
+#[test]
+fn a_resolver_that_plants_a_git_hook_has_it_set_back_and_its_resolution_refused() {
+    let p = Project::with_prd(TWO_SHARED);
+    two_conflicting(&p);
+    let hook = p.path(".git/hooks/post-merge");
+    p.script(&format!(
+        "[story US-001 1]\ntouch-shared a\nwait-shared b 60\nwrite shared.txt from {{id}}\nimplement\n\
+         [story US-002 1]\ntouch-shared b\nwait-shared a 60\nwrite shared.txt from {{id}}\nimplement\n\
+         [resolve * 1]\nresolve\nput {} #!/bin/sh\\ntouch hooked\\n\n\
+         [run *]\nappend shared.txt and {{id}}\nimplement\n",
+        hook.display()
+    ));
+    let r = p.run(&["12", "--jobs", "2", "--gate", "! test -e hooked", "--json"]);
+    assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
+    let ev = events(&r.stdout);
+    let failed = at(&ev, |e| e["event"] == "merge" && e["result"] == "resolve_failed");
+    assert!(failed < ev.len(), "{}", r.stdout);
+    let msg = ev[failed]["message"].as_str().unwrap();
+    assert!(msg.contains("the resolver changed .git/hooks/post-merge: set back"), "{msg}");
+    assert!(!hook.exists(), "the planted hook is still there");
+    assert!(!p.path("hooked").exists(), "the planted hook ran");
+    assert!(p.passes("US-001") && p.passes("US-002"));
+    assert_tidy(&p);
+}
