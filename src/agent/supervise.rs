@@ -33,6 +33,9 @@ use std::time::{Duration, Instant};
 use crate::analyze::StopReason;
 use crate::process;
 
+pub mod brief;
+pub use brief::run_brief;
+
 /// How often the supervisor looks at signals and timers while it waits.
 const TICK: Duration = Duration::from_millis(50);
 

@@ -7,8 +7,8 @@
 //! cleans what ralph reports is given it (a token from a CLI is not in the
 //! environment the redactor otherwise reads).
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use super::target::Forge;
 
@@ -92,40 +92,10 @@ fn glab_token(out: &str) -> Option<String> {
 /// ended within [`CLI_TIMEOUT`]; never through a shell.
 fn run(program: &str, args: &[String]) -> Option<String> {
     let path = which::which(program).ok()?;
-    let mut child = Command::new(path)
-        .args(args)
-        .env("GH_PROMPT_DISABLED", "1")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .ok()?;
-    let read = |p: Option<Box<dyn std::io::Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            if let Some(mut p) = p {
-                let _ = p.read_to_string(&mut s);
-            }
-            s
-        })
-    };
-    let out = read(child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
-    let err = read(child.stderr.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
-    let until = Instant::now() + CLI_TIMEOUT;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(10)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-        }
-    };
-    let (out, err) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
-    status.filter(|s| s.success()).map(|_| format!("{out}\n{err}"))
+    let mut cmd = Command::new(path);
+    cmd.args(args).env("GH_PROMPT_DISABLED", "1").env("NO_COLOR", "1");
+    let done = crate::agent::supervise::run_brief(&mut cmd, CLI_TIMEOUT).ok()?;
+    done.success().then(|| format!("{}\n{}", done.stdout, done.stderr))
 }
 
 #[cfg(test)]

@@ -8,17 +8,15 @@
 //! honour. Each call is bounded in time and never prompts.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use super::GitError;
+use crate::agent::supervise::run_brief;
 
 /// How long one fetch or push may take before it counts as the remote
 /// being unreachable.
 const TIMEOUT: Duration = Duration::from_secs(120);
-
-/// How long a call is polled every millisecond before every 5.
-const POLL_FAST: Duration = Duration::from_millis(200);
 
 /// `(ref, oid)`: a push of the ref lands only if the remote has it at that
 /// oid (has none, when the oid is empty).
@@ -36,8 +34,8 @@ pub struct Pushed {
 fn git(dir: &Path, args: &[&str]) -> Result<(String, String, bool), GitError> {
     // The repository's hooks are not run by ralph's pushes and fetches:
     // an agent can write them, and these run outside the sandbox.
-    let mut child = Command::new("git")
-        .arg("-C")
+    let mut cmd = Command::new("git");
+    cmd.arg("-C")
         .arg(dir)
         .args(["-c", "core.hooksPath=/dev/null"])
         .args(args)
@@ -45,57 +43,19 @@ fn git(dir: &Path, args: &[&str]) -> Result<(String, String, bool), GitError> {
         .env(
             "GIT_SSH_COMMAND",
             std::env::var("GIT_SSH_COMMAND").unwrap_or_else(|_| "ssh -o BatchMode=yes".into()),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| GitError {
-            message: format!("cannot run git: {e}"),
-            hint: Some("a worker needs the git program to reach the remote".into()),
-        })?;
-    let (out, err) = (child.stdout.take(), child.stderr.take());
-    let read = |p: Option<std::process::ChildStdout>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            if let Some(mut p) = p {
-                let _ = std::io::Read::read_to_string(&mut p, &mut s);
-            }
-            s
-        })
-    };
-    let out = read(out);
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        if let Some(mut p) = err {
-            let _ = std::io::Read::read_to_string(&mut p, &mut s);
-        }
-        s
-    });
-    let started = Instant::now();
-    let until = started + TIMEOUT;
-    let status = loop {
-        if let Ok(Some(s)) = child.try_wait() {
-            break Some(s);
-        }
-        if Instant::now() > until {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        // Most calls against a near remote end within tens of
-        // milliseconds: look often at first, then less.
-        let fast = started.elapsed() < POLL_FAST;
-        std::thread::sleep(Duration::from_millis(if fast { 1 } else { 5 }));
-    };
-    let (out, err) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
-    match status {
-        Some(s) => Ok((out, err, s.success())),
-        None => Err(GitError {
+        );
+    let done = run_brief(&mut cmd, TIMEOUT).map_err(|e| GitError {
+        message: format!("cannot run git: {e}"),
+        hint: Some("a worker needs the git program to reach the remote".into()),
+    })?;
+    if done.timed_out() {
+        return Err(GitError {
             message: format!("git {} took longer than {}s", args.join(" "), TIMEOUT.as_secs()),
             hint: Some("check that the remote is reachable".into()),
-        }),
+        });
     }
+    let ok = done.success();
+    Ok((done.stdout, done.stderr, ok))
 }
 
 fn failed(what: &str, stderr: &str) -> GitError {
