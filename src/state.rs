@@ -291,10 +291,8 @@ impl RunState {
 /// the id is what a resume uses to find a dead run's processes.
 pub fn new_run_id(now: DateTime<chrono::Local>) -> String {
     let mut random = [0u8; 3];
-    let got = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut random));
-    if got.is_err() {
-        // No /dev/urandom: the clock's nanoseconds are random enough here.
+    if getrandom::fill(&mut random).is_err() {
+        // No source of randomness: the clock's nanoseconds are random enough here.
         random = now.timestamp_subsec_nanos().to_le_bytes()[..3].try_into().unwrap_or_default();
     }
     format!(

@@ -30,7 +30,7 @@ pub(crate) fn run(g: &Global, args: &ServeArgs) -> Result<u8, Error> {
         None if args.bind.is_loopback() => None,
         None => Some(
             crate::serve::new_token()
-                .map_err(|e| Error::io("make a token from /dev/urandom", e))?,
+                .map_err(|e| Error::io("make a random token", e))?,
         ),
     };
     let budget = json!({

@@ -173,27 +173,10 @@ fn query_value(query: &str, key: &str) -> Option<String> {
     })
 }
 
+/// `+` is a space in a query; a `%` that starts no valid escape stays.
 fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        match bytes[i] {
-            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push((h * 16 + l) as u8);
-                    i += 3;
-                    continue;
-                }
-                _ => out.push(b'%'),
-            },
-            b'+' => out.push(b' '),
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    let spaced = s.replace('+', " ");
+    percent_encoding::percent_decode_str(&spaced).decode_utf8_lossy().into_owned()
 }
 
 /// Compares in time that depends on the lengths only, not on where the

@@ -279,6 +279,6 @@ fn events(req: tiny_http::Request, ctx: &Arc<Context>, last: Option<sse::Positio
 /// random bits, in hex.
 pub fn new_token() -> io::Result<String> {
     let mut bits = [0u8; 16];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bits)?;
+    getrandom::fill(&mut bits).map_err(io::Error::other)?;
     Ok(bits.iter().map(|b| format!("{b:02x}")).collect())
 }
