@@ -39,6 +39,11 @@ const OLD_GITIGNORE: &str = "\
 !prompt.md
 ";
 
+/// The failure log (`learn::failures`), and its name before it was told
+/// apart from each run's `logs/<run>/events.jsonl`.
+const FAILURES: &str = "failures.jsonl";
+const OLD_FAILURES: &str = "events.jsonl";
+
 /// The state files and folders ralph kept in the work tree's `.ralph/`
 /// before they moved to the git directory.
 const MOVED: &[&str] = &[
@@ -49,7 +54,7 @@ const MOVED: &[&str] = &[
     "last-prd.json",
     "prd.broken.json",
     "lessons",
-    "events.jsonl",
+    FAILURES,
     "rules.json",
     "runs.jsonl",
     "logs",
@@ -138,6 +143,15 @@ impl Store {
     /// the state folder, where nothing is there yet. Returns what moved.
     pub fn migrate(&self) -> io::Result<Vec<String>> {
         let mut moved = Vec::new();
+        // The failure log was `events.jsonl`, the name each run's event
+        // log has too: renamed, in either folder.
+        for dir in [&self.work, &self.root] {
+            let (from, to) = (dir.join(OLD_FAILURES), dir.join(FAILURES));
+            if fs::symlink_metadata(&from).is_ok() && fs::symlink_metadata(&to).is_err() {
+                fs::rename(&from, &to)?;
+                moved.push(format!("{OLD_FAILURES} (now {FAILURES})"));
+            }
+        }
         if self.root == self.work {
             return Ok(moved);
         }
@@ -215,8 +229,8 @@ impl Store {
         self.path("lessons")
     }
 
-    pub fn events(&self) -> PathBuf {
-        self.path("events.jsonl")
+    pub fn failures(&self) -> PathBuf {
+        self.path(FAILURES)
     }
 
     pub fn rules(&self) -> PathBuf {

@@ -247,7 +247,7 @@ const FILES: &[(&str, &str)] = &[
     (".git/ralph/circuit.json, circuit-history.jsonl", "The circuit breaker and its transitions."),
     (".git/ralph/limits.json", "Agent calls of the last hour and a usage limit's reset time."),
     (
-        ".git/ralph/lessons/, events.jsonl, rules.json",
+        ".git/ralph/lessons/, failures.jsonl, rules.json",
         "What was learned from failures, and the rule cards (ralph rules).",
     ),
     (".git/ralph/runs.jsonl", "One line per finished run."),

@@ -28,10 +28,7 @@ pub(crate) fn run(g: &Global, args: &ServeArgs) -> Result<u8, Error> {
         }
         Some(t) => Some(t.clone()),
         None if args.bind.is_loopback() => None,
-        None => Some(
-            crate::serve::new_token()
-                .map_err(|e| Error::io("make a random token", e))?,
-        ),
+        None => Some(crate::serve::new_token().map_err(|e| Error::io("make a random token", e))?),
     };
     let budget = json!({
         "max_iterations": config.run.max_iterations,

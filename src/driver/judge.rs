@@ -36,7 +36,7 @@ use chrono::{DateTime, Utc};
 use crate::analyze::{AgentError, StopReason};
 use crate::circuit::Signals;
 use crate::event::IterationResult;
-use crate::learn::events::Category;
+use crate::learn::failures::Category;
 
 /// Everything the verdict depends on.
 #[derive(Debug, Clone)]

@@ -6,11 +6,11 @@
 use chrono::Utc;
 
 use super::Run;
-use crate::learn::events::{self, Category, Failure};
+use crate::learn::failures::{self, Category, Failure};
 use crate::learn::{lessons, rules};
 
 impl Run<'_> {
-    /// Appends a failure to events.jsonl and merges it into its rule card.
+    /// Appends a failure to failures.jsonl and merges it into its rule card.
     pub(super) fn record_failure(
         &mut self,
         story: &str,
@@ -57,8 +57,8 @@ impl Run<'_> {
                     evidence: None,
                 }
                 .event(Utc::now());
-                if let Err(e) = events::append(&self.paths.store, &event) {
-                    let path = self.paths.store.events();
+                if let Err(e) = failures::append(&self.paths.store, &event) {
+                    let path = self.paths.store.failures();
                     self.warn(format!("cannot append to {}: {e}", path.display()));
                 }
             }

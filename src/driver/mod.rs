@@ -463,7 +463,7 @@ impl Run<'_> {
     /// A gate that cannot run: not the agent's fault, so it is recorded but
     /// never learned from, and the run stops.
     fn gate_not_run(&mut self, e: &crate::gate::NotRun) -> End {
-        let category = crate::learn::events::Category::GateNotRun;
+        let category = crate::learn::failures::Category::GateNotRun;
         self.record_failure("", category, &e.message, &e.message, None, &[]);
         End::new(RunOutcome::Environment, format!("{}\nhint: {}", e.message, e.hint))
     }

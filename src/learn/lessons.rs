@@ -25,7 +25,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::events;
+use super::failures;
 use crate::prompt;
 use crate::store::{self, Loaded, Store};
 use crate::text::{self, chars};
@@ -191,9 +191,9 @@ impl Lessons {
 
 /// What makes two lessons the same: the text whitespace-collapsed, with
 /// what differs between two runs of the same code masked (timings, clock
-/// times, addresses, temporary paths; see [`events::mask_volatile`]).
+/// times, addresses, temporary paths; see [`failures::mask_volatile`]).
 fn key(lesson: &str) -> String {
-    text::collapse(&events::mask_volatile(lesson))
+    text::collapse(&failures::mask_volatile(lesson))
 }
 
 /// `.ralph/lessons/<hex sha256 of story>.json`: never the raw id, which could

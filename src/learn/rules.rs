@@ -10,7 +10,7 @@
 //!   A person may also demote, archive, revive or arm a card in any state.
 //! ```
 //!
-//! Identical failures (same category and [`signature`](super::events::signature))
+//! Identical failures (same category and [`signature`](super::failures::signature))
 //! merge into one card. **Only a person arms a card**: a machine counts,
 //! flags `ready`, revives a rejected card to candidate and demotes an armed
 //! rule that is not working, but never promotes. Environment failures
@@ -36,7 +36,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::events::{self, Category, Event, Failure};
+use super::failures::{self, Category, Event, Failure};
 use crate::store::{self, Loaded, Store};
 use crate::text;
 
@@ -683,7 +683,7 @@ pub fn revive(store: &Store, id: &str, now: DateTime<Utc>) -> Result<Card, Rules
 }
 
 /// The loop's hook for any failure (and any other row it wants recorded):
-/// appends the row to `events.jsonl`, then merges it into its card when the
+/// appends the row to `failures.jsonl`, then merges it into its card when the
 /// category learns. `applied`: the armed rule ids that were in the failed
 /// iteration's prompt.
 ///
@@ -698,9 +698,9 @@ pub fn record_failure(
     now: DateTime<Utc>,
 ) -> Result<Option<Change>, RulesError> {
     let event = failure.event(now);
-    let appended = events::append(store, &event).map_err(|source| RulesError::Io {
+    let appended = failures::append(store, &event).map_err(|source| RulesError::Io {
         what: "append to",
-        path: store.events(),
+        path: store.failures(),
         source,
     });
     if !event.category.learns() {

@@ -67,3 +67,29 @@ fn jsonl_skips_bad_lines() {
     assert_eq!(values.len(), 2);
     assert_eq!(bad, 1);
 }
+
+#[test]
+fn the_failure_log_an_older_ralph_called_events_jsonl_is_renamed_wherever_it_is() {
+    // In the git directory, and in the work tree's `.ralph/` (moved too).
+    for old in [".git/ralph/events.jsonl", ".ralph/events.jsonl"] {
+        let dir = tempfile::tempdir().unwrap();
+        git2::Repository::init(dir.path()).unwrap();
+        let path = dir.path().join(old);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, "{\"category\":\"gate-failed\"}\n").unwrap();
+        let store = Store::for_project(dir.path(), &dir.path().join("prd.json"));
+        store.ensure().unwrap();
+        let moved = store.migrate().unwrap();
+        assert!(moved.iter().any(|m| m.contains("failures.jsonl")), "{old}: {moved:?}");
+        let text = fs::read_to_string(dir.path().join(".git/ralph/failures.jsonl")).unwrap();
+        assert!(text.contains("gate-failed"), "{old}");
+        assert!(!path.exists(), "{old}");
+    }
+    // A folder outside a repository keeps both in `.ralph/`.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::new(dir.path());
+    store.ensure().unwrap();
+    fs::write(dir.path().join(".ralph/events.jsonl"), "x\n").unwrap();
+    store.migrate().unwrap();
+    assert_eq!(fs::read_to_string(store.failures()).unwrap(), "x\n");
+}

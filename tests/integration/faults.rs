@@ -61,7 +61,7 @@ fn assert_ralph_files_parse(p: &Project, context: &str) {
             });
         }
     }
-    for f in ["circuit-history.jsonl", "events.jsonl", "runs.jsonl"] {
+    for f in ["circuit-history.jsonl", "failures.jsonl", "runs.jsonl"] {
         let text = std::fs::read_to_string(p.path(&format!(".git/ralph/{f}"))).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         // A kill can cut only the last line short; readers skip it.
@@ -304,7 +304,7 @@ fn secrets_never_reach_the_log_the_output_or_the_next_prompt() {
         }
     }
     assert!(seen >= 2, "no logs were checked");
-    for f in [".git/ralph/events.jsonl", ".git/ralph/state.json"] {
+    for f in [".git/ralph/failures.jsonl", ".git/ralph/state.json"] {
         let text = std::fs::read_to_string(p.path(f)).unwrap_or_default();
         assert!(!text.contains(key), "{f} leaks");
     }

@@ -38,7 +38,7 @@ fn kills_never_become_rule_candidates() {
     p.write(".ralph/config.toml", "[circuit]\nno_progress = 0\nsame_error = 0\nfailures = 0\n");
     let r = p.run(&["4"]);
     assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{r:?}");
-    let events = p.read(".git/ralph/events.jsonl");
+    let events = p.read(".git/ralph/failures.jsonl");
     assert!(events.contains("\"category\":\"agent-killed\""), "{events}");
     let list = p.run(&["rules", "list", "--json"]);
     let rules: serde_json::Value = serde_json::from_str(&list.stdout).unwrap();

@@ -79,7 +79,7 @@ fn damaged_state_files_of_every_kind_never_stop_a_run() {
         (".git/ralph/limits.json", "{not json"),
         (".git/ralph/state.json", "\u{0}\u{1}binary"),
         (".git/ralph/circuit-history.jsonl", "{bad\n"),
-        (".git/ralph/events.jsonl", "not json\n"),
+        (".git/ralph/failures.jsonl", "not json\n"),
         (".git/ralph/runs.jsonl", "[[[\n"),
     ] {
         p.write(file, content);

@@ -47,7 +47,7 @@ fn three_identical_gate_failures_make_one_ready_candidate() {
     gate(&store, 3, &[]);
     let card = only_card(&store);
     assert_eq!((card.state, card.occurrences, card.ready), (State::Candidate, 3, true));
-    assert_eq!(events::read(&store).unwrap().events.len(), 3);
+    assert_eq!(failures::read(&store).unwrap().events.len(), 3);
     let table = render_list(&list(&store).unwrap());
     let row = table.lines().nth(1).unwrap();
     assert!(row.starts_with(&card.id), "{table}");
@@ -152,7 +152,7 @@ fn environment_failures_never_touch_cards() {
         assert_eq!(rules.observe(&event, &[], &Policy::default(), t(0)), None);
     }
     assert!(rules.cards().is_empty());
-    assert_eq!(events::read(&store).unwrap().events.len(), 10);
+    assert_eq!(failures::read(&store).unwrap().events.len(), 10);
     // Not even read: a corrupt rules file does not make them fail.
     fs::write(store.rules(), "{corrupt").unwrap();
     let f = failure(Category::GateNotRun, "x");

@@ -1,4 +1,4 @@
-//! `.ralph/events.jsonl`: one line per failure the loop saw, appended and
+//! `failures.jsonl` (in the state folder): one line per failure the loop saw, appended and
 //! never rewritten. It is the record that rule cards are counted from.
 //!
 //! A row: `{v, ts, run_id, iteration, story, category, signature, detail,
@@ -125,7 +125,7 @@ impl fmt::Display for Category {
     }
 }
 
-/// One row of `events.jsonl`. Rows written by an older or newer ralph are
+/// One row of `failures.jsonl`. Rows written by an older or newer ralph are
 /// read as long as they have `category` and `signature`; other fields
 /// default.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -243,12 +243,12 @@ pub fn signature(raw: &str) -> String {
     text::clip(&text::collapse(&s), MAX_SIGNATURE_CHARS)
 }
 
-/// Appends one row to `.ralph/events.jsonl`.
+/// Appends one row to `failures.jsonl` (in the state folder).
 pub fn append(store: &Store, event: &Event) -> io::Result<()> {
-    store::append_jsonl(&store.events(), event)
+    store::append_jsonl(&store.failures(), event)
 }
 
-/// The rows of `events.jsonl`, oldest first, and how many lines were skipped.
+/// The rows of `failures.jsonl`, oldest first, and how many lines were skipped.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[cfg(test)]
 pub struct Rows {
@@ -261,14 +261,14 @@ impl Rows {
     /// The warning to show when lines were skipped.
     pub fn warning(&self) -> Option<String> {
         (self.malformed > 0)
-            .then(|| format!("events.jsonl: skipped {} malformed line(s)", self.malformed))
+            .then(|| format!("failures.jsonl: skipped {} malformed line(s)", self.malformed))
     }
 }
 
-/// Reads `.ralph/events.jsonl`; a missing file has no rows.
+/// Reads `failures.jsonl` (in the state folder); a missing file has no rows.
 #[cfg(test)]
 pub fn read(store: &Store) -> io::Result<Rows> {
-    let (values, mut malformed) = store::read_jsonl::<serde_json::Value>(&store.events())?;
+    let (values, mut malformed) = store::read_jsonl::<serde_json::Value>(&store.failures())?;
     let mut events = Vec::new();
     for value in values {
         if value.get("category").is_none() {
@@ -385,7 +385,7 @@ mod tests {
         assert_eq!(rows.events.len(), 3);
         assert_eq!(rows.events[2].iteration, 2);
         assert_eq!(rows.events[0].signature, "error: x y");
-        let line = std::fs::read_to_string(store.events()).unwrap();
+        let line = std::fs::read_to_string(store.failures()).unwrap();
         let first: serde_json::Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
         let keys: Vec<_> = first.as_object().unwrap().keys().cloned().collect();
         #[rustfmt::skip]
@@ -398,7 +398,7 @@ mod tests {
         let store = Store::new(dir.path());
         store.ensure().unwrap();
         append(&store, &failure(Category::GateFailure, "a").event(t0())).unwrap();
-        let mut f = std::fs::OpenOptions::new().append(true).open(store.events()).unwrap();
+        let mut f = std::fs::OpenOptions::new().append(true).open(store.failures()).unwrap();
         f.write_all(b"{\"category\":\"gate-fail\n").unwrap();
         f.write_all(b"{\"event\":\"run_start\",\"run_id\":\"r\"}\n").unwrap();
         f.write_all(b"{\"category\":\"gate-failure\"}\n").unwrap();
@@ -410,7 +410,7 @@ mod tests {
         assert_eq!(sigs, ["a", "old row", "b"]);
         // Broken JSON, a row without a signature, and a non-object.
         assert_eq!(rows.malformed, 3);
-        assert_eq!(rows.warning().unwrap(), "events.jsonl: skipped 3 malformed line(s)");
+        assert_eq!(rows.warning().unwrap(), "failures.jsonl: skipped 3 malformed line(s)");
         assert_eq!(rows.events[1].ts, DateTime::<Utc>::UNIX_EPOCH);
     }
 
