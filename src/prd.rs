@@ -483,6 +483,28 @@ impl View {
 }
 
 fn read_stories(root: &Map<String, Value>) -> Result<Vec<Story>, Vec<String>> {
+    let list = story_list(root)?;
+    let mut problems = Vec::new();
+    let mut stories = Vec::with_capacity(list.len());
+    let mut seen = std::collections::HashMap::with_capacity(list.len());
+    for (index, item) in list.iter().enumerate() {
+        let Value::Object(obj) = item else {
+            problems.push(format!("story #{} must be an object, found {}", index + 1, kind(item)));
+            continue;
+        };
+        let mut fields = Fields { obj, index, problems: &mut problems };
+        let Some(id) = fields.id() else { continue };
+        if let Some(first) = seen.insert(id, index) {
+            fields.problem(format!("duplicate id {id} (also story #{})", first + 1));
+        }
+        stories.push(fields.story(id));
+    }
+    problems.extend(dependency_problems(&stories));
+    if problems.is_empty() { Ok(stories) } else { Err(problems) }
+}
+
+/// The `userStories` array, not empty.
+fn story_list(root: &Map<String, Value>) -> Result<&Vec<Value>, Vec<String>> {
     let list = match root.get("userStories") {
         Some(Value::Array(list)) => list,
         Some(other) => {
@@ -500,118 +522,111 @@ fn read_stories(root: &Map<String, Value>) -> Result<Vec<Story>, Vec<String>> {
     if list.is_empty() {
         return Err(vec!["\"userStories\" is empty: there is nothing to do".into()]);
     }
-    let mut problems = Vec::new();
-    let mut stories = Vec::with_capacity(list.len());
-    let mut seen = std::collections::HashMap::with_capacity(list.len());
-    for (index, item) in list.iter().enumerate() {
-        let Value::Object(obj) = item else {
-            problems.push(format!("story #{} must be an object, found {}", index + 1, kind(item)));
-            continue;
-        };
-        // Only a problem needs the label: building it for every story is
-        // most of the validation's cost on a large PRD.
-        let label = || match obj.get("id") {
+    Ok(list)
+}
+
+/// One story's object, read field by field: a field of the wrong type is
+/// a problem (named with the story) and reads as empty, so every problem
+/// of a PRD is told at once.
+struct Fields<'a, 'p> {
+    obj: &'a Map<String, Value>,
+    index: usize,
+    problems: &'p mut Vec<String>,
+}
+
+impl<'a> Fields<'a, '_> {
+    /// "story #3 (US-003)". Only a problem needs it: building it for every
+    /// story is most of the validation's cost on a large PRD.
+    fn problem(&mut self, what: String) {
+        let label = match self.obj.get("id") {
             Some(Value::String(id)) if !id.trim().is_empty() => {
-                format!("story #{} ({id})", index + 1)
+                format!("story #{} ({id})", self.index + 1)
             }
-            _ => format!("story #{}", index + 1),
+            _ => format!("story #{}", self.index + 1),
         };
-        let id = match obj.get("id") {
-            Some(Value::String(id)) if !id.trim().is_empty() => id,
+        self.problems.push(format!("{label}: {what}"));
+    }
+
+    fn id(&mut self) -> Option<&'a str> {
+        match self.obj.get("id") {
+            Some(Value::String(id)) if !id.trim().is_empty() => Some(id),
             Some(Value::String(_)) => {
-                problems.push(format!("{}: \"id\" is empty", label()));
-                continue;
+                self.problem("\"id\" is empty".into());
+                None
             }
             None => {
-                problems.push(format!("{}: missing \"id\"", label()));
-                continue;
+                self.problem("missing \"id\"".into());
+                None
             }
             Some(other) => {
-                problems.push(format!(
-                    "{}: \"id\" must be a string, found {}",
-                    label(),
-                    kind(other)
-                ));
-                continue;
+                self.problem(format!("\"id\" must be a string, found {}", kind(other)));
+                None
             }
-        };
-        if let Some(first) = seen.insert(id.as_str(), index) {
-            problems.push(format!("{}: duplicate id {id} (also story #{})", label(), first + 1));
         }
-        let mut text = |key: &str| match obj.get(key) {
+    }
+
+    fn text(&mut self, key: &str) -> String {
+        match self.obj.get(key) {
             None | Some(Value::Null) => String::new(),
             Some(Value::String(s)) => s.clone(),
             Some(other) => {
-                problems.push(format!(
-                    "{}: \"{key}\" must be a string, found {}",
-                    label(),
-                    kind(other)
-                ));
+                self.problem(format!("\"{key}\" must be a string, found {}", kind(other)));
                 String::new()
             }
-        };
-        let title = text("title");
-        let description = text("description");
-        let notes = text("notes");
-        let verify = Some(text("verify")).filter(|s| !s.trim().is_empty());
-        // A `verify` ralph cannot split would silently mean "no gate" for
-        // the story: the agent's word would be taken. Refuse it up front.
-        if let Some(Err(e)) = verify.as_deref().map(crate::agent::words::split) {
-            problems.push(format!("{}: \"verify\" is not a command ralph can run: {e}", label()));
         }
-        let depends_on = match obj.get("dependsOn") {
+    }
+
+    /// An array of strings; `what` says what they are, for the problem.
+    fn strings(&mut self, key: &str, what: &str) -> Vec<String> {
+        match self.obj.get(key) {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
                 items.iter().filter_map(|v| v.as_str().map(str::to_string)).collect()
             }
             Some(other) => {
-                problems.push(format!(
-                    "{}: \"dependsOn\" must be an array of story ids, found {}",
-                    label(),
+                self.problem(format!(
+                    "\"{key}\" must be an array of {what}, found {}",
                     kind(other)
                 ));
                 Vec::new()
             }
-        };
-        let touches = match obj.get("touches") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
-                let list: Vec<String> =
-                    items.iter().filter_map(|v| v.as_str().map(str::to_string)).collect();
-                for t in &list {
-                    if let Err(e) = touches::check(t) {
-                        problems.push(format!("{}: \"touches\": {e}", label()));
-                    }
-                }
-                list
+        }
+    }
+
+    fn story(mut self, id: &str) -> Story {
+        let title = self.text("title");
+        let description = self.text("description");
+        let notes = self.text("notes");
+        let verify = Some(self.text("verify")).filter(|s| !s.trim().is_empty());
+        // A `verify` ralph cannot split would silently mean "no gate" for
+        // the story: the agent's word would be taken. Refuse it up front.
+        if let Some(Err(e)) = verify.as_deref().map(crate::agent::words::split) {
+            self.problem(format!("\"verify\" is not a command ralph can run: {e}"));
+        }
+        let depends_on = self.strings("dependsOn", "story ids");
+        let touches = self.strings("touches", "paths or globs");
+        for t in &touches {
+            if let Err(e) = touches::check(t) {
+                self.problem(format!("\"touches\": {e}"));
             }
-            Some(other) => {
-                problems.push(format!(
-                    "{}: \"touches\" must be an array of paths or globs, found {}",
-                    label(),
-                    kind(other)
-                ));
-                Vec::new()
-            }
-        };
-        let passes = match obj.get("passes") {
+        }
+        let passes = match self.obj.get("passes") {
             None | Some(Value::Null) => false,
             Some(Value::Bool(b)) => *b,
             Some(other) => {
-                problems
-                    .push(format!("{}: \"passes\" must be true or false, found {other}", label()));
+                self.problem(format!("\"passes\" must be true or false, found {other}"));
                 false
             }
         };
-        let priority = match obj.get("priority") {
+        let priority = match self.obj.get("priority") {
             None | Some(Value::Null) => None,
             Some(Value::Number(n)) => n.as_f64(),
             Some(other) => {
-                problems.push(format!("{}: \"priority\" must be a number, found {other}", label()));
+                self.problem(format!("\"priority\" must be a number, found {other}"));
                 None
             }
         };
-        let acceptance_criteria = match obj.get("acceptanceCriteria") {
+        let acceptance_criteria = match self.obj.get("acceptanceCriteria") {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(items)) => items
                 .iter()
@@ -621,17 +636,16 @@ fn read_stories(root: &Map<String, Value>) -> Result<Vec<Story>, Vec<String>> {
                 })
                 .collect(),
             Some(other) => {
-                problems.push(format!(
-                    "{}: \"acceptanceCriteria\" must be an array of strings, found {}",
-                    label(),
+                self.problem(format!(
+                    "\"acceptanceCriteria\" must be an array of strings, found {}",
                     kind(other)
                 ));
                 Vec::new()
             }
         };
-        stories.push(Story {
-            index,
-            id: id.clone(),
+        Story {
+            index: self.index,
+            id: id.to_string(),
             title,
             description,
             acceptance_criteria,
@@ -641,10 +655,8 @@ fn read_stories(root: &Map<String, Value>) -> Result<Vec<Story>, Vec<String>> {
             verify,
             depends_on,
             touches,
-        });
+        }
     }
-    problems.extend(dependency_problems(&stories));
-    if problems.is_empty() { Ok(stories) } else { Err(problems) }
 }
 
 /// What is wrong with the stories' `dependsOn`: ids that name no story,
