@@ -60,6 +60,20 @@ impl Run<'_> {
         c: Collected,
         j: Judgement,
     ) -> Result<Option<End>, Error> {
+        let prd = self.write_verdict(guard, &c, &j)?;
+        self.record_iteration(&c, &j, &prd);
+        self.end_iteration(&c, &j);
+        self.go_on_after(&c, &j)
+    }
+
+    /// The verdict on disk: write-ahead in the checkpoint, then prd.json
+    /// reconciled and ralph's commit. Returns prd.json as written.
+    fn write_verdict(
+        &mut self,
+        guard: ClaimGuard,
+        c: &Collected,
+        j: &Judgement,
+    ) -> Result<Prd, Error> {
         let id = c.story.id.clone();
         // Judged (unless stopped before a verdict): a resume never takes
         // this iteration's progress entry back. Cleared before the first
@@ -67,7 +81,7 @@ impl Run<'_> {
         if j.result != IterationResult::Stopped {
             self.state.progress_at_start = None;
         }
-        let plan = self.plan_commit(&c, &j);
+        let plan = self.plan_commit(c, j);
         if j.passes && !c.story.passes {
             // Write-ahead: the verdict and ralph's commit are on disk before
             // anything acts on them, so a resume after a crash from here on
@@ -81,12 +95,20 @@ impl Run<'_> {
             self.state.pending = Some(Pending { story: id.clone(), passes: true, commit });
             self.save_checkpoint(Phase::Gate)?;
         }
-        let prd = self.reconcile(&c, &j)?;
+        let prd = self.reconcile(c, j)?;
         guard.settle();
         if let Some((paths, message)) = plan {
             self.commit(&id, j.commit, &paths, &message)?;
         }
         self.state.pending = None;
+        Ok(prd)
+    }
+
+    /// What the iteration leaves in the run's records: claims, verdicts,
+    /// feedback and handoff for the next prompt, the gate's counts, the
+    /// lessons, the best attempt, what to tell, the story's tally.
+    fn record_iteration(&mut self, c: &Collected, j: &Judgement, prd: &Prd) {
+        let id = c.story.id.clone();
         if c.facts.claim.marked {
             self.state.note_claimed(&id);
         }
@@ -117,12 +139,12 @@ impl Run<'_> {
                 self.record_tests(&cmd, counts, id.clone());
             }
         }
-        self.learn(&c, &j);
+        self.learn(c, j);
         if c.facts.evidence.work_files > 0
             && j.result != IterationResult::Tampered
             && let Some(v) = &c.verdict
         {
-            self.note_best(&c, &j, v, prd.passing());
+            self.note_best(c, j, v, prd.passing());
         }
         for n in &j.notices {
             self.notice(n.clone());
@@ -155,7 +177,10 @@ impl Run<'_> {
         } else {
             self.state.iteration -= 1;
         }
-        self.end_iteration(&c, &j);
+    }
+
+    /// Where the run goes after the iteration: `Ok(Some(end))` stops it.
+    fn go_on_after(&mut self, c: &Collected, j: &Judgement) -> Result<Option<End>, Error> {
         match &j.next {
             Next::Stop(Stop::Interrupted) => {
                 let signal = crate::signals::pending().unwrap_or(libc::SIGTERM);
