@@ -270,9 +270,126 @@ fn deliver_with(
         return Ok(Delivered::default());
     }
 
-    // 1. The branches, with git's credentials: whatever the forge says
-    //    next, the work is on the remote. (An earlier run's story branch
-    //    is there already, as that run pushed it.)
+    // 1. The branches, 2. the pull requests.
+    push_branches(cfg, job, &wants, say)?;
+    let token = find_token(&target, &url, env)?;
+    *redactor = token.redactor();
+    let redactor: &Redactor = redactor;
+    let client = client::Client::new(target.clone(), token, cfg.timeout);
+    let mut say = |line: String| say(redactor.text(&line).into_owned());
+    let mut done = Delivered { noun: target.forge.noun(), ..Delivered::default() };
+    for want in &wants {
+        deliver_want(&client, job, want, &mut rec, &mut done, &mut say, redactor)?;
+    }
+    rec.set_target(&job.branch, target.forge, &target.repo);
+    if let Err(e) = rec.save(&job.record) {
+        say(format!("cannot write {}: {e}", job.record.display()));
+    }
+    Ok(done)
+}
+
+/// Step 2 for one pull request: what the forge says of it now (a person
+/// may have merged or closed it), then kept, opened, updated or restacked,
+/// and recorded. A refusal that does not stop the delivery is noted in
+/// `done`.
+fn deliver_want(
+    client: &client::Client,
+    job: &Job,
+    want: &Want,
+    rec: &mut record::Record,
+    done: &mut Delivered,
+    say: &mut dyn FnMut(String),
+    redactor: &Redactor,
+) -> Result<(), DeliverError> {
+    let key = want.piece.key();
+    // What the forge says of it now (a person may have merged or closed it).
+    let known = match rec.get(&job.branch, &key).cloned() {
+        Some(k) => Some(refresh(client, k)?),
+        // An earlier run's is made from its record: nothing to do without.
+        None if want.earlier => return Ok(()),
+        None => None,
+    };
+    let step = plan::step(want, known.as_ref());
+    let result = match step {
+        Step::Keep { .. } => {
+            done.kept += 1;
+            if let Some(k) = known {
+                rec.put(&job.branch, &key, k);
+            }
+            return Ok(());
+        }
+        Step::Create => create(client, want),
+        Step::Update { number, ready } => {
+            update(client, want, number, ready, known.as_ref().and_then(|k| k.node_id.clone()))
+                .map(|pr| (pr, false))
+        }
+        Step::Restack { number } => client
+            .ask(&Ask::Retarget { number, base: &want.base })
+            .and_then(|v| forge::read_pr(client.target.forge, &v))
+            .map(|pr| (pr, false)),
+    };
+    match result {
+        Ok((pr, adopted)) => {
+            if known.is_none() && !adopted {
+                done.created += 1;
+            } else {
+                done.updated += 1;
+            }
+            let (verb, onto, now) = match (step, known) {
+                // Only its base is this delivery's: the rest stays as recorded.
+                (Step::Restack { .. }, Some(k)) => (
+                    "restacked",
+                    format!(" onto {}", want.base),
+                    Known {
+                        base: want.base.clone(),
+                        state: pr.state,
+                        draft: pr.draft,
+                        url: pr.url.clone(),
+                        checked_at: chrono::Utc::now(),
+                        ..k
+                    },
+                ),
+                (_, None) if !adopted => ("opened", String::new(), known_from(&pr, want)),
+                _ => ("updated", String::new(), known_from(&pr, want)),
+            };
+            say(format!(
+                "{verb} {} #{} for {}{onto}: {}{}",
+                client.target.forge.noun(),
+                pr.number,
+                want.piece.describe(),
+                pr.url,
+                if pr.draft { " (draft)" } else { "" }
+            ));
+            rec.put(&job.branch, &key, now);
+            if let Err(e) = rec.save(&job.record) {
+                say(format!("cannot write {}: {e}", job.record.display()));
+            }
+        }
+        Err(e) if !e.stops_delivery() => {
+            say(format!(
+                "{} for {} was refused: {e}",
+                client.target.forge.noun(),
+                want.piece.describe()
+            ));
+            done.refused.push((want.piece.clone(), redactor.text(&e.to_string()).into()));
+        }
+        Err(e) => {
+            let _ = rec.save(&job.record);
+            return Err(e.into());
+        }
+    }
+    Ok(())
+}
+
+/// Step 1 of a delivery: the branches, with git's credentials. Whatever
+/// the forge says next, the work is on the remote. (An earlier run's story
+/// branch is there already, as that run pushed it.)
+fn push_branches(
+    cfg: &DeliverConfig,
+    job: &Job,
+    wants: &[Want],
+    say: &mut dyn FnMut(String),
+) -> Result<(), DeliverError> {
     let specs: Vec<String> = wants
         .iter()
         .filter(|w| !w.earlier)
@@ -302,98 +419,7 @@ fn deliver_with(
         crate::text::count(specs.len(), "branch", "branches"),
         cfg.remote
     ));
-
-    // 2. The forge.
-    let token = find_token(&target, &url, env)?;
-    *redactor = token.redactor();
-    let redactor: &Redactor = redactor;
-    let client = client::Client::new(target.clone(), token, cfg.timeout);
-    let mut say = |line: String| say(redactor.text(&line).into_owned());
-    let mut done = Delivered { noun: target.forge.noun(), ..Delivered::default() };
-    for want in &wants {
-        let key = want.piece.key();
-        // What the forge says of it now (a person may have merged or closed it).
-        let known = match rec.get(&job.branch, &key).cloned() {
-            Some(k) => Some(refresh(&client, k)?),
-            // An earlier run's is made from its record: nothing to do without.
-            None if want.earlier => continue,
-            None => None,
-        };
-        let step = plan::step(want, known.as_ref());
-        let result = match step {
-            Step::Keep { .. } => {
-                done.kept += 1;
-                if let Some(k) = known {
-                    rec.put(&job.branch, &key, k);
-                }
-                continue;
-            }
-            Step::Create => create(&client, want),
-            Step::Update { number, ready } => {
-                update(&client, want, number, ready, known.as_ref().and_then(|k| k.node_id.clone()))
-                    .map(|pr| (pr, false))
-            }
-            Step::Restack { number } => client
-                .ask(&Ask::Retarget { number, base: &want.base })
-                .and_then(|v| forge::read_pr(client.target.forge, &v))
-                .map(|pr| (pr, false)),
-        };
-        match result {
-            Ok((pr, adopted)) => {
-                if known.is_none() && !adopted {
-                    done.created += 1;
-                } else {
-                    done.updated += 1;
-                }
-                let (verb, onto, now) = match (step, known) {
-                    // Only its base is this delivery's: the rest stays as recorded.
-                    (Step::Restack { .. }, Some(k)) => (
-                        "restacked",
-                        format!(" onto {}", want.base),
-                        Known {
-                            base: want.base.clone(),
-                            state: pr.state,
-                            draft: pr.draft,
-                            url: pr.url.clone(),
-                            checked_at: chrono::Utc::now(),
-                            ..k
-                        },
-                    ),
-                    (_, None) if !adopted => ("opened", String::new(), known_from(&pr, want)),
-                    _ => ("updated", String::new(), known_from(&pr, want)),
-                };
-                say(format!(
-                    "{verb} {} #{} for {}{onto}: {}{}",
-                    target.forge.noun(),
-                    pr.number,
-                    want.piece.describe(),
-                    pr.url,
-                    if pr.draft { " (draft)" } else { "" }
-                ));
-                rec.put(&job.branch, &key, now);
-                if let Err(e) = rec.save(&job.record) {
-                    say(format!("cannot write {}: {e}", job.record.display()));
-                }
-            }
-            Err(e) if !e.stops_delivery() => {
-                say(format!(
-                    "{} for {} was refused: {e}",
-                    target.forge.noun(),
-                    want.piece.describe()
-                ));
-                done.refused.push((want.piece.clone(), redactor.text(&e.to_string()).into()));
-            }
-            Err(e) => {
-                let _ = rec.save(&job.record);
-                return Err(e.into());
-            }
-        }
-    }
-    rec.set_target(&job.branch, target.forge, &target.repo);
-    if let Err(e) = rec.save(&job.record) {
-        say(format!("cannot write {}: {e}", job.record.display()));
-    }
-    Ok(done)
+    Ok(())
 }
 
 /// A story's pull request a person closed without merging it.
