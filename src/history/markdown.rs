@@ -6,8 +6,9 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
+use super::report::StoryLine;
 use super::{RunReport, RunSummary};
-use crate::screenful::{Show, report_touched};
+use crate::screenful::{Show, Touched, report_touched};
 use crate::ui::duration;
 
 fn money(usd: f64, estimated: bool) -> String {
@@ -56,9 +57,31 @@ fn cell(text: &str) -> String {
 /// The run's report in Markdown: every story of a short PRD (or with
 /// [`Show::All`]); of a long one, the ones the run touched.
 pub fn markdown(r: &RunReport, show: Show) -> String {
+    let mut out = String::new();
+    header(&mut out, r);
+    let listed = crate::screenful::touched(&r.stories, show, report_touched, |s| s.passes);
+    stories(&mut out, r, &listed);
+    switches(&mut out, r);
+    merge_failures(&mut out, r);
+    notes(&mut out, r);
+    gate_failures(&mut out, r);
+    proposals(&mut out, r);
+    judged(&mut out, &listed.shown);
+    sandbox_denials(&mut out, r);
+    lessons(&mut out, r);
+    if r.totals.cost_estimated {
+        let _ = writeln!(
+            out,
+            "\n~ an estimate: the agent reported tokens but no cost, priced by `cost.prices`."
+        );
+    }
+    out
+}
+
+/// The title and the run in figures.
+fn header(out: &mut String, r: &RunReport) {
     let s = &r.summary;
     let t = &r.totals;
-    let mut out = String::new();
     let _ = writeln!(out, "# ralph run {}\n", s.run_id);
     let started = s.started_at.map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string());
     let _ = writeln!(out, "- started: {}", started.unwrap_or_else(|| "?".into()));
@@ -96,6 +119,10 @@ pub fn markdown(r: &RunReport, show: Show) -> String {
         duration(t.waited_ms),
         duration(t.retried_ms)
     );
+}
+
+/// The stories' table: those `listed` shows, the rest counted.
+fn stories(out: &mut String, r: &RunReport, listed: &Touched<'_, StoryLine>) {
     // Which agent did a story is worth a column once more than one did.
     let by = r.stories.iter().flat_map(|s| &s.agents).collect::<BTreeSet<_>>().len() > 1;
     let _ = writeln!(out, "\n## Stories\n");
@@ -109,7 +136,6 @@ pub fn markdown(r: &RunReport, show: Show) -> String {
         "| --- | --- | --- | --- | --- | --- |{} --- | --- | --- | --- |",
         if by { " --- |" } else { "" }
     );
-    let listed = crate::screenful::touched(&r.stories, show, report_touched, |s| s.passes);
     for st in listed.shown.iter().copied() {
         let result = match (st.passes, st.verified, st.delivered) {
             (true, _, true) => "delivered",
@@ -149,6 +175,9 @@ pub fn markdown(r: &RunReport, show: Show) -> String {
             rest.describe(!listed.shown.is_empty())
         );
     }
+}
+
+fn switches(out: &mut String, r: &RunReport) {
     if !r.switches.is_empty() {
         let _ = writeln!(out, "\n## Agent switches\n");
         for sw in &r.switches {
@@ -163,6 +192,9 @@ pub fn markdown(r: &RunReport, show: Show) -> String {
             let _ = writeln!(out, "- {}", cell(&text));
         }
     }
+}
+
+fn merge_failures(out: &mut String, r: &RunReport) {
     let merges: Vec<_> = r.stories.iter().filter(|st| !st.merge_failures.is_empty()).collect();
     if !merges.is_empty() {
         let _ = writeln!(out, "\n## Merge attempts that failed\n");
@@ -172,6 +204,9 @@ pub fn markdown(r: &RunReport, show: Show) -> String {
             }
         }
     }
+}
+
+fn notes(out: &mut String, r: &RunReport) {
     let noted: Vec<_> = r.stories.iter().filter(|st| st.note.is_some()).collect();
     if !noted.is_empty() {
         let _ = writeln!(out, "\n## Notes\n");
@@ -179,6 +214,9 @@ pub fn markdown(r: &RunReport, show: Show) -> String {
             let _ = writeln!(out, "- {}: {}", st.id, cell(st.note.as_deref().unwrap_or("")));
         }
     }
+}
+
+fn gate_failures(out: &mut String, r: &RunReport) {
     let failed_gates: Vec<_> = r
         .stories
         .iter()
@@ -202,6 +240,11 @@ pub fn markdown(r: &RunReport, show: Show) -> String {
             );
         }
     }
+}
+
+/// What the agent proposed and ralph set back: prd.json edits and
+/// protected paths.
+fn proposals(out: &mut String, r: &RunReport) {
     if !r.prd_proposals.is_empty() {
         let _ = writeln!(out, "\n## Changes the agent proposed to prd.json\n");
         let _ = writeln!(
@@ -240,8 +283,11 @@ pub fn markdown(r: &RunReport, show: Show) -> String {
             );
         }
     }
-    let judged: Vec<_> =
-        listed.shown.iter().filter_map(|s| s.oracle.as_ref().map(|o| (*s, o))).collect();
+}
+
+/// What judged each story shown: its gate, tests, refusals and flags.
+fn judged(out: &mut String, shown: &[&StoryLine]) {
+    let judged: Vec<_> = shown.iter().filter_map(|s| s.oracle.as_ref().map(|o| (*s, o))).collect();
     if !judged.is_empty() {
         let _ = writeln!(out, "\n## What judged each story\n");
         for (st, o) in judged {
@@ -269,6 +315,9 @@ pub fn markdown(r: &RunReport, show: Show) -> String {
             }
         }
     }
+}
+
+fn sandbox_denials(out: &mut String, r: &RunReport) {
     if !r.sandbox_denials.is_empty() {
         let _ = writeln!(out, "\n## Sandbox denials\n");
         for d in &r.sandbox_denials {
@@ -286,6 +335,9 @@ pub fn markdown(r: &RunReport, show: Show) -> String {
             );
         }
     }
+}
+
+fn lessons(out: &mut String, r: &RunReport) {
     if r.stories.iter().any(|s| !s.lessons.is_empty()) {
         let _ = writeln!(out, "\n## Lessons\n");
         for st in r.stories.iter().filter(|s| !s.lessons.is_empty()) {
@@ -294,13 +346,6 @@ pub fn markdown(r: &RunReport, show: Show) -> String {
             }
         }
     }
-    if t.cost_estimated {
-        let _ = writeln!(
-            out,
-            "\n~ an estimate: the agent reported tokens but no cost, priced by `cost.prices`."
-        );
-    }
-    out
 }
 
 /// `ralph history` as text: one line per run, newest last.
