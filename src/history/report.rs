@@ -1,6 +1,7 @@
 //! A run story by story: `ralph report`, and the Markdown written at the
 //! end of every run.
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::{Recorded, RunSummary, inner, summarize};
@@ -163,151 +164,12 @@ fn line(id: &str, title: &str) -> StoryLine {
 
 /// A run's report from its events (in the order recorded).
 pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
-    let mut stories: Vec<StoryLine> = Vec::new();
-    let mut sent_back = std::collections::BTreeSet::new();
-    let mut waited_ms = 0u64;
-    let mut switches = Vec::new();
-    let mut retried_ms = 0u64;
-    let mut gate_ms = std::collections::BTreeMap::<String, u64>::new();
-    let mut sandbox_denials = Vec::new();
-    let mut current_story: Option<String> = None;
-    fn get<'s>(stories: &'s mut Vec<StoryLine>, id: &str, title: &str) -> &'s mut StoryLine {
-        match stories.iter().position(|s| s.id == id) {
-            Some(i) => &mut stories[i],
-            None => {
-                stories.push(line(id, title));
-                stories.last_mut().expect("just pushed")
-            }
-        }
-    }
-    // A wait counts for as long as it lasted: until the next event (a run
-    // killed or stopped in it resumes with a new start), never more than
-    // it was planned for; a wait with nothing after it, until its last tick.
-    let mut wait: Option<(chrono::DateTime<chrono::Utc>, u64)> = None;
-    let waited = |(from, planned_ms): (chrono::DateTime<chrono::Utc>, u64),
-                  to: chrono::DateTime<chrono::Utc>| {
-        ((to - from).num_milliseconds().max(0) as u64).min(planned_ms)
-    };
-    let mut last_tick = None;
+    let mut t = Tally::default();
     for r in events {
-        let from_worker = matches!(r.event, Event::Worker { .. });
-        if matches!(r.event, Event::WaitTick { .. }) {
-            last_tick = Some(r.ts);
-            continue;
-        }
-        if let Some(w) = wait.take() {
-            waited_ms += waited(w, r.ts);
-        }
-        match inner(&r.event) {
-            Event::IterationStart { story_id, story_title, agent, .. } => {
-                current_story = Some(story_id.clone());
-                let s = get(&mut stories, story_id, story_title);
-                if s.title.is_empty() {
-                    s.title.clone_from(story_title);
-                }
-                if !agent.is_empty() && !s.agents.contains(agent) {
-                    s.agents.push(agent.clone());
-                }
-            }
-            Event::AgentSwitch { iteration, from, to, reason, until } => {
-                switches.push(SwitchReport {
-                    iteration: *iteration,
-                    from: from.clone(),
-                    to: to.clone(),
-                    reason: *reason,
-                    until: *until,
-                });
-            }
-            Event::Gate { iteration, story_id, passed, exit_code, duration_ms, summary } => {
-                let s = get(&mut stories, story_id, "");
-                *gate_ms.entry(story_id.clone()).or_default() += duration_ms;
-                s.gates.push(GateResult {
-                    iteration: *iteration,
-                    passed: *passed,
-                    exit_code: *exit_code,
-                    duration_ms: *duration_ms,
-                    summary: summary.clone(),
-                });
-            }
-            Event::IterationEnd {
-                story_id,
-                result,
-                duration_ms,
-                story_passes,
-                cost_usd,
-                cost_estimated,
-                tokens,
-                tokens_in,
-                tokens_out,
-                commit,
-                lessons,
-                resolve,
-                ..
-            } => {
-                let s = get(&mut stories, story_id, "");
-                match result {
-                    IterationResult::Transient => {
-                        s.retried += 1;
-                        retried_ms += duration_ms;
-                    }
-                    IterationResult::Stopped => {}
-                    _ if *resolve => s.resolves += 1,
-                    _ => s.attempts += 1,
-                }
-                s.wall_ms += duration_ms;
-                // The iteration's gates ran inside it.
-                s.agent_ms += duration_ms.saturating_sub(gate_ms.remove(story_id).unwrap_or(0));
-                s.cost_usd += cost_usd.unwrap_or(0.0);
-                s.cost_estimated |= *cost_estimated && cost_usd.is_some();
-                s.tokens_in += tokens_in.or(*tokens).unwrap_or(0);
-                s.tokens_out += tokens_out.unwrap_or(0);
-                s.lessons.extend(lessons.iter().cloned());
-                if *story_passes && !from_worker && !s.delivered {
-                    s.delivered = true;
-                    s.first_pass = s.attempts == 1;
-                    s.commit.clone_from(commit);
-                }
-            }
-            Event::Merge { story_id, result, commit, message, .. } => {
-                let s = get(&mut stories, story_id, "");
-                match result {
-                    MergeResult::Merged => {
-                        s.delivered = true;
-                        s.first_pass = s.attempts == 1 && !sent_back.contains(story_id);
-                        s.commit.clone_from(commit);
-                    }
-                    // Not yet a failure: the resolution's outcome is.
-                    MergeResult::Resolving => {
-                        sent_back.insert(story_id.clone());
-                    }
-                    MergeResult::Conflict
-                    | MergeResult::GateFailed
-                    | MergeResult::ResolveFailed
-                    | MergeResult::Blocked => {
-                        sent_back.insert(story_id.clone());
-                        s.merge_failures.push(message.clone());
-                    }
-                }
-            }
-            Event::Waiting { seconds, .. } if !from_worker => {
-                wait = Some((r.ts, seconds.saturating_mul(1000)));
-                last_tick = None;
-            }
-            // A worker's own wait (its events arrive among the others').
-            Event::Waiting { seconds, .. } => waited_ms += seconds.saturating_mul(1000),
-            Event::SandboxDenied { iteration, who, denials } => {
-                sandbox_denials.push(SandboxDenial {
-                    iteration: *iteration,
-                    story_id: current_story.clone(),
-                    who: *who,
-                    denials: denials.clone(),
-                });
-            }
-            _ => {}
-        }
+        t.add(r);
     }
-    if let Some(w) = wait {
-        waited_ms += waited(w, last_tick.unwrap_or(w.0));
+    if let Some(w) = t.wait {
+        t.waited_ms += waited(w, t.last_tick.unwrap_or(w.0));
     }
     let (prd_proposals, protected_refused) = events
         .iter()
@@ -319,43 +181,230 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
             _ => None,
         })
         .unwrap_or_default();
+    let mut stories = t.stories;
     // The end's report has every story, in the PRD's order, and the verdicts.
     if let Some(end) = events.iter().rev().find_map(|r| match &r.event {
         Event::RunEnd { report, .. } => Some(report),
         _ => None,
     }) {
-        let mut ordered = Vec::new();
-        for st in end {
-            let mut s = match stories.iter().position(|s| s.id == st.id) {
-                Some(i) => stories.remove(i),
-                None => line(&st.id, &st.title),
-            };
-            s.title.clone_from(&st.title);
-            s.passes = st.passes;
-            s.verified = st.verified;
-            s.note.clone_from(&st.note);
-            s.oracle = Some(StoryOracle {
-                gate: st.gate.clone(),
-                gate_source: st.gate_source.clone(),
-                tests_before: st.tests_before,
-                tests_after: st.tests_after,
-                refused: st.refused.clone(),
-                test_flags: st.test_flags.clone(),
-                red: st.red.clone(),
-            })
-            .filter(|o| o.gate.is_some() || !o.refused.is_empty() || !o.test_flags.is_empty());
-            if s.commit.is_none() {
-                s.commit.clone_from(&st.commit);
-            }
-            ordered.push(s);
-        }
-        ordered.append(&mut stories);
-        stories = ordered;
+        stories = in_the_end_s_order(stories, end);
     }
+    RunReport {
+        summary: summarize(run_id, events),
+        totals: totals(&stories, t.waited_ms, t.retried_ms),
+        stories,
+        switches: t.switches,
+        prd_proposals,
+        protected_refused,
+        sandbox_denials: t.sandbox_denials,
+    }
+}
+
+/// What the events told so far, story by story.
+#[derive(Default)]
+struct Tally {
+    stories: Vec<StoryLine>,
+    /// Stories whose merge failed or went to a resolver (not a first pass).
+    sent_back: std::collections::BTreeSet<String>,
+    waited_ms: u64,
+    retried_ms: u64,
+    switches: Vec<SwitchReport>,
+    /// Gate time of each story's iteration under way (inside its wall time).
+    gate_ms: std::collections::BTreeMap<String, u64>,
+    sandbox_denials: Vec<SandboxDenial>,
+    current_story: Option<String>,
+    /// A wait under way: since when, and for how long it was planned.
+    wait: Option<(DateTime<Utc>, u64)>,
+    last_tick: Option<DateTime<Utc>>,
+}
+
+/// A wait counts for as long as it lasted: until the next event (a run
+/// killed or stopped in it resumes with a new start), never more than it
+/// was planned for; a wait with nothing after it, until its last tick.
+fn waited((from, planned_ms): (DateTime<Utc>, u64), to: DateTime<Utc>) -> u64 {
+    ((to - from).num_milliseconds().max(0) as u64).min(planned_ms)
+}
+
+/// The line of story `id` in `stories`, added when it has none yet.
+fn story<'s>(stories: &'s mut Vec<StoryLine>, id: &str, title: &str) -> &'s mut StoryLine {
+    match stories.iter().position(|s| s.id == id) {
+        Some(i) => &mut stories[i],
+        None => {
+            stories.push(line(id, title));
+            stories.last_mut().expect("just pushed")
+        }
+    }
+}
+
+impl Tally {
+    /// An iteration's end: its kind counted, its time, cost and tokens
+    /// added, and the story delivered when it passed (a worker's pass is
+    /// not: its merge is).
+    fn iteration_end(&mut self, e: &Event, from_worker: bool) {
+        let Event::IterationEnd {
+            story_id,
+            result,
+            duration_ms,
+            story_passes,
+            cost_usd,
+            cost_estimated,
+            tokens,
+            tokens_in,
+            tokens_out,
+            commit,
+            lessons,
+            resolve,
+            ..
+        } = e
+        else {
+            return;
+        };
+        let s = story(&mut self.stories, story_id, "");
+        match result {
+            IterationResult::Transient => {
+                s.retried += 1;
+                self.retried_ms += duration_ms;
+            }
+            IterationResult::Stopped => {}
+            _ if *resolve => s.resolves += 1,
+            _ => s.attempts += 1,
+        }
+        s.wall_ms += duration_ms;
+        // The iteration's gates ran inside it.
+        s.agent_ms += duration_ms.saturating_sub(self.gate_ms.remove(story_id).unwrap_or(0));
+        s.cost_usd += cost_usd.unwrap_or(0.0);
+        s.cost_estimated |= *cost_estimated && cost_usd.is_some();
+        s.tokens_in += tokens_in.or(*tokens).unwrap_or(0);
+        s.tokens_out += tokens_out.unwrap_or(0);
+        s.lessons.extend(lessons.iter().cloned());
+        if *story_passes && !from_worker && !s.delivered {
+            s.delivered = true;
+            s.first_pass = s.attempts == 1;
+            s.commit.clone_from(commit);
+        }
+    }
+
+    fn add(&mut self, r: &Recorded) {
+        let from_worker = matches!(r.event, Event::Worker { .. });
+        if matches!(r.event, Event::WaitTick { .. }) {
+            self.last_tick = Some(r.ts);
+            return;
+        }
+        if let Some(w) = self.wait.take() {
+            self.waited_ms += waited(w, r.ts);
+        }
+        match inner(&r.event) {
+            Event::IterationStart { story_id, story_title, agent, .. } => {
+                self.current_story = Some(story_id.clone());
+                let s = story(&mut self.stories, story_id, story_title);
+                if s.title.is_empty() {
+                    s.title.clone_from(story_title);
+                }
+                if !agent.is_empty() && !s.agents.contains(agent) {
+                    s.agents.push(agent.clone());
+                }
+            }
+            Event::AgentSwitch { iteration, from, to, reason, until } => {
+                self.switches.push(SwitchReport {
+                    iteration: *iteration,
+                    from: from.clone(),
+                    to: to.clone(),
+                    reason: *reason,
+                    until: *until,
+                });
+            }
+            Event::Gate { iteration, story_id, passed, exit_code, duration_ms, summary } => {
+                let s = story(&mut self.stories, story_id, "");
+                *self.gate_ms.entry(story_id.clone()).or_default() += duration_ms;
+                s.gates.push(GateResult {
+                    iteration: *iteration,
+                    passed: *passed,
+                    exit_code: *exit_code,
+                    duration_ms: *duration_ms,
+                    summary: summary.clone(),
+                });
+            }
+            e @ Event::IterationEnd { .. } => self.iteration_end(e, from_worker),
+            Event::Merge { story_id, result, commit, message, .. } => {
+                let s = story(&mut self.stories, story_id, "");
+                match result {
+                    MergeResult::Merged => {
+                        s.delivered = true;
+                        s.first_pass = s.attempts == 1 && !self.sent_back.contains(story_id);
+                        s.commit.clone_from(commit);
+                    }
+                    // Not yet a failure: the resolution's outcome is.
+                    MergeResult::Resolving => {
+                        self.sent_back.insert(story_id.clone());
+                    }
+                    MergeResult::Conflict
+                    | MergeResult::GateFailed
+                    | MergeResult::ResolveFailed
+                    | MergeResult::Blocked => {
+                        self.sent_back.insert(story_id.clone());
+                        s.merge_failures.push(message.clone());
+                    }
+                }
+            }
+            Event::Waiting { seconds, .. } if !from_worker => {
+                self.wait = Some((r.ts, seconds.saturating_mul(1000)));
+                self.last_tick = None;
+            }
+            // A worker's own wait (its events arrive among the others').
+            Event::Waiting { seconds, .. } => self.waited_ms += seconds.saturating_mul(1000),
+            Event::SandboxDenied { iteration, who, denials } => {
+                self.sandbox_denials.push(SandboxDenial {
+                    iteration: *iteration,
+                    story_id: self.current_story.clone(),
+                    who: *who,
+                    denials: denials.clone(),
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `stories` in the order of the run end's report (the PRD's), with its
+/// verdicts; stories it does not list after them.
+fn in_the_end_s_order(
+    mut stories: Vec<StoryLine>,
+    end: &[crate::event::StoryReport],
+) -> Vec<StoryLine> {
+    let mut ordered = Vec::new();
+    for st in end {
+        let mut s = match stories.iter().position(|s| s.id == st.id) {
+            Some(i) => stories.remove(i),
+            None => line(&st.id, &st.title),
+        };
+        s.title.clone_from(&st.title);
+        s.passes = st.passes;
+        s.verified = st.verified;
+        s.note.clone_from(&st.note);
+        s.oracle = Some(StoryOracle {
+            gate: st.gate.clone(),
+            gate_source: st.gate_source.clone(),
+            tests_before: st.tests_before,
+            tests_after: st.tests_after,
+            refused: st.refused.clone(),
+            test_flags: st.test_flags.clone(),
+            red: st.red.clone(),
+        })
+        .filter(|o| o.gate.is_some() || !o.refused.is_empty() || !o.test_flags.is_empty());
+        if s.commit.is_none() {
+            s.commit.clone_from(&st.commit);
+        }
+        ordered.push(s);
+    }
+    ordered.append(&mut stories);
+    ordered
+}
+
+fn totals(stories: &[StoryLine], waited_ms: u64, retried_ms: u64) -> Totals {
     let delivered = stories.iter().filter(|s| s.delivered).count();
     let first_pass = stories.iter().filter(|s| s.first_pass).count();
     let cost_usd: f64 = stories.iter().map(|s| s.cost_usd).sum();
-    let totals = Totals {
+    Totals {
         attempts: stories.iter().map(|s| s.attempts).sum(),
         delivered,
         first_pass,
@@ -368,14 +417,5 @@ pub fn report(run_id: &str, events: &[Recorded]) -> RunReport {
         waited_ms,
         retried_ms,
         lost_ms: waited_ms + retried_ms,
-    };
-    RunReport {
-        summary: summarize(run_id, events),
-        stories,
-        totals,
-        switches,
-        prd_proposals,
-        protected_refused,
-        sandbox_denials,
     }
 }
