@@ -344,64 +344,8 @@ pub(crate) fn judge(f: &Facts) -> Judgement {
     if tampered {
         refuse(f, &mut j);
     }
-    if !f.test_flags.is_empty() {
-        let flags: Vec<String> = f.test_flags.iter().map(ToString::to_string).collect();
-        j.warnings.push(format!("in {}'s diff: {}", f.story.id, flags.join("; ")));
-        j.feedback.push(format!(
-            "ralph saw tests set aside or removed in your changes:\n{}\nA test is the \
-             person's check: make it pass instead of skipping, ignoring or deleting it.",
-            flags.iter().map(|l| format!("- {l}")).collect::<Vec<_>>().join("\n")
-        ));
-    }
-    let mut gate_signature = None;
-    let mut gate_example = None;
-    match &f.gate {
-        GateRun::Passed | GateRun::None | GateRun::Skipped if tampered => {
-            j.verified = matches!(f.gate, GateRun::Passed).then_some(false);
-            if f.claim.marked {
-                j.commit = unmark(f);
-            }
-        }
-        GateRun::Passed if f.story.own_gate || f.claim.marked || f.claim.said_done || work => {
-            j.verified = Some(true);
-            done(f, &mut j, true);
-        }
-        GateRun::Passed => {
-            j.verified = Some(false);
-            j.feedback.push(format!(
-                "The gate passes, but nothing was done for {} in this iteration (no commits, no \
-                 changed files): implement the story, commit it, and set its \"passes\" to true.",
-                f.story.id
-            ));
-        }
-        GateRun::Failed(g) => {
-            j.verified = Some(false);
-            if f.claim.marked {
-                j.commit = unmark(f);
-                j.warnings.push(format!(
-                    "{} was claimed but the gate failed: set back to unfinished",
-                    f.story.id
-                ));
-            }
-            j.feedback.push(g.feedback.clone());
-            gate_signature = Some(g.signature.clone());
-            // The detail's first line is the exit code (`exit=1`), then its error lines.
-            gate_example = g.detail.lines().skip(1).map(str::trim).find(|l| !l.is_empty());
-            j.learn.push(learned(f, Category::GateFailure, &g.signature, &g.detail));
-        }
-        GateRun::None | GateRun::Skipped if f.claim.marked && cut_off => {
-            j.commit = unmark(f);
-            j.warnings.push(format!(
-                "{} was marked passing by a failed agent run: set back to unfinished",
-                f.story.id
-            ));
-        }
-        GateRun::None | GateRun::Skipped if f.claim.marked => done(f, &mut j, false),
-        GateRun::None | GateRun::Skipped => {}
-        GateRun::Interrupted | GateRun::CannotRun { .. } => {
-            unreachable!("handled before the verdict")
-        }
-    }
+    flag_tests(f, &mut j);
+    let (gate_signature, gate_example) = gate_verdict(f, &mut j, tampered, cut_off, work);
     let newly_verified = j.passes && !f.story.passed_before && j.verified == Some(true);
     let progress = !tampered && (work || newly_verified);
     j.result = if tampered {
@@ -415,52 +359,8 @@ pub(crate) fn judge(f: &Facts) -> Judgement {
     } else {
         IterationResult::NoProgress
     };
-    if !progress && (f.claim.tasks > 0 || f.claim.said_done) {
-        let what = if f.claim.tasks > 0 {
-            format!(
-                "it completed {} task{}",
-                f.claim.tasks,
-                crate::text::plural(f.claim.tasks as usize)
-            )
-        } else {
-            "it is done".to_string()
-        };
-        j.warnings.push(format!(
-            "the agent says {what}, but no file changed and nothing was verified: not counted as progress"
-        ));
-    }
-    if !progress && gate_signature.is_none() && !f.tool_errors.is_empty() {
-        j.feedback.push(format!(
-            "Commands the agent ran failed with these errors:\n{}",
-            crate::prompt::fence(&f.tool_errors.join("\n"))
-        ));
-    }
-    if j.learn.is_empty() {
-        j.learn.extend(agent_failure(f).or_else(|| other_failure(f, progress)));
-    }
+    tell(f, &mut j, progress, gate_signature.is_some());
     let handoff_problem = matches!(f.handoff, HandoffFacts::Problem { .. });
-    if !f.sandbox_denials.is_empty() {
-        j.feedback.push(format!(
-            "The sandbox denied these (the lines of the output that say so):\n{}\nYou cannot \
-             write outside the project, read credential stores or other projects, connect to \
-             ports other than the API's, or signal processes outside your own: do not retry \
-             them; do the work inside the project.",
-            crate::prompt::fence(&f.sandbox_denials.join("\n"))
-        ));
-    }
-    j.note = j.note.take().or_else(|| {
-        if !f.sandbox_denials.is_empty() {
-            // What the sandbox stopped explains the rest better than anything.
-            Some(f.sandbox_denials.join(", "))
-        } else if !f.permission_denials.is_empty() {
-            // The denial explains a missing handoff better than the handoff does.
-            Some(format!("permission denied: {}", f.permission_denials.join(", ")))
-        } else if let HandoffFacts::Problem { note, .. } = &f.handoff {
-            Some(note.clone())
-        } else {
-            None
-        }
-    });
     j.breaker = Some(Signals {
         iteration: u64::from(f.iteration),
         progress,
@@ -485,6 +385,131 @@ pub(crate) fn judge(f: &Facts) -> Judgement {
         _ => Next::Continue,
     });
     j
+}
+
+/// Skip markers added and tests deleted in the diff: told to the person
+/// and the next agent.
+fn flag_tests(f: &Facts, j: &mut Judgement) {
+    if !f.test_flags.is_empty() {
+        let flags: Vec<String> = f.test_flags.iter().map(ToString::to_string).collect();
+        j.warnings.push(format!("in {}'s diff: {}", f.story.id, flags.join("; ")));
+        j.feedback.push(format!(
+            "ralph saw tests set aside or removed in your changes:\n{}\nA test is the \
+             person's check: make it pass instead of skipping, ignoring or deleting it.",
+            flags.iter().map(|l| format!("- {l}")).collect::<Vec<_>>().join("\n")
+        ));
+    }
+}
+
+/// What the next prompt, the lessons and the person are told beyond the
+/// verdict — a claim with no progress, the errors of commands that failed,
+/// what the sandbox denied — and the note that explains the iteration.
+fn tell(f: &Facts, j: &mut Judgement, progress: bool, gate_failed: bool) {
+    if !progress && (f.claim.tasks > 0 || f.claim.said_done) {
+        let what = if f.claim.tasks > 0 {
+            format!(
+                "it completed {} task{}",
+                f.claim.tasks,
+                crate::text::plural(f.claim.tasks as usize)
+            )
+        } else {
+            "it is done".to_string()
+        };
+        j.warnings.push(format!(
+            "the agent says {what}, but no file changed and nothing was verified: not counted as progress"
+        ));
+    }
+    if !progress && !gate_failed && !f.tool_errors.is_empty() {
+        j.feedback.push(format!(
+            "Commands the agent ran failed with these errors:\n{}",
+            crate::prompt::fence(&f.tool_errors.join("\n"))
+        ));
+    }
+    if j.learn.is_empty() {
+        j.learn.extend(agent_failure(f).or_else(|| other_failure(f, progress)));
+    }
+    if !f.sandbox_denials.is_empty() {
+        j.feedback.push(format!(
+            "The sandbox denied these (the lines of the output that say so):\n{}\nYou cannot \
+             write outside the project, read credential stores or other projects, connect to \
+             ports other than the API's, or signal processes outside your own: do not retry \
+             them; do the work inside the project.",
+            crate::prompt::fence(&f.sandbox_denials.join("\n"))
+        ));
+    }
+    j.note = j.note.take().or_else(|| {
+        if !f.sandbox_denials.is_empty() {
+            // What the sandbox stopped explains the rest better than anything.
+            Some(f.sandbox_denials.join(", "))
+        } else if !f.permission_denials.is_empty() {
+            // The denial explains a missing handoff better than the handoff does.
+            Some(format!("permission denied: {}", f.permission_denials.join(", ")))
+        } else if let HandoffFacts::Problem { note, .. } = &f.handoff {
+            Some(note.clone())
+        } else {
+            None
+        }
+    });
+}
+
+/// What the gate's run says of the story: verified or not, done, set
+/// back to unfinished; with a failed gate, its error's signature and an
+/// example line for the breaker.
+fn gate_verdict<'f>(
+    f: &'f Facts,
+    j: &mut Judgement,
+    tampered: bool,
+    cut_off: bool,
+    work: bool,
+) -> (Option<String>, Option<&'f str>) {
+    match &f.gate {
+        GateRun::Passed | GateRun::None | GateRun::Skipped if tampered => {
+            j.verified = matches!(f.gate, GateRun::Passed).then_some(false);
+            if f.claim.marked {
+                j.commit = unmark(f);
+            }
+        }
+        GateRun::Passed if f.story.own_gate || f.claim.marked || f.claim.said_done || work => {
+            j.verified = Some(true);
+            done(f, j, true);
+        }
+        GateRun::Passed => {
+            j.verified = Some(false);
+            j.feedback.push(format!(
+                "The gate passes, but nothing was done for {} in this iteration (no commits, no \
+                 changed files): implement the story, commit it, and set its \"passes\" to true.",
+                f.story.id
+            ));
+        }
+        GateRun::Failed(g) => {
+            j.verified = Some(false);
+            if f.claim.marked {
+                j.commit = unmark(f);
+                j.warnings.push(format!(
+                    "{} was claimed but the gate failed: set back to unfinished",
+                    f.story.id
+                ));
+            }
+            j.feedback.push(g.feedback.clone());
+            j.learn.push(learned(f, Category::GateFailure, &g.signature, &g.detail));
+            // The detail's first line is the exit code (`exit=1`), then its error lines.
+            let example = g.detail.lines().skip(1).map(str::trim).find(|l| !l.is_empty());
+            return (Some(g.signature.clone()), example);
+        }
+        GateRun::None | GateRun::Skipped if f.claim.marked && cut_off => {
+            j.commit = unmark(f);
+            j.warnings.push(format!(
+                "{} was marked passing by a failed agent run: set back to unfinished",
+                f.story.id
+            ));
+        }
+        GateRun::None | GateRun::Skipped if f.claim.marked => done(f, j, false),
+        GateRun::None | GateRun::Skipped => {}
+        GateRun::Interrupted | GateRun::CannotRun { .. } => {
+            unreachable!("handled before the verdict")
+        }
+    }
+    (None, None)
 }
 
 /// The story ends passing (the gate verified it, or no gate and the agent
