@@ -131,6 +131,10 @@ pub(crate) fn paint(on: bool, code: &str, text: &str) -> String {
 }
 
 /// The human text of an event, or `None` for events a person need not see.
+///
+/// Long by design: one arm per kind of event, each arm that event's whole
+/// rendering, so a new event is one arm here (the longer ones have their
+/// own function: the end of a run in `end.rs`, an iteration's end below).
 pub fn describe(event: &Event, style: Style) -> Option<String> {
     let c = style.color;
     Some(match event {
@@ -185,42 +189,7 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
             }
             return Some(out);
         }
-        Event::IterationEnd {
-            iteration,
-            story_id,
-            result,
-            duration_ms,
-            commits,
-            files_changed,
-            story_passes,
-            cost_usd,
-            error,
-            ..
-        } => {
-            let mut s = format!(
-                "iteration {iteration} {} in {} · {commits} commit{} · {files_changed} file{} changed",
-                result.phrase(),
-                duration(*duration_ms),
-                plural(*commits),
-                plural(*files_changed)
-            );
-            if let Some(cost) = cost_usd {
-                s.push_str(&format!(" · ${cost:.2}"));
-            }
-            if *story_passes {
-                s.push_str(&format!(" · {story_id} passes"));
-            }
-            if let Some(e) = error {
-                s.push_str(&format!(" · {e}"));
-            }
-            use crate::event::IterationResult as R;
-            let code = match result {
-                R::Progress => "32",
-                R::Failed | R::Stopped | R::GateFailed | R::Tampered => "31",
-                R::NoProgress | R::Transient => "33",
-            };
-            paint(c, code, &s)
-        }
+        e @ Event::IterationEnd { .. } => iteration_end(e, c)?,
         Event::SandboxDenied { iteration, who, denials } => {
             let who = match who {
                 crate::event::Confined::Agent => "the agent",
@@ -303,6 +272,48 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
         }
         e @ Event::RunEnd { .. } => end::run_end(e, c)?,
     })
+}
+
+/// "iteration 3 progress in 1m 2s · 1 commit · 4 files changed · US-002 passes".
+fn iteration_end(e: &Event, c: bool) -> Option<String> {
+    let Event::IterationEnd {
+        iteration,
+        story_id,
+        result,
+        duration_ms,
+        commits,
+        files_changed,
+        story_passes,
+        cost_usd,
+        error,
+        ..
+    } = e
+    else {
+        return None;
+    };
+    let mut s = format!(
+        "iteration {iteration} {} in {} · {commits} commit{} · {files_changed} file{} changed",
+        result.phrase(),
+        duration(*duration_ms),
+        plural(*commits),
+        plural(*files_changed)
+    );
+    if let Some(cost) = cost_usd {
+        s.push_str(&format!(" · ${cost:.2}"));
+    }
+    if *story_passes {
+        s.push_str(&format!(" · {story_id} passes"));
+    }
+    if let Some(e) = error {
+        s.push_str(&format!(" · {e}"));
+    }
+    use crate::event::IterationResult as R;
+    let code = match result {
+        R::Progress => "32",
+        R::Failed | R::Stopped | R::GateFailed | R::Tampered => "31",
+        R::NoProgress | R::Transient => "33",
+    };
+    Some(paint(c, code, &s))
 }
 
 impl<W: Write> Reporter for Plain<W> {
