@@ -603,29 +603,10 @@ impl Analyzer {
             _ => None,
         };
         if let Some(kind) = status_kind {
-            if kind == PatternKind::RateLimit {
-                // A 429 is a usage limit when its text says so; one that
-                // says when to retry is waited out until then; one that
-                // says the account is out of quota stops the run.
-                if let Some(line) = usage_text() {
-                    return AgentError::UsageLimit {
-                        resets_at: reset_in_texts().or_else(|| daily_reset(line, now)),
-                        message: line.to_string(),
-                    };
-                }
-                if let Some((at, text)) =
-                    texts.iter().find_map(|t| reset::retry_in(t, now).map(|at| (at, *t)))
-                {
-                    return AgentError::UsageLimit {
-                        resets_at: Some(at),
-                        message: first_line(text),
-                    };
-                }
-                if let Some(line) =
-                    texts.iter().find_map(|t| self.patterns.matches(PatternKind::Billing, t))
-                {
-                    return AgentError::Billing { message: line.to_string() };
-                }
+            if kind == PatternKind::RateLimit
+                && let Some(e) = self.a_429_that_is_more(&texts, now)
+            {
+                return e;
             }
             let message = texts
                 .iter()
@@ -652,8 +633,38 @@ impl Analyzer {
             let message = first("the API failed (retryable)".to_string());
             return AgentError::Overloaded { message };
         }
-        // An error line says most; then that an expected result is missing;
-        // then whatever was printed last; then how the process ended.
+        self.failed(end, stray)
+    }
+
+    /// A 429 is a usage limit when its text says so; one that says when
+    /// to retry is waited out until then; one that says the account is out
+    /// of quota stops the run. `None`: a plain rate limit.
+    fn a_429_that_is_more(&self, texts: &[&str], now: DateTime<Utc>) -> Option<AgentError> {
+        let zone = self.patterns.local_zone();
+        let usage = texts.iter().find_map(|t| self.patterns.matches(PatternKind::UsageLimit, t));
+        if let Some(line) = usage {
+            let resets_at = texts.iter().find_map(|text| reset::from_text(text, zone, now));
+            return Some(AgentError::UsageLimit {
+                resets_at: resets_at.or_else(|| daily_reset(line, now)),
+                message: line.to_string(),
+            });
+        }
+        if let Some((at, text)) =
+            texts.iter().find_map(|t| reset::retry_in(t, now).map(|at| (at, *t)))
+        {
+            return Some(AgentError::UsageLimit { resets_at: Some(at), message: first_line(text) });
+        }
+        texts
+            .iter()
+            .find_map(|t| self.patterns.matches(PatternKind::Billing, t))
+            .map(|line| AgentError::Billing { message: line.to_string() })
+    }
+
+    /// A failure no pattern named: an error line says most; then that an
+    /// expected result is missing; then whatever was printed last; then how
+    /// the process ended.
+    fn failed(&self, end: &ProcessEnd, stray: &str) -> AgentError {
+        let facts = &self.facts;
         let missing = (facts.terminal == Terminal::None && self.format.needs_terminal())
             .then(|| format!("{} ended without a result event", self.format.name()));
         let ended = match (end.exit_code, end.signal) {
