@@ -238,62 +238,11 @@ impl Repo {
             Ok(branch) => {
                 let target =
                     branch.get().peel_to_commit().map_err(|e| err(format!("read {name}"), e))?;
-                let mut carried = Vec::new();
-                if target.id() != head {
-                    let mut modified = self.tracked_changes()?;
-                    let workdir = self.workdir();
-                    for path in carry {
-                        let key = path.to_string_lossy();
-                        if let Some(i) = modified.iter().position(|m| *m == key) {
-                            modified.remove(i);
-                            let bytes =
-                                std::fs::read(workdir.join(path)).map_err(|e| GitError {
-                                    message: format!("cannot read {}: {e}", path.display()),
-                                    hint: None,
-                                })?;
-                            carried.push((path.clone(), bytes));
-                        }
-                    }
-                    if !modified.is_empty() {
-                        let mut list =
-                            modified.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
-                        if modified.len() > 5 {
-                            list.push_str(&format!(" and {} more", modified.len() - 5));
-                        }
-                        return Err(GitError {
-                            message: format!(
-                                "cannot switch from {} to {name}: uncommitted changes in {list}",
-                                current.as_deref().unwrap_or("a detached HEAD")
-                            ),
-                            hint: Some(format!(
-                                "commit or stash them (`git stash`), or check out {name} yourself, then run ralph again"
-                            )),
-                        });
-                    }
-                    if !carried.is_empty() {
-                        // Back to HEAD's version for the switch; the edits
-                        // are written again on the other side.
-                        let mut opts = git2::build::CheckoutBuilder::new();
-                        opts.force();
-                        for (path, _) in &carried {
-                            opts.path(path);
-                        }
-                        self.repo
-                            .checkout_head(Some(&mut opts))
-                            .map_err(|e| err("set aside prd.json's edits", e))?;
-                    }
-                    let mut opts = git2::build::CheckoutBuilder::new();
-                    opts.safe();
-                    self.repo.checkout_tree(target.as_object(), Some(&mut opts)).map_err(|e| {
-                        GitError {
-                            message: format!("cannot check out {name}: {}", e.message()),
-                            hint: Some(
-                                "move the conflicting untracked files away, then run ralph again"
-                                    .into(),
-                            ),
-                        }
-                    })?;
-                }
+                let carried = if target.id() != head {
+                    self.check_out_carrying(name, current.as_deref(), &target, carry)?
+                } else {
+                    Vec::new()
+                };
                 self.repo.set_head(&refname).map_err(|e| err(format!("switch to {name}"), e))?;
                 let workdir = self.workdir();
                 for (path, bytes) in &carried {
@@ -315,6 +264,67 @@ impl Repo {
             }
             Err(e) => Err(err(format!("look up branch {name}"), e)),
         }
+    }
+
+    /// Checks `target` out for a switch to branch `name` from `current`,
+    /// refusing over uncommitted changes to tracked files but those of
+    /// `carry`, which are set back for the switch and returned to be
+    /// written again on the other side.
+    fn check_out_carrying(
+        &self,
+        name: &str,
+        current: Option<&str>,
+        target: &git2::Commit<'_>,
+        carry: &[PathBuf],
+    ) -> Result<Vec<(PathBuf, Vec<u8>)>, GitError> {
+        let mut carried = Vec::new();
+        let mut modified = self.tracked_changes()?;
+        let workdir = self.workdir();
+        for path in carry {
+            let key = path.to_string_lossy();
+            if let Some(i) = modified.iter().position(|m| *m == key) {
+                modified.remove(i);
+                let bytes = std::fs::read(workdir.join(path)).map_err(|e| GitError {
+                    message: format!("cannot read {}: {e}", path.display()),
+                    hint: None,
+                })?;
+                carried.push((path.clone(), bytes));
+            }
+        }
+        if !modified.is_empty() {
+            let mut list = modified.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+            if modified.len() > 5 {
+                list.push_str(&format!(" and {} more", modified.len() - 5));
+            }
+            return Err(GitError {
+                message: format!(
+                    "cannot switch from {} to {name}: uncommitted changes in {list}",
+                    current.unwrap_or("a detached HEAD")
+                ),
+                hint: Some(format!(
+                    "commit or stash them (`git stash`), or check out {name} yourself, then run ralph again"
+                )),
+            });
+        }
+        if !carried.is_empty() {
+            // Back to HEAD's version for the switch; the edits
+            // are written again on the other side.
+            let mut opts = git2::build::CheckoutBuilder::new();
+            opts.force();
+            for (path, _) in &carried {
+                opts.path(path);
+            }
+            self.repo
+                .checkout_head(Some(&mut opts))
+                .map_err(|e| err("set aside prd.json's edits", e))?;
+        }
+        let mut opts = git2::build::CheckoutBuilder::new();
+        opts.safe();
+        self.repo.checkout_tree(target.as_object(), Some(&mut opts)).map_err(|e| GitError {
+            message: format!("cannot check out {name}: {}", e.message()),
+            hint: Some("move the conflicting untracked files away, then run ralph again".into()),
+        })?;
+        Ok(carried)
     }
 
     /// git's lock files that a writer killed mid-write left behind: open in
