@@ -89,27 +89,9 @@ fn words(value: &str) -> String {
     value.trim().replace('_', " ").to_lowercase()
 }
 
-/// The human view of an analysis: what the loop would conclude from this
-/// output, in sentences and plain values.
-fn render(file: &Path, format: Format, outcome: &Outcome) -> String {
-    let (lines, bytes) = (outcome.output_lines, outcome.output_bytes);
-    let mut o = format!(
-        "{} ({lines} line{}, {bytes} byte{}, format {})\n",
-        file.display(),
-        plural(lines as usize),
-        plural(bytes as usize),
-        format_name(format),
-    );
-    let _ = writeln!(
-        o,
-        "claimed COMPLETE: {}",
-        if outcome.claimed_complete {
-            "yes (<promise>COMPLETE</promise> in its own output)"
-        } else {
-            "no"
-        }
-    );
-    match &outcome.status_block {
+/// The RALPH_STATUS block, field by field as people write them.
+fn status_block(o: &mut String, block: Option<&crate::analyze::StatusBlock>) {
+    match block {
         Some(b) => {
             o.push_str("status block:\n");
             let status = match b.status {
@@ -142,6 +124,29 @@ fn render(file: &Path, format: Format, outcome: &Outcome) -> String {
         }
         None => o.push_str("status block: none\n"),
     }
+}
+
+/// The human view of an analysis: what the loop would conclude from this
+/// output, in sentences and plain values.
+fn render(file: &Path, format: Format, outcome: &Outcome) -> String {
+    let (lines, bytes) = (outcome.output_lines, outcome.output_bytes);
+    let mut o = format!(
+        "{} ({lines} line{}, {bytes} byte{}, format {})\n",
+        file.display(),
+        plural(lines as usize),
+        plural(bytes as usize),
+        format_name(format),
+    );
+    let _ = writeln!(
+        o,
+        "claimed COMPLETE: {}",
+        if outcome.claimed_complete {
+            "yes (<promise>COMPLETE</promise> in its own output)"
+        } else {
+            "no"
+        }
+    );
+    status_block(&mut o, outcome.status_block.as_ref());
     if let Some(e) = &outcome.status_block_error {
         let _ = writeln!(o, "status block problem: {e}");
     }
