@@ -154,79 +154,17 @@ pub(crate) fn gather(
 ) -> Status {
     let mut warnings = Vec::new();
     let store = &paths.store;
-    let (prd, prd_error, prd_hint) = match View::load(&paths.prd) {
-        Ok(p) => (Some(p), None, None),
-        Err(e) => {
-            let missing = matches!(&e, crate::prd::PrdError::Read { source, .. }
-                if source.kind() == std::io::ErrorKind::NotFound);
-            let hint = missing.then(|| {
-                super::import::missing_prd(paths).map(|e| e.to_string()).unwrap_or_else(|| {
-                    "create one with `ralph init`, or let `ralph import` convert what ralph.sh \
-                     or ralph-claude-code left"
-                        .to_string()
-                })
-            });
-            (None, Some(e.to_string()), hint)
-        }
-    };
+    let (prd, prd_error, prd_hint) = read_prd(paths);
     let (state, state_warning) = RunState::load(store).unwrap_or((None, None));
     let given_up = state.as_ref().map(|s| s.given_up.clone()).unwrap_or_default();
     let parallel = crate::driver::Board::load(store);
-    // The stories the run works next, past the ones it gave up and the
-    // ones a parallel run's workers are at work on.
-    let queue: Vec<usize> = prd
-        .as_ref()
-        .map(|p| {
-            let mut skip: Vec<String> = given_up.keys().cloned().collect();
-            skip.extend(parallel.iter().flat_map(|b| b.workers.iter().map(|w| w.story.clone())));
-            let at: std::collections::HashMap<&str, usize> =
-                p.stories.iter().enumerate().map(|(i, s)| (s.id.as_str(), i)).collect();
-            crate::prd::runnable(&p.stories, &skip)
-                .iter()
-                .filter_map(|s| at.get(s.id.as_str()).copied())
-                .collect()
-        })
-        .unwrap_or_default();
+    let queue = queue(prd.as_ref(), &given_up, parallel.as_ref());
     let next = queue.first().and_then(|&i| prd.as_ref().map(|p| p.stories[i].id.clone()));
     let running_pid = store.lock_holder().filter(|h| h.works_on(&paths.prd)).and_then(|h| h.pid);
     let facts = Checkpoint::of(state.as_ref(), running_pid.is_some());
-    let worker_of = |id: &str| {
-        parallel.as_ref().and_then(|b| b.workers.iter().find(|w| w.story == id).map(|w| w.worker))
-    };
-    let overlaps = match (&parallel, &prd) {
-        (Some(b), Some(p)) => crate::driver::waits(&p.stories, b),
-        _ => Vec::new(),
-    };
-    let waits_for = |id: &str| overlaps.iter().find(|w| w.story == id).map(ToString::to_string);
-    let stories: Vec<StoryLine> = prd
+    let stories = prd
         .as_ref()
-        .map(|p| {
-            p.stories
-                .iter()
-                .map(|s| StoryLine {
-                    id: s.id.clone(),
-                    title: s.title.clone(),
-                    priority: s.priority,
-                    passes: s.passes,
-                    next: Some(&s.id) == next.as_ref(),
-                    waiting_on: crate::prd::waiting_on(&p.stories, s)
-                        .into_iter()
-                        .map(str::to_string)
-                        .collect(),
-                    worker: worker_of(&s.id),
-                    waits_for: waits_for(&s.id),
-                    given_up: given_up.get(&s.id).filter(|_| !s.passes).cloned(),
-                    standing: Standing::of(StatusFacts {
-                        passes: s.passes,
-                        at_work: worker_of(&s.id).is_some()
-                            || facts.at_work.as_ref() == Some(&s.id),
-                        given_up: given_up.contains_key(&s.id),
-                        refused: facts.refused.contains(&s.id),
-                        tried: facts.tried.contains(&s.id),
-                    }),
-                })
-                .collect()
-        })
+        .map(|p| story_lines(p, next.as_ref(), &given_up, parallel.as_ref(), &facts))
         .unwrap_or_default();
     let (breaker, w) =
         Breaker::load(store, now).unwrap_or_else(|e| (Breaker::new(now), Some(e.to_string())));
@@ -258,20 +196,123 @@ pub(crate) fn gather(
         passing: stories.iter().filter(|s| s.passes).count(),
         total: stories.len(),
         stories,
-        circuit: CircuitLine {
+        circuit: CircuitLine::of(&report),
+        calls_this_hour: limits.calls_in_window(now),
+        calls_per_hour,
+        usage_limit_until: limits.usage_hold(now),
+        usage_limits: limits.agent_holds(now),
+        running_pid,
+        current_run: state.map(|s| RunLine::of(s, store)),
+        last_run,
+        warnings,
+        ignored: Vec::new(),
+        refused: refused_now,
+        parallel,
+        cannot_start: crate::prd::Prd::load(&paths.prd).ok().and_then(|prd| {
+            crate::gate::check_programs_in(gate, &prd, &paths.project)
+                .err()
+                .map(|e| format!("{}\nhint: {}", e.message, e.hint))
+        }),
+        queue,
+    }
+}
+
+/// Each story's line: where it stands, who works on it, what it waits for.
+fn story_lines(
+    p: &View,
+    next: Option<&String>,
+    given_up: &std::collections::BTreeMap<String, String>,
+    parallel: Option<&crate::driver::Board>,
+    facts: &Checkpoint,
+) -> Vec<StoryLine> {
+    let worker_of = |id: &str| {
+        parallel.and_then(|b| b.workers.iter().find(|w| w.story == id).map(|w| w.worker))
+    };
+    let overlaps = parallel.map(|b| crate::driver::waits(&p.stories, b)).unwrap_or_default();
+    let waits_for = |id: &str| overlaps.iter().find(|w| w.story == id).map(ToString::to_string);
+    p.stories
+        .iter()
+        .map(|s| StoryLine {
+            id: s.id.clone(),
+            title: s.title.clone(),
+            priority: s.priority,
+            passes: s.passes,
+            next: Some(&s.id) == next,
+            waiting_on: crate::prd::waiting_on(&p.stories, s)
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
+            worker: worker_of(&s.id),
+            waits_for: waits_for(&s.id),
+            given_up: given_up.get(&s.id).filter(|_| !s.passes).cloned(),
+            standing: Standing::of(StatusFacts {
+                passes: s.passes,
+                at_work: worker_of(&s.id).is_some() || facts.at_work.as_ref() == Some(&s.id),
+                given_up: given_up.contains_key(&s.id),
+                refused: facts.refused.contains(&s.id),
+                tried: facts.tried.contains(&s.id),
+            }),
+        })
+        .collect()
+}
+
+/// prd.json's quick view, or what is wrong with it and, when it is
+/// missing, how to make one.
+fn read_prd(paths: &Paths) -> (Option<View>, Option<String>, Option<String>) {
+    match View::load(&paths.prd) {
+        Ok(p) => (Some(p), None, None),
+        Err(e) => {
+            let missing = matches!(&e, crate::prd::PrdError::Read { source, .. }
+                if source.kind() == std::io::ErrorKind::NotFound);
+            let hint = missing.then(|| {
+                super::import::missing_prd(paths).map(|e| e.to_string()).unwrap_or_else(|| {
+                    "create one with `ralph init`, or let `ralph import` convert what ralph.sh \
+                     or ralph-claude-code left"
+                        .to_string()
+                })
+            });
+            (None, Some(e.to_string()), hint)
+        }
+    }
+}
+
+/// The stories the run works next (their indexes), past the ones it gave
+/// up and the ones a parallel run's workers are at work on.
+fn queue(
+    prd: Option<&View>,
+    given_up: &std::collections::BTreeMap<String, String>,
+    parallel: Option<&crate::driver::Board>,
+) -> Vec<usize> {
+    prd.as_ref()
+        .map(|p| {
+            let mut skip: Vec<String> = given_up.keys().cloned().collect();
+            skip.extend(parallel.iter().flat_map(|b| b.workers.iter().map(|w| w.story.clone())));
+            let at: std::collections::HashMap<&str, usize> =
+                p.stories.iter().enumerate().map(|(i, s)| (s.id.as_str(), i)).collect();
+            crate::prd::runnable(&p.stories, &skip)
+                .iter()
+                .filter_map(|s| at.get(s.id.as_str()).copied())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl CircuitLine {
+    fn of(report: &crate::circuit::Report) -> CircuitLine {
+        CircuitLine {
             state: report.state.to_string(),
             reason: report.reason.clone(),
             iterations_without_progress: report.iterations_without_progress,
             total_opens: report.total_opens,
             opened_at: report.opened_at,
             advice: report.likely_causes.iter().chain(&report.how_to_go_on).cloned().collect(),
-        },
-        calls_this_hour: limits.calls_in_window(now),
-        calls_per_hour,
-        usage_limit_until: limits.usage_hold(now),
-        usage_limits: limits.agent_holds(now),
-        running_pid,
-        current_run: state.map(|s| RunLine {
+        }
+    }
+}
+
+impl RunLine {
+    fn of(s: RunState, store: &crate::store::Store) -> RunLine {
+        RunLine {
             log_dir: store.run_log_dir(&s.run_id).display().to_string(),
             run_id: s.run_id,
             iteration: s.iteration,
@@ -288,18 +329,7 @@ pub(crate) fn gather(
                 error: f.error,
                 log: f.log,
             }),
-        }),
-        last_run,
-        warnings,
-        ignored: Vec::new(),
-        refused: refused_now,
-        parallel,
-        cannot_start: crate::prd::Prd::load(&paths.prd).ok().and_then(|prd| {
-            crate::gate::check_programs_in(gate, &prd, &paths.project)
-                .err()
-                .map(|e| format!("{}\nhint: {}", e.message, e.hint))
-        }),
-        queue,
+        }
     }
 }
 
@@ -360,6 +390,44 @@ pub(crate) fn render(s: &Status, show: Show, color: bool) -> String {
     if s.total > 0 {
         stories(&mut o, s, show, color);
     }
+    breaker_and_limits(&mut o, s, color);
+    match s.running_pid {
+        Some(pid) => o.push_str(&format!("running: yes (pid {pid})\n")),
+        None => o.push_str("running: no\n"),
+    }
+    if let Some(b) = &s.parallel {
+        parallel(&mut o, b, s.running_pid.is_some());
+    }
+    runs(&mut o, s, color);
+    if !s.pull_requests.is_empty() {
+        let _ = writeln!(o, "pull requests:");
+        for pr in &s.pull_requests {
+            let _ = writeln!(o, "  {}", crate::deliver::record::line(pr));
+        }
+    }
+    if let Some(why) = &s.cannot_start {
+        let mut lines = why.lines();
+        let _ =
+            writeln!(o, "{}", paint("31", format!("cannot start: {}", lines.next().unwrap_or(""))));
+        for line in lines {
+            let _ = writeln!(o, "  {line}");
+        }
+    }
+    for r in &s.refused {
+        let _ = writeln!(o, "{}", paint("31", format!("refused: {r}")));
+    }
+    for i in &s.ignored {
+        let _ = writeln!(o, "{}", paint("33", format!("config: {i}")));
+    }
+    for w in &s.warnings {
+        let _ = writeln!(o, "{}", paint("33", format!("warning: {w}")));
+    }
+    o
+}
+
+/// The breaker and how close the agents are to their limits.
+fn breaker_and_limits(o: &mut String, s: &Status, color: bool) {
+    let paint = |code: &str, text: String| crate::ui::paint(color, code, &text);
     // "new" is the reason of a breaker that has never changed state.
     let reason = if s.circuit.reason == "new" { "never tripped" } else { &s.circuit.reason };
     let code = match s.circuit.state.as_str() {
@@ -391,13 +459,11 @@ pub(crate) fn render(s: &Status, show: Show, color: bool) -> String {
     if let Some(t) = s.usage_limit_until.filter(|t| !s.usage_limits.values().any(|a| a == t)) {
         o.push_str(&format!("usage limit: calls resume at {}\n", at(&t)));
     }
-    match s.running_pid {
-        Some(pid) => o.push_str(&format!("running: yes (pid {pid})\n")),
-        None => o.push_str("running: no\n"),
-    }
-    if let Some(b) = &s.parallel {
-        parallel(&mut o, b, s.running_pid.is_some());
-    }
+}
+
+/// The checkpoint's run when it is not the last one, then the last run.
+fn runs(o: &mut String, s: &Status, color: bool) {
+    let paint = |code: &str, text: String| crate::ui::paint(color, code, &text);
     let last_id = s.last_run.as_ref().and_then(|l| l.get("run_id")).and_then(|v| v.as_str());
     // An ended run is the last run: its summary line below says it all.
     let current = s
@@ -427,7 +493,7 @@ pub(crate) fn render(s: &Status, show: Show, color: bool) -> String {
             r.story.as_ref().map(|st| format!(" ({st})")).unwrap_or_default(),
             crate::text::usd(r.cost_usd, false)
         ));
-        details(&mut o, r, &s.project_dir);
+        details(o, r, &s.project_dir);
     }
     if let Some(last) = &s.last_run {
         let g = |k: &str| {
@@ -451,33 +517,9 @@ pub(crate) fn render(s: &Status, show: Show, color: bool) -> String {
         if current.is_none()
             && let Some(r) = s.current_run.as_ref().filter(|r| last_id == Some(r.run_id.as_str()))
         {
-            details(&mut o, r, &s.project_dir);
+            details(o, r, &s.project_dir);
         }
     }
-    if !s.pull_requests.is_empty() {
-        let _ = writeln!(o, "pull requests:");
-        for pr in &s.pull_requests {
-            let _ = writeln!(o, "  {}", crate::deliver::record::line(pr));
-        }
-    }
-    if let Some(why) = &s.cannot_start {
-        let mut lines = why.lines();
-        let _ =
-            writeln!(o, "{}", paint("31", format!("cannot start: {}", lines.next().unwrap_or(""))));
-        for line in lines {
-            let _ = writeln!(o, "  {line}");
-        }
-    }
-    for r in &s.refused {
-        let _ = writeln!(o, "{}", paint("31", format!("refused: {r}")));
-    }
-    for i in &s.ignored {
-        let _ = writeln!(o, "{}", paint("33", format!("config: {i}")));
-    }
-    for w in &s.warnings {
-        let _ = writeln!(o, "{}", paint("33", format!("warning: {w}")));
-    }
-    o
 }
 
 /// The stories: every one of a short PRD (or with `--all`); of a long one,
