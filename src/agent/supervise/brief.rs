@@ -50,6 +50,8 @@ pub fn run_brief(cmd: &mut Command, timeout: Duration) -> std::io::Result<Brief>
     process::die_with_parent(cmd);
     let mut child = cmd.spawn()?;
     let pgid = child.id() as i32;
+    // The sweep after an agent (running on another thread) must not end it.
+    process::keep_out_of_sweeps(pgid);
     let out = read_all(child.stdout.take());
     let err = read_all(child.stderr.take());
     let started = Instant::now();
@@ -77,6 +79,7 @@ pub fn run_brief(cmd: &mut Command, timeout: Duration) -> std::io::Result<Brief>
     if process::group_alive(pgid) {
         process::signal_group(pgid, libc::SIGKILL);
     }
+    process::release(pgid);
     let stdout = out.join().unwrap_or_default();
     let stderr = err.join().unwrap_or_default();
     Ok(Brief { status, stdout, stderr })
@@ -131,6 +134,25 @@ mod tests {
         let b = run_brief(&mut sh("sleep 60 & echo done"), Duration::from_secs(30)).unwrap();
         assert!(b.success(), "{b:?}");
         assert_eq!(b.stdout, "done\n");
+    }
+
+    #[test]
+    fn the_sweep_after_an_agent_leaves_a_helper_running_beside_it_alone() {
+        let _serial = crate::agent::supervise::serial();
+        let dir = tempfile::tempdir().unwrap();
+        let started = dir.path().join("started");
+        let script = format!("touch '{}'; sleep 0.5; echo ok", started.display());
+        let helper =
+            thread::spawn(move || run_brief(&mut sh(&script), Duration::from_secs(30)).unwrap());
+        // The helper is under way when an agent's sweep ends ralph's strays.
+        let until = Instant::now() + Duration::from_secs(30);
+        while !started.exists() && Instant::now() < until {
+            thread::sleep(Duration::from_millis(5));
+        }
+        assert!(started.exists(), "the helper never started");
+        crate::agent::supervise::sweep(i32::MAX, Duration::from_millis(200));
+        let b = helper.join().unwrap();
+        assert!(b.success() && b.stdout == "ok\n", "{b:?}");
     }
 
     #[test]
