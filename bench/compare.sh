@@ -44,6 +44,8 @@ single() {
 # measurement | key | format (none: an output cell) | target | ralph.sh | ralph-claude-code
 rows=(
     "loop: ralph's own work per iteration|overhead_ms|%.2f ms|<= 2 ms|~7 ms|~2.5 s"
+    "loop: ralph.sh's own work per iteration, measured alongside (no sleep)|ralph_sh_overhead_ms|%.2f ms|||"
+    "loop: ralph's own work over ralph.sh's|overhead_vs_ralph_sh|%.2f|<= 0.33||"
     "loop: processes created per iteration|processes_per_iteration|%.0f|1|6|~480 (84 jq)"
     "loop: wall time per iteration, no-op agent|iteration_ms|%.2f ms|||"
     "loop: spawning the no-op agent directly|spawn_ms|%.2f ms|||"

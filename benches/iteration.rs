@@ -4,6 +4,12 @@
 //! 100 times is subtracted. What is left is ralph's work: prd.json reads,
 //! git status, state files, the prompt, the log, supervising the child.
 //!
+//! Beside it, the same measure of ralph.sh (snarktank/ralph at 6c53cb0,
+//! `benches/ralph-sh/ralph.sh`, its `sleep 2` between iterations taken
+//! out, `claude` on its PATH being the same no-op), run alternately with
+//! ralph so both see the same machine: the target is ralph's own
+//! work under a third of ralph.sh's.
+//!
 //! Then the processes ralph creates per iteration, counted with strace:
 //! every fork, vfork and clone without CLONE_THREAD (threads are not
 //! processes), in a run of 20 iterations minus a run of 10, so setup
@@ -26,13 +32,21 @@ fn main() {
     // Warm the page cache and the binary.
     run_loop(&agent, 3);
 
+    let bash = which::which("bash").ok();
     let mut per_spawn = Vec::new();
     let mut per_iteration = Vec::new();
+    let mut per_sh_iteration = Vec::new();
     for _ in 0..runs {
         per_spawn.push(spawn_directly(&agent, ITERATIONS) * 1000.0 / f64::from(ITERATIONS));
         per_iteration.push(run_loop(&agent, ITERATIONS) * 1000.0 / f64::from(ITERATIONS));
+        if let Some(bash) = &bash {
+            let sh = run_ralph_sh(bash, &agent, ITERATIONS);
+            per_sh_iteration.push(sh * 1000.0 / f64::from(ITERATIONS));
+        }
     }
     let mut overhead: Vec<f64> = per_iteration.iter().zip(&per_spawn).map(|(r, s)| r - s).collect();
+    let mut sh_overhead: Vec<f64> =
+        per_sh_iteration.iter().zip(&per_spawn).map(|(r, s)| r - s).collect();
     let (spawn, lo, hi) = spread(&mut per_spawn);
     report(
         "spawn_ms",
@@ -57,6 +71,25 @@ fn main() {
         "ms",
         &format!("[{lo:.2} – {hi:.2}]"),
     );
+    if sh_overhead.is_empty() {
+        println!("  ralph.sh: bash is not installed");
+    } else {
+        let (sh, lo, hi) = spread(&mut sh_overhead);
+        report(
+            "ralph_sh_overhead_ms",
+            "ralph.sh's own work per iteration, no sleep",
+            sh,
+            "ms",
+            &format!("[{lo:.2} – {hi:.2}]"),
+        );
+        report(
+            "overhead_vs_ralph_sh",
+            "ralph's own work over ralph.sh's (target ≤ 0.33)",
+            own / sh,
+            "",
+            "",
+        );
+    }
 
     match (count_spawns(&agent, 10), count_spawns(&agent, 20)) {
         (Some(ten), Some(twenty)) => {
@@ -103,6 +136,36 @@ fn run_loop(agent: &std::path::Path, n: u32) -> f64 {
         .filter(|f| is_agent_log(&f.file_name().to_string_lossy()))
         .count();
     assert_eq!(iterations, n as usize, "ralph ran fewer iterations than asked");
+    m.wall.as_secs_f64()
+}
+
+/// Seconds for ralph.sh's loop of `n` iterations, with `claude` on its
+/// PATH being `agent` and no sleep between iterations.
+fn run_ralph_sh(bash: &std::path::Path, agent: &std::path::Path, n: u32) -> f64 {
+    let project = Project::new(&prd_json(1), NO_BRAKES);
+    let script_dir = project.dir().join("scripts/ralph");
+    let bin = project.tmp.path().join("bin");
+    std::fs::create_dir_all(&script_dir).unwrap();
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = include_str!("ralph-sh/ralph.sh");
+    assert!(script.contains("  sleep 2\n"), "ralph.sh's sleep moved");
+    std::fs::write(script_dir.join("ralph.sh"), script.replace("  sleep 2\n", "  :\n")).unwrap();
+    std::fs::write(script_dir.join("CLAUDE.md"), "Work on the next story.\n").unwrap();
+    std::fs::write(script_dir.join("prd.json"), prd_json(1)).unwrap();
+    std::os::unix::fs::symlink(agent, bin.join("claude")).unwrap();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs = vec![bin];
+    dirs.extend(std::env::split_paths(&path));
+    let mut cmd = project.command(bash);
+    cmd.arg(script_dir.join("ralph.sh"))
+        .args(["--tool", "claude"])
+        .arg(n.to_string())
+        .env("PATH", std::env::join_paths(dirs).unwrap())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let m = measure(&mut cmd);
+    // Exit 1: the iterations ran out without the completion marker.
+    assert_eq!(m.exit_code, Some(1), "ralph.sh did not run its {n} iterations");
     m.wall.as_secs_f64()
 }
 

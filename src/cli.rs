@@ -69,19 +69,14 @@ pub(crate) struct Global {
     /// Path of prd.json (default: ./prd.json, else ./scripts/ralph/prd.json)
     #[arg(long, global = true, value_name = "PATH", env = "RALPH_PRD_FILE")]
     pub(crate) prd: Option<PathBuf>,
-    // The global options that are settings: the `flag`s of ui.color and ui.progress.
+    // The global option that is a setting: the `flag` of ui.color.
     /// When to use colour; auto: when stdout is a terminal and NO_COLOR is unset
     #[arg(long, global = true, value_enum, value_name = "WHEN")]
     pub(crate) color: Option<Color>,
-    /// How a run shows progress; plain: timestamped lines even on a terminal [default: auto]
-    #[arg(long, global = true, value_enum, value_name = "HOW")]
-    pub(crate) progress: Option<Progress>,
-    /// Only iteration results and the final report; no agent output
-    #[arg(short, long, global = true)]
-    pub(crate) quiet: bool,
-    /// More detail (agent output on the live display too)
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
-    pub(crate) verbose: u8,
+    /// How a run shows itself: [`Display`], given to the commands that run
+    /// the loop or show its events, never parsed here.
+    #[arg(skip)]
+    pub(crate) display: Display,
     /// Machine-readable output: one JSON object per event of a run (see
     /// docs/events.md), one JSON document for other commands
     #[arg(long, global = true)]
@@ -91,11 +86,36 @@ pub(crate) struct Global {
     pub(crate) no_config: bool,
 }
 
+impl Global {
+    /// These options with `display`, the run's, given after the command.
+    pub(crate) fn showing(&self, display: &Display) -> Global {
+        Global { display: display.clone(), ..self.clone() }
+    }
+}
+
+/// How a run shows itself: the options of the commands that run the loop
+/// (`ralph`, `run`, `monitor`, `demo`, `worker`) or print its events
+/// (`deliver`). Only there are they offered; elsewhere they would do nothing.
+#[derive(Debug, Args, Clone, Default, PartialEq)]
+pub(crate) struct Display {
+    /// How a run shows progress; plain: timestamped lines even on a terminal [default: auto]
+    #[arg(long, value_enum, value_name = "HOW")]
+    pub(crate) progress: Option<Progress>,
+    /// Only iteration results and the final report; no agent output
+    #[arg(short, long)]
+    pub(crate) quiet: bool,
+    /// More detail (agent output on the live display too)
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub(crate) verbose: u8,
+}
+
 /// The options of a run. Those that set a configuration key are in
 /// [`SettingArgs`]; the rest act on this run only.
 #[derive(Debug, Args, Clone, Default, PartialEq)]
 #[command(next_help_heading = "Run options")]
 pub(crate) struct RunArgs {
+    #[command(flatten)]
+    pub(crate) display: Display,
     #[command(flatten)]
     pub(crate) settings: SettingArgs,
     /// Reset the circuit breaker to CLOSED and exit
@@ -415,6 +435,8 @@ pub(crate) struct RemoteWorkerArgs {
     #[arg(long, value_name = "NAME")]
     pub(crate) id: Option<String>,
     #[command(flatten)]
+    pub(crate) display: Display,
+    #[command(flatten)]
     pub(crate) settings: SettingArgs,
 }
 
@@ -495,6 +517,8 @@ pub(crate) struct DeliverArgs {
     /// One pull request for the run, or one per story [default: deliver.pr, else run]
     #[arg(long, value_name = "MODE", value_parser = ["run", "story"])]
     pub(crate) pr: Option<String>,
+    #[command(flatten)]
+    pub(crate) display: Display,
 }
 
 #[derive(Debug, Args)]
@@ -527,6 +551,8 @@ pub(crate) struct DemoArgs {
     /// Seconds the scripted agent pauses between steps
     #[arg(long, default_value = "0.3", value_name = "SECONDS")]
     pub(crate) pace: f64,
+    #[command(flatten)]
+    pub(crate) display: Display,
 }
 
 #[derive(Debug, Args)]

@@ -29,7 +29,7 @@ const PEERS: &[(&str, &str)] = &[
     ("--live", "ralph shows the agent's output as it works (`-q` hides it)"),
     (
         "--notify",
-        "notifications are hooks: hooks.on_complete and hooks.on_halt in .ralph/config.toml",
+        "notifications are settings: [notify] in .ralph/config.toml (desktop = true for notify-send, or a webhook, Slack or ntfy), or hooks.on_complete / hooks.on_halt",
     ),
     (
         "--reset-session",
@@ -124,7 +124,7 @@ fn explain(e: clap::Error, args: &[OsString]) -> clap::Error {
         {
             clap::Error::raw(
                 ErrorKind::InvalidValue,
-                "`-n` takes the iteration count (`-n 5`)\n\n  tip: ralph-claude-code's -n (--notify) is a hook here: hooks.on_complete and hooks.on_halt in .ralph/config.toml",
+                "`-n` takes the iteration count (`-n 5`)\n\n  tip: ralph-claude-code's -n (--notify) is [notify] in .ralph/config.toml here (desktop = true for notify-send)",
             )
             .format(&mut Cli::command())
         }
@@ -206,8 +206,8 @@ mod tests {
             ("run five", "`five` is not an iteration count"),
             ("-5", "the iteration count is a plain number: `ralph 5`"),
             ("-s", "`ralph status`"),
-            ("--notify", "hooks.on_complete"),
-            ("-n", "ralph-claude-code's -n (--notify) is a hook here"),
+            ("--notify", "[notify] in .ralph/config.toml (desktop = true for notify-send"),
+            ("-n", "ralph-claude-code's -n (--notify) is [notify] in .ralph/config.toml here"),
             ("--output-format=json", "`--json`"),
             ("--bogus", "`ralph --help` lists the options"),
             ("--no-such-flag", "a similar argument exists: '--no-config'"),

@@ -45,7 +45,8 @@ pub(crate) fn color(g: &Global, config: &Config) -> bool {
 /// The renderer for this terminal and these flags.
 pub(crate) fn reporter(g: &Global, config: &Config) -> (Box<dyn Reporter>, Style) {
     let (mode, color) = decide(g, config);
-    let style = Style { color, agent_output: !g.quiet, quiet: g.quiet, verbose: g.verbose > 0 };
+    let d = &g.display;
+    let style = Style { color, agent_output: !d.quiet, quiet: d.quiet, verbose: d.verbose > 0 };
     let reporter: Box<dyn Reporter> = match mode {
         Mode::Json => Box::new(ui::Json::new(std::io::stdout())),
         Mode::Plain => Box::new(ui::Plain::new(std::io::stdout(), style)),

@@ -3,7 +3,7 @@
 //! Which flag sets which key is declared once, in the `flag` column of
 //! `config::KEYS`; [`value`] reads a declared flag from the parsed
 //! arguments. The flags that are settings are the fields of
-//! `cli::SettingArgs` plus the global `--color` and `--progress`; the tests below fail when
+//! `cli::SettingArgs` plus the global `--color` and the run's `--progress`; the tests below fail when
 //! one of them is missing from the table, when the table names a flag
 //! ralph does not have, or when a flag's help shows another default than
 //! its key's.
@@ -90,7 +90,7 @@ fn value(g: &Global, s: &SettingArgs, flag: &str) -> Option<Value> {
         "--allow-dirty" => given(s.allow_dirty, true),
         "--pr" => text(&s.pr),
         "--color" => g.color.map(|c| Value::String(c.name().into())),
-        "--progress" => g.progress.map(|p| Value::String(p.name().into())),
+        "--progress" => g.display.progress.map(|p| Value::String(p.name().into())),
         _ => unreachable!("config::KEYS names {flag}, which commands::flags::value does not read"),
     }
 }
@@ -183,7 +183,8 @@ mod tests {
             }
             let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
             let mut layers = Layers::defaults();
-            apply(&mut layers, &cli.global, &cli.run.settings).unwrap();
+            let g = cli.global.showing(&cli.run.display);
+            apply(&mut layers, &g, &cli.run.settings).unwrap();
             let defaults = Layers::defaults();
             let changed: Vec<&str> = layers
                 .show()

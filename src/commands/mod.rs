@@ -37,10 +37,27 @@ pub(crate) fn dispatch(cli: Cli) -> Result<u8, Error> {
     if let Some(command) = &cli.command
         && cli.run != RunArgs::default()
     {
-        return Err(Error::Usage(format!(
-            "run options (an iteration count, --tool, --gate, …) go with `ralph run`, not before `{}`",
-            name(command)
-        )));
+        let shown_only =
+            cli.run == RunArgs { display: cli.run.display.clone(), ..RunArgs::default() };
+        let name = name(command);
+        return Err(Error::Usage(match command {
+            Command::Monitor(_)
+            | Command::Demo(_)
+            | Command::RemoteWorker(_)
+            | Command::Deliver(_)
+                if shown_only =>
+            {
+                format!("--progress, -q and -v go after the command: `ralph {name} -q`")
+            }
+            _ if shown_only => {
+                format!(
+                    "--progress, -q and -v are options of a run; `ralph {name}` has none of them"
+                )
+            }
+            _ => format!(
+                "run options (an iteration count, --tool, --gate, …) go with `ralph run`, not before `{name}`"
+            ),
+        }));
     }
     if g.json
         && let Some(why) = no_json(cli.command.as_ref(), &cli.run)
@@ -48,23 +65,23 @@ pub(crate) fn dispatch(cli: Cli) -> Result<u8, Error> {
         return Err(Error::Usage(why.into()));
     }
     match cli.command {
-        None => run_or_alias(g, &cli.run),
-        Some(Command::Run(args)) => run_or_alias(g, &args),
-        Some(Command::Monitor(_)) => monitor::run(g),
+        None => run_or_alias(&g.showing(&cli.run.display), &cli.run),
+        Some(Command::Run(args)) => run_or_alias(&g.showing(&args.display), &args),
+        Some(Command::Monitor(args)) => monitor::run(&g.showing(&args.display)),
         Some(Command::Status(args)) => status::run(g, &args),
         Some(Command::Serve(args)) => serve::run(g, &args),
         Some(Command::History(args)) => history::history(g, &args),
         Some(Command::Report(args)) => history::report(g, &args),
         Some(Command::ResetCircuit) => reset_circuit::run(g),
         Some(Command::Trust) => trust::run(g),
-        Some(Command::Deliver(args)) => deliver::run(g, &args),
+        Some(Command::Deliver(args)) => deliver::run(&g.showing(&args.display), &args),
         Some(Command::Analyze(args)) => analyze::run(g, &args),
-        Some(Command::Demo(args)) => demo::run(g, &args),
+        Some(Command::Demo(args)) => demo::run(&g.showing(&args.display), &args),
         Some(Command::DemoAgent { pace }) => Ok(demo::agent(pace)),
         Some(Command::DemoCheck { story }) => Ok(demo::check(&story)),
         Some(Command::Worker(args)) => worker::run(&args),
         Some(Command::Watchdog { instance }) => Ok(crate::watchdog::serve(&instance)),
-        Some(Command::RemoteWorker(args)) => remote_worker::run(g, &args),
+        Some(Command::RemoteWorker(args)) => remote_worker::run(&g.showing(&args.display), &args),
         Some(Command::Init(args)) => init::run(g, &args),
         Some(Command::Import(args)) => import::run(g, &args),
         Some(Command::Agents) => agents::run(g),

@@ -2,9 +2,11 @@
 //! for each child the inputs of [`super::policy`] gathered from the disk
 //! and the environment, and its private temp dir.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use super::{Inputs, Mode, Policy, Settings, StateKind};
 use crate::agent::Tool;
@@ -30,6 +32,9 @@ pub struct Sandbox {
     pub settings: Settings,
     pub support: Support,
     home: Option<PathBuf>,
+    /// The folders the policy lists (the home, the toolchains of `PATH`:
+    /// `/usr/bin` alone holds thousands of names), kept while unchanged.
+    listings: Arc<Listings>,
 }
 
 impl Sandbox {
@@ -60,7 +65,7 @@ impl Sandbox {
                 }
             }
         };
-        Ok(Sandbox { settings, support, home })
+        Ok(Sandbox { settings, support, home, listings: Arc::default() })
     }
 
     /// The Landlock ABI children are confined at; `None`: unconfined.
@@ -140,11 +145,7 @@ impl Sandbox {
                 .or_else(|| std::env::var(name).ok())
         };
         let home = self.home.as_deref();
-        let list = |dir: &Path| -> Vec<String> {
-            std::fs::read_dir(dir)
-                .map(|d| d.flatten().filter_map(|e| e.file_name().into_string().ok()).collect())
-                .unwrap_or_default()
-        };
+        let list = |dir: &Path| self.listings.names(dir);
         let tree = work_tree(cwd);
         let project = tree.first().map(PathBuf::as_path).unwrap_or(cwd);
         if let (Some(tool), Some(home), true) = (tool, home, make) {
@@ -198,6 +199,63 @@ impl Sandbox {
             path: &path,
             settings: &self.settings,
         })
+    }
+}
+
+/// Folder listings, each kept with the folder's stamp: a folder whose
+/// entries change gets a new mtime and ctime, so a listing whose stamp
+/// still matches is what `read_dir` would return. A folder changed in the
+/// last seconds is listed again every time (its next change may fall in
+/// the same timestamp tick, as git's "racy" index entries do).
+#[derive(Debug, Default)]
+struct Listings(Mutex<HashMap<PathBuf, (Stamp, Arc<Vec<String>>)>>);
+
+/// What changes when a folder's entries do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+/// How long after its last change a folder's stamp is trusted.
+const SETTLED: Duration = Duration::from_secs(2);
+
+impl Listings {
+    /// The names in `dir` (through a link); none when it cannot be read.
+    fn names(&self, dir: &Path) -> Vec<String> {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(meta) = std::fs::metadata(dir) else { return Vec::new() };
+        let stamp = Stamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        };
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((s, names)) = kept.get(dir)
+            && *s == stamp
+        {
+            return names.to_vec();
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            kept.remove(dir);
+            return Vec::new();
+        };
+        let names: Vec<String> =
+            entries.flatten().filter_map(|e| e.file_name().into_string().ok()).collect();
+        let changed = |(secs, nanos): (i64, i64)| {
+            let secs = u64::try_from(secs).unwrap_or(0);
+            SystemTime::UNIX_EPOCH + Duration::new(secs, u32::try_from(nanos).unwrap_or(0))
+        };
+        let settled = |t: SystemTime| t.elapsed().is_ok_and(|age| age >= SETTLED);
+        if settled(changed(stamp.mtime)) && settled(changed(stamp.ctime)) {
+            kept.insert(dir.to_path_buf(), (stamp, Arc::new(names.clone())));
+        } else {
+            kept.remove(dir);
+        }
+        names
     }
 }
 
@@ -330,4 +388,48 @@ fn make_private_file(path: &Path, text: &[u8]) -> std::io::Result<()> {
 fn make_private_dir(path: &Path, recursive: bool) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new().recursive(recursive).mode(0o700).create(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sorted(mut v: Vec<String>) -> Vec<String> {
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_folder_changed_just_now_is_listed_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let listings = Listings::default();
+        std::fs::write(dir.path().join("a"), "").unwrap();
+        assert_eq!(listings.names(dir.path()), ["a"]);
+        // Within the same timestamp tick as the listing: still seen.
+        std::fs::write(dir.path().join("b"), "").unwrap();
+        assert_eq!(sorted(listings.names(dir.path())), ["a", "b"]);
+        assert!(listings.0.lock().unwrap().is_empty(), "a recent folder is never kept");
+    }
+
+    #[test]
+    fn a_kept_listing_serves_until_the_folder_changes() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), "").unwrap();
+        let listings = Listings::default();
+        let meta = std::fs::metadata(dir.path()).unwrap();
+        let stamp = Stamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        };
+        let kept = Arc::new(vec!["kept".to_string()]);
+        listings.0.lock().unwrap().insert(dir.path().to_path_buf(), (stamp, kept));
+        assert_eq!(listings.names(dir.path()), ["kept"], "the same stamp: the kept listing");
+        std::thread::sleep(Duration::from_millis(20));
+        std::fs::write(dir.path().join("b"), "").unwrap();
+        assert_eq!(sorted(listings.names(dir.path())), ["a", "b"], "a new entry: listed again");
+        assert_eq!(listings.names(&dir.path().join("missing")), Vec::<String>::new());
+    }
 }

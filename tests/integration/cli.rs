@@ -103,8 +103,8 @@ fn the_spellings_of_ralph_sh_and_ralph_claude_code_work_or_point_to_ralphs() {
         (&["-5"], "the iteration count is a plain number: `ralph 5`"),
         (&["-s"], "`ralph status`"),
         (&["-m"], "`ralph monitor`"),
-        (&["--notify"], "hooks.on_complete and hooks.on_halt"),
-        (&["-n"], "ralph-claude-code's -n (--notify) is a hook here"),
+        (&["--notify"], "[notify] in .ralph/config.toml"),
+        (&["-n"], "ralph-claude-code's -n (--notify) is [notify] in .ralph/config.toml here"),
         (&["--reset-session"], "every iteration starts a fresh agent"),
     ];
     let mut shown = String::new();
@@ -253,4 +253,70 @@ fn doctor_checks_the_configured_agent_and_the_gate_and_fails_when_they_cannot_ru
     let run = p.run(&["1"]);
     assert_eq!(run.code, code(exit::ENVIRONMENT), "{run:?}");
     assert!(p.agent_runs().is_empty());
+}
+
+/// Issue 32, item 10: `--progress`, `-q` and `-v` shape how a run shows
+/// itself; they are offered where a run is (or its events are printed), and
+/// nowhere else, while `ralph -q 1` and `ralph --progress plain 1` go on working.
+#[test]
+fn the_run_display_options_are_offered_only_where_they_apply() {
+    let p = Project::with_prd(THREE_STORIES);
+    let run_only = ["--progress", "--quiet", "--verbose"];
+    for command in ["serve", "import", "status", "history", "report", "agents", "init"] {
+        let r = p.run(&[command, "--help"]);
+        assert_eq!(r.code, 0, "{command}: {r:?}");
+        for flag in run_only {
+            assert!(!r.stdout.contains(flag), "`ralph {command} --help` lists {flag}: {r:?}");
+        }
+        let r = p.run(&[command, "-q"]);
+        assert_eq!(r.code, code(exit::USAGE), "`ralph {command} -q` is refused: {r:?}");
+    }
+    for command in
+        [&["--help"][..], &["run", "--help"], &["demo", "--help"], &["deliver", "--help"]]
+    {
+        let r = p.run(command);
+        for flag in run_only {
+            assert!(r.stdout.contains(flag), "`ralph {command:?}` lacks {flag}: {r:?}");
+        }
+    }
+    let before = p.run(&["-q", "status"]);
+    assert_eq!(before.code, code(exit::USAGE), "{before:?}");
+    assert!(
+        before.stderr.contains(
+            "--progress, -q and -v are options of a run; `ralph status` has none of them"
+        ),
+        "{before:?}"
+    );
+    let demo = p.run(&["-q", "demo"]);
+    assert!(demo.stderr.contains("go after the command: `ralph demo -q`"), "{demo:?}");
+    p.script("[run *]\nprint nothing to do\n");
+    for args in [&["-q", "1"][..], &["--progress", "plain", "1"], &["run", "-q", "1"], &["1", "-v"]]
+    {
+        // Each run is a new one with a closed breaker: four runs of one idle
+        // iteration each would open it.
+        let r = p.run(&[args, &["--fresh"]].concat());
+        assert_eq!(r.code, code(exit::MAX_ITERATIONS), "{args:?}: {r:?}");
+    }
+}
+
+/// Issue 32, item 10: `init --tool codex` makes codex the agent, not only
+/// the skills folder.
+#[test]
+fn init_with_a_tool_makes_it_the_agent() {
+    let p = Project::new();
+    let r = p.run(&["init", "--tool", "codex"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let config = p.read(".ralph/config.toml");
+    assert!(config.contains("\ntool = \"codex\""), "{config}");
+}
+
+/// Issue 32, item 10: ralph-claude-code's `--notify` points to `[notify]`,
+/// which ralph has, not only to hooks.
+#[test]
+fn notify_points_to_the_notify_settings() {
+    let p = Project::with_prd(THREE_STORIES);
+    let r = p.run(&["--notify"]);
+    assert_eq!(r.code, code(exit::USAGE), "{r:?}");
+    assert!(r.stderr.contains("[notify] in .ralph/config.toml (desktop = true"), "{r:?}");
+    assert!(!r.stderr.contains("notifications are hooks"), "{r:?}");
 }

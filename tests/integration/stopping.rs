@@ -326,3 +326,33 @@ fn status_watch_json_is_one_json_document_per_line() {
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     assert_eq!(child.wait().unwrap().code(), Some(code(exit::COMPLETE)));
 }
+
+/// Issue 32, item 9: after SIGTERM the end of the run says what happened in
+/// words a person reads: terminated, how many stories pass of how many, the
+/// exit code; and an agent that starts nothing has left nothing running.
+#[test]
+fn sigterm_ends_the_run_with_its_own_words_and_no_leftovers_claimed() {
+    let p = Project::with_prd(THREE_STORIES);
+    p.script("[run *]\nprint working\nsleep 120\n");
+    let child = p.spawn(&["3", "--progress", "plain"]);
+    assert!(
+        eventually(Duration::from_secs(20), || p.agent_runs().len() == 1),
+        "the agent never started"
+    );
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let (r, _) = wait_with_rusage(child);
+    assert_eq!(r.code, 143, "{r:?}");
+    let lines: Vec<&str> =
+        r.stdout.lines().map(|l| l.split_once("] ").map_or(l, |x| x.1)).collect();
+    let end = lines.iter().position(|l| *l == "terminated; run ralph again to resume");
+    let end = end.unwrap_or_else(|| panic!("no end message: {r:?}"));
+    let summary = lines[end + 1].trim_start();
+    assert!(
+        summary.starts_with("0/3 stories pass after 0 iterations in ")
+            && summary.ends_with(" · exit 143 (interrupted)"),
+        "{summary:?} in {r:?}"
+    );
+    assert!(!r.stdout.contains(" stopped\n"), "{r:?}");
+    assert!(!r.stdout.contains("left running"), "the agent started nothing: {r:?}");
+}

@@ -34,7 +34,7 @@ pub(crate) struct Entry {
 }
 
 const SESSION: &str = "every iteration starts a fresh agent process, so there is no session to continue or expire; what carries over is git, prd.json, progress.txt and the handoff file";
-const NOTIFY: &str = "notifications are hooks in ralph: hooks.on_complete and hooks.on_halt";
+const NOTIFY: &str = "notifications are [notify] in ralph (notify.desktop = true for notify-send, or a webhook, Slack or ntfy), or hooks.on_complete and hooks.on_halt";
 const GITHUB: &str =
     "ralph has no GitHub integration; hooks.on_complete can comment, close the issue or open a PR";
 const SANDBOX: &str = "ralph runs the agent where ralph runs: start ralph itself in the container or VM (deploy/ has examples)";
