@@ -115,7 +115,8 @@ impl Run<'_> {
             }
         }
         let saved = self.save_protected(&before);
-        let git_dir = crate::oracle::git_dir::mark(&self.repo.common_dir());
+        let git_dir =
+            crate::oracle::git_dir::mark_with(&self.repo.common_dir(), &mut self.kit.git_dir_cache);
         // Where this iteration runs again from if ralph's end cuts it off.
         self.state.progress_at_start = match crate::store::read_regular(&self.paths.progress) {
             Ok(bytes) => Some(FileMark::of(&bytes)),

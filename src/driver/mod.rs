@@ -248,6 +248,8 @@ struct Kit {
     protected: Option<crate::oracle::protect::Protected>,
     /// What agents, the gate and hooks are confined to.
     sandbox: std::sync::Arc<crate::sandbox::Sandbox>,
+    /// The git directory's guarded files as last read (`oracle::git_dir`).
+    git_dir_cache: crate::oracle::git_dir::Cache,
 }
 
 /// Runs the loop. Returns the exit code; `Err` for fatal setup errors.

@@ -133,7 +133,8 @@ impl Run<'_> {
     /// and hooks (`oracle::git_dir`). Returns the paths, as `.git/…`.
     pub(super) fn set_back_git_dir(&mut self, n: u32, before: &git_dir::Mark) -> Vec<String> {
         let dir = self.repo.common_dir();
-        let paths = git_dir::changed(before, &git_dir::mark(&dir));
+        let paths =
+            git_dir::changed(before, &git_dir::mark_with(&dir, &mut self.kit.git_dir_cache));
         if paths.is_empty() {
             return Vec::new();
         }

@@ -130,7 +130,8 @@ impl Run<'_> {
             resolve: true,
         });
         let before = self.repo.head();
-        let git_dir = crate::oracle::git_dir::mark(&self.repo.common_dir());
+        let git_dir =
+            crate::oracle::git_dir::mark_with(&self.repo.common_dir(), &mut self.kit.git_dir_cache);
         let run = self.run_agent(n, &story, &prompt, &prompt_path, &log)?;
         // A resolver is an agent like any other: what it changed of the git
         // directory's config and hooks is set back, and the resolution

@@ -212,6 +212,7 @@ pub(super) fn start<'a>(
             last_gate_passed: None,
             protected: Some(protected(paths, cfg)?),
             sandbox,
+            git_dir_cache: Default::default(),
         },
         state,
     };

@@ -5,11 +5,14 @@
 //! commits). So what an iteration changed there is set back before
 //! anything of ralph's reads it, and the iteration is judged tampered.
 //!
-//! [`mark`] reads what is there, [`changed`] compares two marks (pure),
-//! [`set_back`] writes a mark's files back.
+//! [`mark_with`] reads what is there, [`changed`] compares two marks (pure),
+//! [`set_back`] writes a mark's files back. A mark reads again only what
+//! changed since its [`Cache`] saw it: it is taken twice an iteration, and
+//! would read the same dozen files each time otherwise.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 /// What is at a guarded path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,11 +33,52 @@ pub struct Mark(pub BTreeMap<String, Entry>);
 /// The most bytes read of one guarded file: a larger one is `Other`.
 const MAX_BYTES: u64 = 1 << 20;
 
-/// What is there now (best effort: what cannot be read is not marked).
-pub fn mark(git_dir: &Path) -> Mark {
+/// What a guarded file's inode says of it. Any change of its content or
+/// metadata sets its ctime, which no unprivileged process can set back; a
+/// file put in its place is another inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mode: u32,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    fn of(meta: &std::fs::Metadata) -> Stamp {
+        use std::os::unix::fs::MetadataExt;
+        Stamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            mode: meta.mode(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+}
+
+/// The entries marks read, by path and stamp.
+#[derive(Debug, Default)]
+pub struct Cache(BTreeMap<PathBuf, (Stamp, Entry)>);
+
+/// A file changed this recently may change again within the same tick of
+/// its clock (git's "racy" files): it is read every time.
+const RACY: Duration = Duration::from_secs(2);
+
+/// What is there now (best effort: what cannot be read is not marked),
+/// reading only the files whose stamp differs from what `cache` saw (or
+/// that changed in the last [`RACY`]).
+pub fn mark_with(git_dir: &Path, cache: &mut Cache) -> Mark {
+    mark_at(git_dir, cache, SystemTime::now())
+}
+
+fn mark_at(git_dir: &Path, cache: &mut Cache, now: SystemTime) -> Mark {
     let mut files = BTreeMap::new();
     let mut add = |rel: String| {
-        if let Some(e) = entry(&git_dir.join(&rel)) {
+        if let Some(e) = cached_entry(&git_dir.join(&rel), cache, now) {
             files.insert(rel, e);
         }
     };
@@ -47,9 +91,33 @@ pub fn mark(git_dir: &Path) -> Mark {
     Mark(files)
 }
 
-fn entry(path: &Path) -> Option<Entry> {
+fn cached_entry(path: &Path, cache: &mut Cache, now: SystemTime) -> Option<Entry> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        cache.0.remove(path);
+        return None;
+    };
+    let stamp = Stamp::of(&meta);
+    if let Some((seen, e)) = cache.0.get(path)
+        && *seen == stamp
+    {
+        return Some(e.clone());
+    }
+    let e = entry(path, &meta)?;
+    let changed = SystemTime::UNIX_EPOCH
+        + Duration::new(stamp.ctime.0.max(0) as u64, stamp.ctime.1.clamp(0, 999_999_999) as u32);
+    match now.duration_since(changed) {
+        Ok(age) if age >= RACY => {
+            cache.0.insert(path.to_path_buf(), (stamp, e.clone()));
+        }
+        _ => {
+            cache.0.remove(path);
+        }
+    }
+    Some(e)
+}
+
+fn entry(path: &Path, meta: &std::fs::Metadata) -> Option<Entry> {
     use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::symlink_metadata(path).ok()?;
     if meta.file_type().is_symlink() {
         return std::fs::read_link(path).ok().map(Entry::Link);
     }
@@ -131,6 +199,10 @@ pub fn set_back(git_dir: &Path, before: &Mark, paths: &[String]) -> Vec<String> 
 mod tests {
     use super::*;
 
+    fn mark(git_dir: &Path) -> Mark {
+        mark_with(git_dir, &mut Cache::default())
+    }
+
     fn file(text: &str) -> Entry {
         Entry::File { bytes: text.as_bytes().to_vec(), mode: 0o644 }
     }
@@ -198,5 +270,39 @@ mod tests {
         assert_eq!(mark(git), before);
         let mode = std::fs::metadata(git.join("hooks/pre-commit")).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o755);
+    }
+
+    #[test]
+    fn a_cached_mark_sees_every_change_a_stamp_cannot_hide() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = dir.path();
+        std::fs::create_dir_all(git.join("hooks")).unwrap();
+        std::fs::write(git.join("config"), "[core]\n").unwrap();
+        std::fs::write(git.join("hooks/pre-push"), "#!/bin/sh\nexit 0\n").unwrap();
+        // As if the files were old: cached.
+        let later = SystemTime::now() + Duration::from_secs(60);
+        let mut cache = Cache::default();
+        let first = mark_at(git, &mut cache, later);
+        assert_eq!(cache.0.len(), 2);
+        assert_eq!(mark_at(git, &mut cache, later), first, "nothing changed");
+        // Same length, same mtime: the ctime still tells.
+        let hook = git.join("hooks/pre-push");
+        let mtime = std::fs::metadata(&hook).unwrap().modified().unwrap();
+        std::fs::write(&hook, "#!/bin/sh\nexit 1\n").unwrap();
+        std::fs::File::options().write(true).open(&hook).unwrap().set_modified(mtime).unwrap();
+        let second = mark_at(git, &mut cache, later);
+        assert_eq!(changed(&first, &second), ["hooks/pre-push"]);
+        // Another file put in its place.
+        std::fs::write(git.join("other"), "[core]\n\thooksPath = /tmp\n").unwrap();
+        std::fs::rename(git.join("other"), git.join("config")).unwrap();
+        let third = mark_at(git, &mut cache, later);
+        assert_eq!(changed(&second, &third), ["config"]);
+        // Removed.
+        std::fs::remove_file(&hook).unwrap();
+        assert_eq!(changed(&third, &mark_at(git, &mut cache, later)), ["hooks/pre-push"]);
+        // A file changed just now is read every time, never cached.
+        let mut fresh = Cache::default();
+        let _ = mark_at(git, &mut fresh, SystemTime::now());
+        assert!(fresh.0.is_empty(), "{fresh:?}");
     }
 }
