@@ -182,10 +182,13 @@ impl Lessons {
         Ok((Lessons::new(story), Some(warning)))
     }
 
-    /// Writes the story's lessons file atomically, creating the folder.
+    /// Writes the story's lessons file atomically (never half-written),
+    /// creating the folder. Not synced to disk: a power cut may lose the
+    /// newest lesson, which the next failure teaches again, and a sync
+    /// here would cost every failed iteration as much as its checkpoint.
     pub fn save(&self, store: &Store) -> io::Result<()> {
         fs::create_dir_all(store.lessons_dir())?;
-        store::write_json(&path(store, &self.story), self)
+        store::write_replace(&path(store, &self.story), &store::json_bytes(self)?)
     }
 }
 

@@ -35,6 +35,68 @@ pub struct Sandbox {
     /// The folders the policy lists (the home, the toolchains of `PATH`:
     /// `/usr/bin` alone holds thousands of names), kept while unchanged.
     listings: Arc<Listings>,
+    /// A private temp dir the last child left, emptied, for the next.
+    spare: Arc<Spare>,
+}
+
+/// One private temp dir kept between children: making and removing one per
+/// child is an inode made and freed every iteration. It is emptied when
+/// its child ends (after the sweep of what the child left running), so no
+/// child sees another's files; removed with the last [`Sandbox`].
+#[derive(Debug, Default)]
+struct Spare(std::sync::Mutex<Option<PathBuf>>);
+
+impl Spare {
+    /// The kept dir when it is still a private, empty folder; else a new one.
+    fn take(&self) -> std::io::Result<PathBuf> {
+        let kept = self.0.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match kept {
+            Some(dir) if is_empty_private_dir(&dir) => Ok(dir),
+            Some(dir) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                private_temp_dir()
+            }
+            None => private_temp_dir(),
+        }
+    }
+
+    /// Keeps `dir` for the next child once emptied; removes it otherwise
+    /// (it could not be emptied, or another child's dir is kept already).
+    fn give_back(&self, dir: &Path) {
+        let mut slot = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() && empty(dir).is_ok() {
+            *slot = Some(dir.to_path_buf());
+        } else {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+impl Drop for Spare {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// Removes what is in `dir` (never following a link out of it).
+fn empty(dir: &Path) -> std::io::Result<()> {
+    for e in std::fs::read_dir(dir)? {
+        let path = e?.path();
+        match std::fs::symlink_metadata(&path)?.is_dir() {
+            true => std::fs::remove_dir_all(&path)?,
+            false => std::fs::remove_file(&path)?,
+        }
+    }
+    Ok(())
+}
+
+fn is_empty_private_dir(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(dir)
+        .is_ok_and(|m| m.is_dir() && m.mode() & 0o077 == 0 && m.uid() == crate::process::euid())
+        && std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none())
 }
 
 impl Sandbox {
@@ -65,7 +127,7 @@ impl Sandbox {
                 }
             }
         };
-        Ok(Sandbox { settings, support, home, listings: Arc::default() })
+        Ok(Sandbox { settings, support, home, listings: Arc::default(), spare: Arc::default() })
     }
 
     /// The Landlock ABI children are confined at; `None`: unconfined.
@@ -119,10 +181,11 @@ impl Sandbox {
         env_set: &[(String, String)],
     ) -> std::io::Result<Option<Child>> {
         let Some(abi) = self.abi() else { return Ok(None) };
-        let tmp = private_temp_dir()?;
+        let tmp = self.spare.take()?;
         let policy = self.policy(tool, cwd, program, env_set, &tmp, true);
         let cwd = Some(cwd.to_path_buf());
-        Ok(Some(Child { policy: Arc::new(policy), abi, tmp, home: self.home.clone(), cwd }))
+        let spare = Some(self.spare.clone());
+        Ok(Some(Child { policy: Arc::new(policy), abi, tmp, home: self.home.clone(), cwd, spare }))
     }
 
     /// The inputs of [`super::policy`], gathered. `make` creates the CLI's
@@ -307,6 +370,8 @@ pub struct Child {
     tmp: PathBuf,
     home: Option<PathBuf>,
     cwd: Option<PathBuf>,
+    /// Where its temp dir goes back to when it ends.
+    spare: Option<Arc<Spare>>,
 }
 
 impl Child {
@@ -323,7 +388,12 @@ impl Child {
 
 impl Drop for Child {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.tmp);
+        match &self.spare {
+            Some(spare) => spare.give_back(&self.tmp),
+            None => {
+                let _ = std::fs::remove_dir_all(&self.tmp);
+            }
+        }
     }
 }
 
@@ -431,5 +501,37 @@ mod tests {
         std::fs::write(dir.path().join("b"), "").unwrap();
         assert_eq!(sorted(listings.names(dir.path())), ["a", "b"], "a new entry: listed again");
         assert_eq!(listings.names(&dir.path().join("missing")), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_child_s_temp_dir_is_emptied_and_kept_for_the_next_one_alone() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("keep"), "mine").unwrap();
+        let spare = Spare::default();
+        let first = spare.take().unwrap();
+        std::fs::create_dir_all(first.join("a/b")).unwrap();
+        std::fs::write(first.join("a/b/f"), "x").unwrap();
+        std::os::unix::fs::symlink(outside.path(), first.join("out")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), first.join("a/out")).unwrap();
+        // Two children at once: the second gets a dir of its own.
+        let second = spare.take().unwrap();
+        assert_ne!(first, second);
+        spare.give_back(&first);
+        spare.give_back(&second);
+        assert!(!second.exists(), "only one dir is kept");
+        let again = spare.take().unwrap();
+        assert_eq!(again, first, "the kept dir is reused");
+        assert_eq!(std::fs::read_dir(&again).unwrap().count(), 0, "and empty");
+        assert_eq!(std::fs::read_to_string(outside.path().join("keep")).unwrap(), "mine");
+        // A kept dir that is no longer private is not reused.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&again, std::fs::Permissions::from_mode(0o755)).unwrap();
+        spare.give_back(&again);
+        let fresh = spare.take().unwrap();
+        assert_ne!(fresh, again);
+        assert!(!again.exists());
+        spare.give_back(&fresh);
+        drop(spare);
+        assert!(!fresh.exists(), "removed with the sandbox");
     }
 }
