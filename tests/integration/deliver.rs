@@ -172,6 +172,8 @@ fn github_a_parallel_run_opens_a_stacked_pull_request_per_story_and_a_redo_updat
     }
     let first = prs.iter().find(|p| p.head.ends_with("US-001")).unwrap();
     assert!(first.body.contains("As a user I see the first thing."), "{}", first.body);
+    // The README shows this description: it must be what ralph renders.
+    assert_eq!(masked(&first.body), masked(&readme_story_description()), "README.md is stale");
     assert!(
         first.body.contains("- [ ] the first file exists\n- [ ] typecheck passes\n"),
         "{}",
@@ -614,4 +616,27 @@ fn run_id(stdout: &str) -> String {
         .and_then(|e| e["run_id"].as_str())
         .expect("a run_start")
         .to_string()
+}
+
+/// The story description README.md shows (its "as a test run … rendered
+/// it" block).
+fn readme_story_description() -> String {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let at = readme.find("A story's description, as a test run").expect("the README's example");
+    let block = &readme[at..];
+    let start = block.find("```markdown\n").unwrap() + "```markdown\n".len();
+    let end = start + block[start..].find("\n```").unwrap();
+    block[start..end].to_string()
+}
+
+/// A description with what changes from run to run — times, commit ids,
+/// run ids — replaced by placeholders.
+fn masked(text: &str) -> String {
+    let time = regex::Regex::new(r"agent time [0-9.]+(ms|s)").unwrap();
+    let sha = regex::Regex::new(r"\b[0-9a-f]{40}\b").unwrap();
+    let run = regex::Regex::new(r"\b\d{8}-\d{6}-[0-9a-f]{4}-[0-9a-f]{6}\b").unwrap();
+    let text = time.replace_all(text.trim_end(), "agent time T");
+    let text = sha.replace_all(&text, "SHA");
+    run.replace_all(&text, "RUN").into_owned()
 }
