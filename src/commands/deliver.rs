@@ -15,11 +15,6 @@ pub(crate) fn run(g: &Global, args: &DeliverArgs) -> Result<u8, Error> {
     let paths = Paths::resolve(&project, g.prd.as_deref())?;
     let config = layers(g, &paths.project, &SettingArgs::default())?.resolve();
     let cfg = &config.deliver;
-    let mode = match args.pr.as_deref() {
-        Some(m) => PrMode::parse(m).unwrap_or(PrMode::Run),
-        None if cfg.pr == PrMode::Off => PrMode::Run,
-        None => cfg.pr,
-    };
     let report =
         crate::history::find_report(&paths.store, args.run.as_deref()).map_err(Error::Usage)?;
     if report.summary.ended_at.is_none() {
@@ -42,9 +37,20 @@ pub(crate) fn run(g: &Global, args: &DeliverArgs) -> Result<u8, Error> {
         .or_else(|| repo.current_branch())
         .unwrap_or_default();
     let workdir = repo.workdir();
+    let record = paths.store.path(deliver::record::FILE);
+    // Without `--pr` or `deliver.pr`: as the branch was delivered before
+    // (a run delivered per story is brought up to date per story), else
+    // one pull request for the run.
+    let mode = match args.pr.as_deref() {
+        Some(m) => PrMode::parse(m).unwrap_or(PrMode::Run),
+        None if cfg.pr == PrMode::Off => {
+            deliver::record::Record::load(&record).mode_of(&branch).unwrap_or(PrMode::Run)
+        }
+        None => cfg.pr,
+    };
     let job = deliver::Job {
         project: &workdir,
-        record: paths.store.path(deliver::record::FILE),
+        record,
         branch,
         report: &report,
         prd: prd.as_ref(),

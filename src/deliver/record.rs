@@ -59,6 +59,21 @@ impl Record {
         self.branches.entry(branch.to_string()).or_default().prs.insert(key.to_string(), known);
     }
 
+    /// How `branch` was delivered before: per story when a story's pull
+    /// request is recorded, else for the run when the run's is; `None`
+    /// when nothing is.
+    pub fn mode_of(&self, branch: &str) -> Option<super::PrMode> {
+        let prs = &self.branches.get(branch)?.prs;
+        let pieces: Vec<_> = prs.keys().filter_map(|k| super::plan::Piece::from_key(k)).collect();
+        if pieces.iter().any(|p| matches!(p, super::plan::Piece::Story(_))) {
+            Some(super::PrMode::Story)
+        } else if pieces.contains(&super::plan::Piece::Run) {
+            Some(super::PrMode::Run)
+        } else {
+            None
+        }
+    }
+
     pub fn set_target(&mut self, branch: &str, forge: Forge, repo: &str) {
         let b = self.branches.entry(branch.to_string()).or_default();
         b.forge = Some(forge);
@@ -122,4 +137,40 @@ pub fn line(s: &Shown) -> String {
         None => "",
     };
     format!("{} #{} {state}{ci} · {}", s.story.as_deref().unwrap_or("run"), s.number, s.url)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_branch_is_delivered_again_as_it_was_before() {
+        let known = |sha: &str| Known {
+            number: 1,
+            url: "u".into(),
+            head: "h".into(),
+            base: "main".into(),
+            sha: sha.into(),
+            title: "t".into(),
+            body_digest: String::new(),
+            state: super::super::forge::PrState::Open,
+            draft: false,
+            node_id: None,
+            ci: None,
+            checked_at: chrono::Utc::now(),
+        };
+        let mut rec = Record::default();
+        let with = |keys: &[&str]| BranchRecord {
+            prs: keys.iter().map(|k| (k.to_string(), known("s"))).collect(),
+            ..BranchRecord::default()
+        };
+        rec.branches.insert("a".into(), with(&["run"]));
+        rec.branches.insert("b".into(), with(&["story:US-1", "story:US-2"]));
+        rec.branches.insert("c".into(), with(&[]));
+        use super::super::PrMode;
+        assert_eq!(rec.mode_of("a"), Some(PrMode::Run));
+        assert_eq!(rec.mode_of("b"), Some(PrMode::Story));
+        assert_eq!(rec.mode_of("c"), None);
+        assert_eq!(rec.mode_of("d"), None);
+    }
 }

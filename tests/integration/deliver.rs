@@ -293,6 +293,17 @@ fn gitlab_a_run_opens_a_merge_request_per_story_and_adopts_one_a_person_opened()
                 && p["url"].as_str().unwrap().contains("/-/merge_requests/")),
         "{v}"
     );
+
+    // `ralph deliver` asks the forge again: each pipeline's state is shown.
+    s.forge.state.lock().unwrap().ci = Some("failed");
+    let d = s.ralph(&["deliver"], TOKEN);
+    assert_eq!(d.code, 0, "{d:?}");
+    let st = s.p.run(&["status"]);
+    let lines: Vec<&str> = st.stdout.lines().filter(|l| l.contains("/-/merge_requests/")).collect();
+    assert_eq!(lines.len(), 3, "{st:?}");
+    assert!(lines.iter().all(|l| l.contains(" · CI failed · ")), "{lines:?}");
+    let v: Value = serde_json::from_str(&s.p.run(&["status", "--json"]).stdout).unwrap();
+    assert!(v["pull_requests"].as_array().unwrap().iter().all(|p| p["ci"] == "failure"), "{v}");
 }
 
 #[test]
