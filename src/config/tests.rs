@@ -1,4 +1,8 @@
+use std::time::Duration;
+
+use super::keys::check;
 use super::*;
+use crate::agent::Tool;
 
 fn no_env(_: &str) -> Option<String> {
     None
