@@ -9,7 +9,8 @@
 //! which key. Unknown keys and values of the wrong type are errors that
 //! name the file (or flag) and the key.
 //!
-//! The module is split by concern: `keys.rs` the table, `error.rs` the
+//! The module is split by concern: `keys.rs` the table, `kind.rs` each
+//! type's checks and parsing, `error.rs` the
 //! errors that say where a bad value is, `layers.rs` reading the layers,
 //! `resolve.rs` turning them into the typed [`Config`] of `types.rs`.
 
@@ -18,12 +19,14 @@ use std::path::PathBuf;
 
 mod error;
 pub(crate) mod keys;
+pub(crate) mod kind;
 mod layers;
 mod resolve;
 mod types;
 
 pub use error::ConfigError;
-pub(crate) use keys::{KEYS, Key, decides_trust, env_name, parse_duration};
+pub(crate) use keys::{KEYS, Key, decides_trust, env_name};
+pub(crate) use kind::parse_duration;
 pub use layers::Ignored;
 pub(crate) use layers::Layers;
 pub(crate) use types::{

@@ -102,7 +102,7 @@ mod tests {
     use super::*;
     use crate::cli::Cli;
     use crate::config::Source;
-    use crate::config::keys::Kind;
+    use crate::config::kind::Kind;
 
     /// An argument as a person types it: `--timeout`, or `MAX_ITERATIONS`.
     fn shown(arg: &clap::Arg) -> String {

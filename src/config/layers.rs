@@ -7,7 +7,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::error::{EVERY_KEY, Spans, at, did_you_mean, syntax_error};
-use super::keys::{check, find, parse_text};
+use super::keys::find;
+use super::kind::{check, parse_text};
 use super::{ConfigError, KEYS, Key, Source, decides_trust, env_name};
 
 /// Every key's value and where it came from.

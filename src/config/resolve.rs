@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::agent::Tool;
 use crate::analyze::Format;
 
-use super::keys::{format_from, tool_from};
+use super::kind::{format_from, tool_from};
 use super::{
     AgentConfig, BudgetConfig, CircuitConfig, Color, Config, CostConfig, GateConfig, HooksConfig,
     Layers, LimitsConfig, LogsConfig, MergeConfig, Progress, RunConfig, WorkerConfig,

@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use super::keys::check;
+use super::kind::check;
 use super::*;
 use crate::agent::Tool;
 
