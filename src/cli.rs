@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::agent::Tool;
-use crate::config::{Color, Progress};
+pub(crate) use crate::config::keys::{DisplaySettingArgs, GlobalSettingArgs, SettingArgs};
 
 pub(crate) const EXAMPLES: &str = "\
 Examples:
@@ -69,10 +69,9 @@ pub(crate) struct Global {
     /// Path of prd.json (default: ./prd.json, else ./scripts/ralph/prd.json)
     #[arg(long, global = true, value_name = "PATH", env = "RALPH_PRD_FILE")]
     pub(crate) prd: Option<PathBuf>,
-    // The global option that is a setting: the `flag` of ui.color.
-    /// When to use colour; auto: when stdout is a terminal and NO_COLOR is unset
-    #[arg(long, global = true, value_enum, value_name = "WHEN")]
-    pub(crate) color: Option<Color>,
+    /// `--color`, declared with its key in `config::keys`.
+    #[command(flatten)]
+    pub(crate) settings: GlobalSettingArgs,
     /// How a run shows itself: [`Display`], given to the commands that run
     /// the loop or show its events, never parsed here.
     #[arg(skip)]
@@ -98,9 +97,9 @@ impl Global {
 /// (`deliver`). Only there are they offered; elsewhere they would do nothing.
 #[derive(Debug, Args, Clone, Default, PartialEq)]
 pub(crate) struct Display {
-    /// How a run shows progress; plain: timestamped lines even on a terminal [default: auto]
-    #[arg(long, value_enum, value_name = "HOW")]
-    pub(crate) progress: Option<Progress>,
+    /// `--progress`, declared with its key in `config::keys`.
+    #[command(flatten)]
+    pub(crate) settings: DisplaySettingArgs,
     /// Only iteration results and the final report; no agent output
     #[arg(short, long)]
     pub(crate) quiet: bool,
@@ -110,7 +109,9 @@ pub(crate) struct Display {
 }
 
 /// The options of a run. Those that set a configuration key are in
-/// [`SettingArgs`]; the rest act on this run only.
+/// [`SettingArgs`]; the rest act on this run only. `--help` lists the
+/// display options, then the settings, then these (`display_order` 200 and
+/// up: see `config::keys::settings!`).
 #[derive(Debug, Args, Clone, Default, PartialEq)]
 #[command(next_help_heading = "Run options")]
 pub(crate) struct RunArgs {
@@ -119,17 +120,17 @@ pub(crate) struct RunArgs {
     #[command(flatten)]
     pub(crate) settings: SettingArgs,
     /// Reset the circuit breaker to CLOSED and exit
-    #[arg(long)]
+    #[arg(long, display_order = 200)]
     pub(crate) reset_circuit: bool,
     /// Start a new run, breaker closed, instead of resuming a crashed one
-    #[arg(long)]
+    #[arg(long, display_order = 201)]
     pub(crate) fresh: bool,
     /// Run inside a tmux session with status and log panes
-    #[arg(long)]
+    #[arg(long, display_order = 202)]
     pub(crate) monitor: bool,
     /// Print what the next iteration would do (story, agent command and
     /// environment, prompt, gate) and change nothing
-    #[arg(long)]
+    #[arg(long, display_order = 203)]
     pub(crate) dry_run: bool,
     // The spellings of ralph-claude-code and other drivers, accepted and
     // not advertised: `commands::argv` folds them into ralph's own.
@@ -148,113 +149,24 @@ pub(crate) struct RunArgs {
     pub(crate) iterations: Option<u32>,
 }
 
-/// Run options that set a configuration key: each is the `flag` of one row
-/// of `config::KEYS` (as is the global `--color`), so `config show` names it
-/// as the value's source. A test fails when one is missing from the table.
-#[derive(Debug, Args, Clone, Default, PartialEq)]
-#[command(next_help_heading = "Run options")]
-pub(crate) struct SettingArgs {
-    /// Most iterations to run [default: 10, or run.max_iterations]
-    #[arg(value_name = "MAX_ITERATIONS", value_parser = clap::value_parser!(u32).range(1..))]
-    pub(crate) max_iterations: Option<u32>,
-    /// Agent CLI to drive
-    #[arg(long, value_enum, value_name = "TOOL")]
-    pub(crate) tool: Option<Tool>,
-    /// Agent to go on with when the configured one meets a usage limit that resets later
-    /// than limits.fallback_after (repeat it, or give a comma list, for more than one)
-    #[arg(long, value_delimiter = ',', value_name = "TOOL", value_parser = FALLBACK_TOOLS)]
-    pub(crate) fallback_tool: Vec<String>,
-    /// Any other agent command (split like a shell splits words, never run by one);
-    /// {prompt} / {prompt_file} put the prompt in argv / a file, else it goes to stdin
-    #[arg(long, value_name = "COMMAND", value_parser = agent_command)]
-    pub(crate) agent_cmd: Option<String>,
-    /// Model for the agent CLI (passed as --model)
-    #[arg(long, value_name = "MODEL")]
-    pub(crate) model: Option<String>,
-    /// Use the agent CLI's safer permission mode instead of "allow everything"
-    #[arg(long)]
-    pub(crate) safe: bool,
-    /// Confine the agent, gate and hooks with Landlock: auto (where the kernel has it),
-    /// strict (refuse to start without it) or off [default: auto]
-    #[arg(long, value_name = "MODE", value_parser = ["auto", "strict", "off"])]
-    pub(crate) sandbox: Option<String>,
-    /// Verification gate: a story passes only when this command passes (shell syntax such as
-    /// "cd tests && pytest" runs it with sh -c)
-    #[arg(long, value_name = "COMMAND", value_parser = command)]
-    pub(crate) gate: Option<String>,
-    /// Wall-clock limit of one gate run; 0 = none [default: 10m]
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
-    pub(crate) gate_timeout: Option<String>,
-    /// Wall-clock limit per iteration; 0 = none [default: 30m]
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
-    pub(crate) timeout: Option<String>,
-    /// Stop the agent after this long without output; 0 = never [default: 10m]
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
-    pub(crate) idle_timeout: Option<String>,
-    /// Stories to work at once, each in its own git worktree [default: 1]
-    #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
-    pub(crate) jobs: Option<u32>,
-    /// Pause between iterations [default: 0s]
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
-    pub(crate) pause: Option<String>,
-    /// Prompt template (default: .ralph/prompt.md, else the built-in one)
-    #[arg(long, value_name = "FILE")]
-    pub(crate) prompt: Option<PathBuf>,
-    /// Wall clock for the whole run
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
-    pub(crate) max_duration: Option<String>,
-    /// Stop once the agents report spending this many USD
-    #[arg(long, value_name = "USD", value_parser = usd)]
-    pub(crate) max_cost: Option<f64>,
-    /// Stop once the agents report using this many tokens
-    #[arg(long, value_name = "TOKENS")]
-    pub(crate) max_tokens: Option<u64>,
-    /// Agent runs allowed per hour; 0 = no limit [default: 100]
-    #[arg(long, alias = "calls", value_name = "N")]
-    pub(crate) calls_per_hour: Option<u32>,
-    /// Stop (exit 4) at a rate or usage limit instead of waiting it out
-    #[arg(long)]
-    pub(crate) no_wait: bool,
-    /// Longest wait for a limit before stopping with exit 4 [default: 6h]
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
-    pub(crate) max_wait: Option<String>,
-    /// Start with a closed circuit breaker, whatever state it was left in
-    #[arg(long, alias = "auto-reset-circuit")]
-    pub(crate) auto_reset: bool,
-    /// Start a new run even over uncommitted changes to tracked files
-    #[arg(long)]
-    pub(crate) allow_dirty: bool,
-    /// Open pull requests when the run ends: one for the run (--pr, --pr=run), one per
-    /// story (--pr=story), or none (--pr=off) [default: off]
-    #[arg(
-        long,
-        value_name = "MODE",
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "run",
-        value_parser = ["off", "run", "story"]
-    )]
-    pub(crate) pr: Option<String>,
-}
-
 /// The agents `--fallback-tool` may name: every tool but custom (the custom
 /// command is the configured agent's).
-const FALLBACK_TOOLS: [&str; 7] =
+pub(crate) const FALLBACK_TOOLS: [&str; 7] =
     ["claude", "amp", "codex", "gemini", "opencode", "cursor-agent", "aider"];
 
-fn duration(s: &str) -> Result<String, String> {
+pub(crate) fn duration(s: &str) -> Result<String, String> {
     crate::config::parse_duration(s).map(|_| s.to_string())
 }
 
-fn command(s: &str) -> Result<String, String> {
+pub(crate) fn command(s: &str) -> Result<String, String> {
     crate::agent::words::split(s).map(|_| s.to_string())
 }
 
-fn agent_command(s: &str) -> Result<String, String> {
+pub(crate) fn agent_command(s: &str) -> Result<String, String> {
     crate::agent::words::agent_command(s).map(|_| s.to_string())
 }
 
-fn usd(s: &str) -> Result<f64, String> {
+pub(crate) fn usd(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(c) if c >= 0.0 && c.is_finite() => Ok(c),
         _ => Err("expected a non-negative number".into()),

@@ -1,18 +1,20 @@
 //! The settings given on the command line, as the top configuration layer.
 //!
-//! Which flag sets which key is declared once, in the `flag` column of
-//! `config::KEYS`; [`value`] reads a declared flag from the parsed
-//! arguments. The flags that are settings are the fields of
-//! `cli::SettingArgs` plus the global `--color` and the run's `--progress`; the tests below fail when
-//! one of them is missing from the table, when the table names a flag
-//! ralph does not have, or when a flag's help shows another default than
-//! its key's.
+//! A flag that sets a key is declared in the key's row of the settings
+//! table (`config/keys.rs`), which makes the field of `cli::SettingArgs`
+//! (for `--color`, of `cli::GlobalSettingArgs`; for `--progress`, of
+//! `cli::DisplaySettingArgs`, a run's display options) and
+//! says what value each given flag puts on its key
+//! (`config::keys::given`). The tests below fail when the flag a row names
+//! is not the one clap made of its field, or when a flag's help shows
+//! another default than its key's.
 
 use std::path::Path;
 
 use toml::Value;
 
 use crate::cli::{Global, SettingArgs};
+use crate::config::keys::given;
 use crate::config::{ConfigError, KEYS, Layers};
 use crate::error::Error;
 use crate::store::Store;
@@ -43,11 +45,8 @@ pub(crate) fn apply(
     g: &Global,
     settings: &SettingArgs,
 ) -> Result<(), ConfigError> {
-    for key in KEYS {
-        let Some(flag) = key.flag else { continue };
-        if let Some(v) = value(g, settings, flag) {
-            layers.flag(key.key, v, flag)?;
-        }
+    for (setting, flag, value) in given(&g.settings, &g.display.settings, settings) {
+        layers.flag(KEYS[setting as usize].key, value, flag)?;
     }
     // `--agent-cmd` alone means that command is the agent. (agent.command
     // in a file, without agent.tool, replaces claude's program instead.)
@@ -57,50 +56,12 @@ pub(crate) fn apply(
     Ok(())
 }
 
-/// What `flag` says, as a value of its key; `None` when it was not given.
-/// Values are already checked by clap (`cli.rs`); [`Layers::flag`] checks
-/// them against the key's type once more.
-fn value(g: &Global, s: &SettingArgs, flag: &str) -> Option<Value> {
-    let text = |t: &Option<String>| t.as_deref().map(|t| Value::String(t.into()));
-    let given = |on: bool, value: bool| on.then_some(Value::Boolean(value));
-    match flag {
-        "MAX_ITERATIONS" => s.max_iterations.map(|n| Value::Integer(n.into())),
-        "--tool" => s.tool.map(|t| Value::String(t.name().into())),
-        "--fallback-tool" => (!s.fallback_tool.is_empty()).then(|| {
-            Value::Array(s.fallback_tool.iter().map(|t| Value::String(t.clone())).collect())
-        }),
-        "--agent-cmd" => text(&s.agent_cmd),
-        "--model" => text(&s.model),
-        "--safe" => given(s.safe, true),
-        "--sandbox" => text(&s.sandbox),
-        "--gate" => text(&s.gate),
-        "--gate-timeout" => text(&s.gate_timeout),
-        "--timeout" => text(&s.timeout),
-        "--idle-timeout" => text(&s.idle_timeout),
-        "--pause" => text(&s.pause),
-        "--jobs" => s.jobs.map(|n| Value::Integer(n.into())),
-        "--prompt" => s.prompt.as_ref().map(|p| Value::String(p.display().to_string())),
-        "--max-duration" => text(&s.max_duration),
-        "--max-cost" => s.max_cost.map(Value::Float),
-        "--max-tokens" => s.max_tokens.map(|t| Value::Integer(t.min(i64::MAX as u64) as i64)),
-        "--calls-per-hour" => s.calls_per_hour.map(|n| Value::Integer(n.into())),
-        "--no-wait" => given(s.no_wait, false),
-        "--max-wait" => text(&s.max_wait),
-        "--auto-reset" => given(s.auto_reset, true),
-        "--allow-dirty" => given(s.allow_dirty, true),
-        "--pr" => text(&s.pr),
-        "--color" => g.color.map(|c| Value::String(c.name().into())),
-        "--progress" => g.display.progress.map(|p| Value::String(p.name().into())),
-        _ => unreachable!("config::KEYS names {flag}, which commands::flags::value does not read"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use clap::{Args, CommandFactory, Parser};
 
     use super::*;
-    use crate::cli::Cli;
+    use crate::cli::{Cli, DisplaySettingArgs, GlobalSettingArgs};
     use crate::config::Source;
     use crate::config::kind::Kind;
 
@@ -128,16 +89,18 @@ mod tests {
 
     #[test]
     fn every_setting_flag_is_in_the_table_and_every_flag_in_the_table_exists() {
-        let mut settings: Vec<String> =
-            SettingArgs::augment_args(clap::Command::new("s")).get_arguments().map(shown).collect();
-        // The global options that are settings.
-        settings.extend(["--color".into(), "--progress".into()]);
+        let settings: Vec<String> = SettingArgs::augment_args(clap::Command::new("s"))
+            .get_arguments()
+            .chain(GlobalSettingArgs::augment_args(clap::Command::new("g")).get_arguments())
+            .chain(DisplaySettingArgs::augment_args(clap::Command::new("d")).get_arguments())
+            .map(shown)
+            .collect();
         let declared = declared();
         for flag in &settings {
             let rows = declared.iter().filter(|(f, _)| f == flag).count();
             assert_eq!(
                 rows, 1,
-                "{flag} sets configuration (cli::SettingArgs) but {rows} KEYS rows name it"
+                "{flag} sets configuration but {rows} rows of the settings table name it"
             );
         }
         let all = every_argument();
@@ -148,7 +111,7 @@ mod tests {
             );
             assert!(
                 settings.iter().any(|s| s == flag),
-                "KEYS row {key} names {flag}, which is not a setting (add it to cli::SettingArgs)"
+                "KEYS row {key} names {flag}, which is not the flag its field makes"
             );
         }
         assert!(all.iter().any(|a| a == "--fresh"), "the command line was not enumerated: {all:?}");
