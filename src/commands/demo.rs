@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::cli::{DemoArgs, Global, SettingArgs};
 use crate::config::Layers;
+use crate::config::keys::Setting;
 use crate::error::Error;
 use crate::git::Repo;
 use crate::paths::Paths;
@@ -88,11 +89,11 @@ pub(crate) fn run(g: &Global, args: &DemoArgs) -> Result<u8, Error> {
         s("--pace"),
         s(&format!("{}", args.pace.clamp(0.0, 5.0))),
     ]);
-    layers.flag("agent.tool", s("custom"), "ralph demo")?;
-    layers.flag("agent.command", command, "ralph demo")?;
-    layers.flag("agent.timeout", s("2m"), "ralph demo")?;
-    layers.flag("agent.idle_timeout", s("1m"), "ralph demo")?;
-    layers.flag("limits.calls_per_hour", toml::Value::Integer(0), "ralph demo")?;
+    layers.flag(Setting::AgentTool, s("custom"), "ralph demo")?;
+    layers.flag(Setting::AgentCommand, command, "ralph demo")?;
+    layers.flag(Setting::AgentTimeout, s("2m"), "ralph demo")?;
+    layers.flag(Setting::AgentIdleTimeout, s("1m"), "ralph demo")?;
+    layers.flag(Setting::LimitsCallsPerHour, toml::Value::Integer(0), "ralph demo")?;
     // The global setting flags (--color); the demo takes no run options.
     flags::apply(&mut layers, g, &SettingArgs::default())?;
     let config = layers.resolve();

@@ -14,8 +14,8 @@ use std::path::Path;
 use toml::Value;
 
 use crate::cli::{Global, SettingArgs};
-use crate::config::keys::given;
-use crate::config::{ConfigError, KEYS, Layers};
+use crate::config::keys::{Setting, given};
+use crate::config::{ConfigError, Layers};
 use crate::error::Error;
 use crate::store::Store;
 
@@ -46,12 +46,12 @@ pub(crate) fn apply(
     settings: &SettingArgs,
 ) -> Result<(), ConfigError> {
     for (setting, flag, value) in given(&g.settings, &g.display.settings, settings) {
-        layers.flag(KEYS[setting as usize].key, value, flag)?;
+        layers.flag(setting, value, flag)?;
     }
     // `--agent-cmd` alone means that command is the agent. (agent.command
     // in a file, without agent.tool, replaces claude's program instead.)
     if settings.agent_cmd.is_some() && settings.tool.is_none() {
-        layers.flag("agent.tool", Value::String("custom".into()), "--agent-cmd")?;
+        layers.flag(Setting::AgentTool, Value::String("custom".into()), "--agent-cmd")?;
     }
     Ok(())
 }
@@ -62,6 +62,7 @@ mod tests {
 
     use super::*;
     use crate::cli::{Cli, DisplaySettingArgs, GlobalSettingArgs};
+    use crate::config::KEYS;
     use crate::config::Source;
     use crate::config::kind::Kind;
 

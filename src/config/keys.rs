@@ -62,14 +62,11 @@ macro_rules! settings {
         $(, display flag $dflag:literal $dfield:ident: $dty:ty { $(#[$dattr:meta])* })?
     ;)*) => {
         /// One setting: `Setting::X as usize` is its row of [`KEYS`].
-        // Until `Layers` reads its values by `Setting` (the next commit).
-        #[allow(dead_code)]
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub(crate) enum Setting {
             $($id,)*
         }
 
-        #[allow(dead_code)]
         impl Setting {
             /// Every setting, in the table's order.
             pub(crate) const ALL: &[Setting] = &[$(Setting::$id),*];
@@ -133,6 +130,18 @@ macro_rules! settings {
     (@flag $flag:literal) => { Some($flag) };
     (@value $field:expr) => { FlagValue::given(&$field) };
     (@value $field:expr, $when:literal) => { $field.then_some(Value::Boolean($when)) };
+}
+
+impl Setting {
+    /// Its row of the table.
+    pub(crate) fn key(self) -> &'static Key {
+        &KEYS[self as usize]
+    }
+
+    /// The setting of a key as written (`agent.timeout`).
+    pub(crate) fn find(key: &str) -> Option<Setting> {
+        Setting::ALL.iter().copied().find(|s| s.key().key == key)
+    }
 }
 
 /// What a setting flag's field says, as a value of its key; `None` when the
@@ -511,8 +520,4 @@ settings! {
 /// `agent.idle_timeout` → `RALPH_AGENT_IDLE_TIMEOUT`.
 pub(crate) fn env_name(key: &str) -> String {
     format!("RALPH_{}", key.replace('.', "_").to_uppercase())
-}
-
-pub(super) fn find(key: &str) -> Option<&'static Key> {
-    KEYS.iter().find(|k| k.key == key)
 }

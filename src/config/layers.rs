@@ -7,14 +7,15 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::error::{EVERY_KEY, Spans, at, did_you_mean, syntax_error};
-use super::keys::find;
+use super::keys::Setting;
 use super::kind::{check, parse_text};
 use super::{ConfigError, KEYS, Key, Source, decides_trust, env_name};
 
 /// Every key's value and where it came from.
 #[derive(Debug, Clone)]
 pub(crate) struct Layers {
-    pub(super) values: BTreeMap<&'static str, (toml::Value, Source)>,
+    /// By [`Setting`]: `values[s as usize]`.
+    pub(super) values: Vec<(toml::Value, Source)>,
     /// Settings the run branch's project file changes that decide trust,
     /// read from the base instead.
     pub(super) ignored: Vec<Ignored>,
@@ -59,7 +60,7 @@ impl Layers {
                     .ok()
                     .and_then(|mut t| t.remove("v"))
                     .unwrap_or_else(|| toml::Value::String(String::new()));
-                (k.key, (v, Source::Default))
+                (v, Source::Default)
             })
             .collect();
         Layers { values, ignored: Vec::new() }
@@ -104,11 +105,11 @@ impl Layers {
         let source = Source::Base { path: base.path.clone(), branch: base.base.clone() };
         let shown = PathBuf::from(format!("{} at {}", base.path.display(), base.base));
         layers.text_keys(&shown, &base.text, source, &decides_trust)?;
-        for k in KEYS.iter().filter(|k| decides_trust(k.key)) {
-            let (mine, theirs) = (layers.get(k.key), plain.get(k.key));
+        for &s in Setting::ALL.iter().filter(|s| decides_trust(s.key().key)) {
+            let (mine, theirs) = (layers.get(s), plain.get(s));
             if mine != theirs {
                 layers.ignored.push(Ignored {
-                    key: k.key.to_string(),
+                    key: s.key().key.to_string(),
                     branch: base.branch.clone(),
                     base: base.base.clone(),
                     branch_value: theirs.to_string(),
@@ -172,7 +173,7 @@ impl Layers {
             for (name, value) in items {
                 let full = format!("{section}.{name}");
                 let (key_at, value_at) = spans.of(&full);
-                let Some(key) = find(&full) else {
+                let Some(setting) = Setting::find(&full) else {
                     let error = ConfigError::new(format!(
                         "{}: unknown key `{full}`",
                         at(path, text, key_at)
@@ -182,11 +183,12 @@ impl Layers {
                         None => error.hint(EVERY_KEY),
                     });
                 };
+                let key = setting.key();
                 check(key, &value).map_err(|e| {
                     ConfigError::new(format!("{}: `{full}`: {e}", at(path, text, value_at)))
                         .hint(format!("its default reads `{name} = {}`", key.default))
                 })?;
-                if crate::notify::SECRET_KEYS.contains(&key.key)
+                if crate::notify::SECRET_KEYS.contains(&setting)
                     && let Some(url) = value.as_str().filter(|v| crate::notify::is_url(v))
                 {
                     return Err(ConfigError::new(format!(
@@ -200,7 +202,7 @@ impl Layers {
                     )));
                 }
                 if keep(key.key) {
-                    self.values.insert(key.key, (value, source.clone()));
+                    self.values[setting as usize] = (value, source.clone());
                 }
             }
         }
@@ -208,42 +210,36 @@ impl Layers {
     }
 
     fn env(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
-        for key in KEYS {
+        for &setting in Setting::ALL {
+            let key = setting.key();
             let var = env_name(key.key);
             let Some(text) = env(&var).filter(|t| !t.is_empty()) else { continue };
             let value = parse_text(key, &text).map_err(|e| {
                 ConfigError::new(format!("{var}={text:?}: {e}"))
                     .hint(format!("fix {var} in the environment, or unset it"))
             })?;
-            self.values.insert(key.key, (value, Source::Env(var)));
+            self.values[setting as usize] = (value, Source::Env(var));
         }
         Ok(())
     }
 
-    /// Sets a value from a command-line flag (already typed by clap). A key
-    /// that is not in [`KEYS`], or a value of the wrong type, is an error
-    /// rather than a flag that silently does nothing.
+    /// Sets a value from a command-line flag (already typed by clap). A
+    /// value of the wrong type is an error rather than a flag that silently
+    /// does nothing.
     pub(crate) fn flag(
         &mut self,
-        key: &str,
+        setting: Setting,
         value: toml::Value,
         flag: &str,
     ) -> Result<(), ConfigError> {
-        let k =
-            find(key).ok_or_else(|| ConfigError::new(format!("{flag}: unknown key `{key}`")))?;
-        check(k, &value).map_err(|e| ConfigError::new(format!("{flag}: {e}")))?;
-        self.values.insert(k.key, (value, Source::Flag(flag.to_string())));
+        check(setting.key(), &value).map_err(|e| ConfigError::new(format!("{flag}: {e}")))?;
+        self.values[setting as usize] = (value, Source::Flag(flag.to_string()));
         Ok(())
     }
 
     /// Each key with its value (as TOML text) and source, in table order.
     pub(crate) fn show(&self) -> Vec<(&'static Key, String, &Source)> {
-        KEYS.iter()
-            .map(|k| {
-                let (v, s) = &self.values[k.key];
-                (k, v.to_string(), s)
-            })
-            .collect()
+        KEYS.iter().zip(&self.values).map(|(k, (v, s))| (k, v.to_string(), s)).collect()
     }
 
     /// Every key's effective value as one TOML document: what a worker
@@ -251,21 +247,26 @@ impl Layers {
     /// configuration whatever its own folder holds.
     pub(crate) fn document(&self) -> String {
         let mut sections: BTreeMap<&str, toml::Table> = BTreeMap::new();
-        for k in KEYS {
+        for (k, (value, _)) in KEYS.iter().zip(&self.values) {
             let (section, name) = k.key.split_once('.').unwrap_or(("run", k.key));
-            sections.entry(section).or_default().insert(name.to_string(), self.get(k.key).clone());
+            sections.entry(section).or_default().insert(name.to_string(), value.clone());
         }
         let table: toml::Table =
             sections.into_iter().map(|(s, t)| (s.to_string(), toml::Value::Table(t))).collect();
         toml::to_string(&table).unwrap_or_default()
     }
 
-    /// Sets a value for a parallel run's workers (a key of [`KEYS`]).
-    pub(crate) fn set(&mut self, key: &'static str, value: toml::Value) {
-        self.values.insert(key, (value, Source::Flag("--jobs".into())));
+    /// Sets a value for a parallel run's workers.
+    pub(crate) fn set(&mut self, setting: Setting, value: toml::Value) {
+        self.values[setting as usize] = (value, Source::Flag("--jobs".into()));
     }
 
-    pub(super) fn get(&self, key: &str) -> &toml::Value {
-        &self.values[key].0
+    pub(super) fn get(&self, setting: Setting) -> &toml::Value {
+        &self.values[setting as usize].0
+    }
+
+    /// Where a setting's value came from.
+    pub(super) fn source(&self, setting: Setting) -> &Source {
+        &self.values[setting as usize].1
     }
 }

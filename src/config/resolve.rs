@@ -6,7 +6,8 @@ use std::time::Duration;
 use crate::agent::Tool;
 use crate::analyze::Format;
 
-use super::kind::{format_from, tool_from};
+use super::keys::Setting;
+use super::kind::{Kind, format_from, tool_from};
 use super::{
     AgentConfig, BudgetConfig, CircuitConfig, Color, Config, CostConfig, GateConfig, HooksConfig,
     Layers, LimitsConfig, LogsConfig, MergeConfig, Progress, RunConfig, WorkerConfig,
@@ -16,130 +17,125 @@ use super::{
 impl Layers {
     /// The typed configuration.
     pub(crate) fn resolve(&self) -> Config {
-        let tool = tool_from(&self.str("agent.tool")).unwrap_or(Tool::Claude);
+        use Setting as S;
+        let tool = tool_from(&self.str(S::AgentTool)).unwrap_or(Tool::Claude);
         let nonzero = |d: Duration| (!d.is_zero()).then_some(d);
         Config {
             agent: AgentConfig {
                 tool,
-                fallback: self.list("agent.fallback").iter().filter_map(|t| tool_from(t)).collect(),
-                command: self.agent_command("agent.command"),
-                format: format_from(&self.str("agent.format")).unwrap_or(Format::Text),
-                model: self.opt_str("agent.model"),
-                args: self.list("agent.args"),
-                safe: self.bool("agent.safe"),
-                allowed_tools: self.list("agent.allowed_tools"),
-                timeout: self.duration("agent.timeout"),
-                idle_timeout: nonzero(self.duration("agent.idle_timeout")),
-                grace: self.duration("agent.grace"),
+                fallback: self.list(S::AgentFallback).iter().filter_map(|t| tool_from(t)).collect(),
+                command: self.agent_command(S::AgentCommand),
+                format: format_from(&self.str(S::AgentFormat)).unwrap_or(Format::Text),
+                model: self.opt_str(S::AgentModel),
+                args: self.list(S::AgentArgs),
+                safe: self.bool(S::AgentSafe),
+                allowed_tools: self.list(S::AgentAllowedTools),
+                timeout: self.duration(S::AgentTimeout),
+                idle_timeout: nonzero(self.duration(S::AgentIdleTimeout)),
+                grace: self.duration(S::AgentGrace),
             },
             sandbox: crate::sandbox::Settings {
-                mode: crate::sandbox::Mode::parse(&self.str("agent.sandbox")).unwrap_or_default(),
-                read: self.list("sandbox.read"),
-                write: self.list("sandbox.write"),
-                net: if self.str("sandbox.net") == "any" {
+                mode: crate::sandbox::Mode::parse(&self.str(S::AgentSandbox)).unwrap_or_default(),
+                read: self.list(S::SandboxRead),
+                write: self.list(S::SandboxWrite),
+                net: if self.str(S::SandboxNet) == "any" {
                     crate::sandbox::Net::Any
                 } else {
                     crate::sandbox::Net::Ports
                 },
-                ports: match self.get("sandbox.ports") {
-                    toml::Value::Array(a) => a
-                        .iter()
-                        .filter_map(|v| v.as_integer().and_then(|p| u16::try_from(p).ok()))
-                        .collect(),
-                    _ => Vec::new(),
-                },
+                ports: self.ports(S::SandboxPorts),
             },
             run: RunConfig {
-                max_iterations: u32::try_from(self.int("run.max_iterations")).unwrap_or(u32::MAX),
-                jobs: u32::try_from(self.int("run.jobs")).unwrap_or(1).max(1),
-                pause: self.duration("run.pause"),
-                prompt: self.opt_str("run.prompt").map(PathBuf::from),
-                context: self.list("run.context"),
-                require_handoff: self.bool("run.require_handoff"),
-                commit_leftovers: self.bool("run.commit_leftovers"),
-                allow_dirty: self.bool("run.allow_dirty"),
+                max_iterations: self.u32_or(S::RunMaxIterations, u32::MAX),
+                jobs: self.u32_or(S::RunJobs, 1).max(1),
+                pause: self.duration(S::RunPause),
+                prompt: self.opt_str(S::RunPrompt).map(PathBuf::from),
+                context: self.list(S::RunContext),
+                require_handoff: self.bool(S::RunRequireHandoff),
+                commit_leftovers: self.bool(S::RunCommitLeftovers),
+                allow_dirty: self.bool(S::RunAllowDirty),
             },
             gate: GateConfig {
-                command: self.gate_command("gate.command"),
-                timeout: self.duration("gate.timeout"),
-                tail_bytes: usize::try_from(self.int("gate.tail_bytes")).unwrap_or(4096),
-                fatal_signatures: self.list("gate.fatal_signatures"),
-                baseline: self.bool("gate.baseline"),
-                require_red: self.bool("gate.require_red"),
-                protect: self.list("gate.protect"),
-                source: self.values["gate.command"].1.to_string(),
+                command: self.gate_command(S::GateCommand),
+                timeout: self.duration(S::GateTimeout),
+                tail_bytes: usize::try_from(self.int(S::GateTailBytes)).unwrap_or(4096),
+                fatal_signatures: self.list(S::GateFatalSignatures),
+                baseline: self.bool(S::GateBaseline),
+                require_red: self.bool(S::GateRequireRed),
+                protect: self.list(S::GateProtect),
+                source: self.source(S::GateCommand).to_string(),
             },
             ignored: self.ignored.clone(),
             circuit: CircuitConfig {
-                no_progress: self.int("circuit.no_progress") as u32,
-                same_error: self.int("circuit.same_error") as u32,
-                permission_denials: self.int("circuit.permission_denials") as u32,
-                failures: self.int("circuit.failures") as u32,
-                cooldown: self.duration("circuit.cooldown"),
-                auto_reset: self.bool("circuit.auto_reset"),
+                no_progress: self.u32_or(S::CircuitNoProgress, u32::MAX),
+                same_error: self.u32_or(S::CircuitSameError, u32::MAX),
+                permission_denials: self.u32_or(S::CircuitPermissionDenials, u32::MAX),
+                failures: self.u32_or(S::CircuitFailures, u32::MAX),
+                cooldown: self.duration(S::CircuitCooldown),
+                auto_reset: self.bool(S::CircuitAutoReset),
             },
             limits: LimitsConfig {
-                calls_per_hour: self.int("limits.calls_per_hour") as u32,
-                wait: self.bool("limits.wait"),
-                max_wait: self.duration("limits.max_wait"),
-                usage_limit_wait: self.duration("limits.usage_limit_wait"),
-                fallback_after: self.duration("limits.fallback_after"),
+                calls_per_hour: self.u32_or(S::LimitsCallsPerHour, u32::MAX),
+                wait: self.bool(S::LimitsWait),
+                max_wait: self.duration(S::LimitsMaxWait),
+                usage_limit_wait: self.duration(S::LimitsUsageLimitWait),
+                fallback_after: self.duration(S::LimitsFallbackAfter),
             },
             merge: MergeConfig {
-                resolve: if self.str("merge.resolve") == "redo" {
+                resolve: if self.str(S::MergeResolve) == "redo" {
                     crate::driver::ResolveMode::Redo
                 } else {
                     crate::driver::ResolveMode::Agent
                 },
-                resolver: tool_from(&self.str("merge.resolver")),
-                attempts: u32::try_from(self.int("merge.attempts")).unwrap_or(3).max(1),
-                batch: u32::try_from(self.int("merge.batch")).unwrap_or(1).max(1),
+                resolver: tool_from(&self.str(S::MergeResolver)),
+                attempts: self.u32_or(S::MergeAttempts, 3).max(1),
+                batch: self.u32_or(S::MergeBatch, 1).max(1),
             },
             worker: WorkerConfig {
-                remote: self.opt_str("worker.remote"),
-                lease: self.duration("worker.lease"),
-                id: self.opt_str("worker.id"),
+                remote: self.opt_str(S::WorkerRemote),
+                lease: self.duration(S::WorkerLease),
+                id: self.opt_str(S::WorkerId),
             },
             budget: BudgetConfig {
-                max_duration: nonzero(self.duration("budget.max_duration")),
-                max_cost: Some(self.float("budget.max_cost")).filter(|c| *c > 0.0),
-                max_tokens: Some(self.int("budget.max_tokens")).filter(|t| *t > 0),
+                max_duration: nonzero(self.duration(S::BudgetMaxDuration)),
+                max_cost: Some(self.float(S::BudgetMaxCost)).filter(|c| *c > 0.0),
+                max_tokens: Some(self.int(S::BudgetMaxTokens)).filter(|t| *t > 0),
             },
             patterns: crate::analyze::PatternTexts {
-                usage_limit: self.list("patterns.usage_limit"),
-                billing: self.list("patterns.billing"),
-                auth: self.list("patterns.auth"),
-                rate_limit: self.list("patterns.rate_limit"),
-                overload: self.list("patterns.overload"),
-                unreachable: self.list("patterns.unreachable"),
+                usage_limit: self.list(S::PatternsUsageLimit),
+                billing: self.list(S::PatternsBilling),
+                auth: self.list(S::PatternsAuth),
+                rate_limit: self.list(S::PatternsRateLimit),
+                overload: self.list(S::PatternsOverload),
+                unreachable: self.list(S::PatternsUnreachable),
             },
             hooks: HooksConfig {
-                on_iteration_end: self.command("hooks.on_iteration_end"),
-                on_complete: self.command("hooks.on_complete"),
-                on_halt: self.command("hooks.on_halt"),
+                on_iteration_end: self.command(S::HooksOnIterationEnd),
+                on_complete: self.command(S::HooksOnComplete),
+                on_halt: self.command(S::HooksOnHalt),
             },
-            cost: CostConfig { prices: self.list("cost.prices") },
+            cost: CostConfig { prices: self.list(S::CostPrices) },
             logs: LogsConfig {
-                keep_runs: self.int("logs.keep_runs"),
-                keep_bytes: self.int("logs.keep_bytes"),
-                max_file_bytes: self.int("logs.max_file_bytes"),
+                keep_runs: self.int(S::LogsKeepRuns),
+                keep_bytes: self.int(S::LogsKeepBytes),
+                max_file_bytes: self.int(S::LogsMaxFileBytes),
             },
             notify: crate::notify::NotifyConfig {
-                webhook: self.opt_str("notify.webhook"),
-                slack: self.opt_str("notify.slack"),
-                ntfy: self.opt_str("notify.ntfy"),
-                desktop: self.bool("notify.desktop"),
-                events: self.list("notify.events"),
-                webhook_events: self.list("notify.webhook_events"),
-                slack_events: self.list("notify.slack_events"),
-                ntfy_events: self.list("notify.ntfy_events"),
-                desktop_events: self.list("notify.desktop_events"),
-                wait_longer_than: self.duration("notify.wait_longer_than"),
-                timeout: self.duration("notify.timeout"),
+                webhook: self.opt_str(S::NotifyWebhook),
+                slack: self.opt_str(S::NotifySlack),
+                ntfy: self.opt_str(S::NotifyNtfy),
+                desktop: self.bool(S::NotifyDesktop),
+                events: self.list(S::NotifyEvents),
+                webhook_events: self.list(S::NotifyWebhookEvents),
+                slack_events: self.list(S::NotifySlackEvents),
+                ntfy_events: self.list(S::NotifyNtfyEvents),
+                desktop_events: self.list(S::NotifyDesktopEvents),
+                wait_longer_than: self.duration(S::NotifyWaitLongerThan),
+                timeout: self.duration(S::NotifyTimeout),
             },
             deliver: crate::deliver::DeliverConfig {
-                pr: crate::deliver::PrMode::parse(&self.str("deliver.pr")).unwrap_or_default(),
-                forge: match self.str("deliver.forge").as_str() {
+                pr: crate::deliver::PrMode::parse(&self.str(S::DeliverPr)).unwrap_or_default(),
+                forge: match self.str(S::DeliverForge).as_str() {
                     "github" => crate::deliver::target::ForgeSetting::Is(
                         crate::deliver::target::Forge::GitHub,
                     ),
@@ -148,21 +144,21 @@ impl Layers {
                     ),
                     _ => crate::deliver::target::ForgeSetting::Auto,
                 },
-                repo: self.opt_str("deliver.repo"),
-                remote: self.opt_str("deliver.remote").unwrap_or_else(|| "origin".into()),
-                base: self.opt_str("deliver.base"),
-                draft: self.bool("deliver.draft"),
-                stack: self.bool("deliver.stack"),
-                api: self.opt_str("deliver.api"),
-                timeout: self.duration("deliver.timeout"),
-                reopen_on_close: self.bool("deliver.reopen_on_close"),
+                repo: self.opt_str(S::DeliverRepo),
+                remote: self.opt_str(S::DeliverRemote).unwrap_or_else(|| "origin".into()),
+                base: self.opt_str(S::DeliverBase),
+                draft: self.bool(S::DeliverDraft),
+                stack: self.bool(S::DeliverStack),
+                api: self.opt_str(S::DeliverApi),
+                timeout: self.duration(S::DeliverTimeout),
+                reopen_on_close: self.bool(S::DeliverReopenOnClose),
             },
-            color: match self.str("ui.color").as_str() {
+            color: match self.str(S::UiColor).as_str() {
                 "always" => Color::Always,
                 "never" => Color::Never,
                 _ => Color::Auto,
             },
-            progress: match self.str("ui.progress").as_str() {
+            progress: match self.str(S::UiProgress).as_str() {
                 "plain" => Progress::Plain,
                 "bar" => Progress::Bar,
                 _ => Progress::Auto,
@@ -170,66 +166,103 @@ impl Layers {
         }
     }
 
-    fn str(&self, key: &str) -> String {
-        self.get(key).as_str().unwrap_or_default().to_string()
+    /// A setting's value, read as one of `kinds`: reading a setting as
+    /// another type than its row's is a mistake every test that resolves
+    /// a configuration catches.
+    fn value(&self, setting: Setting, kinds: &[Kind]) -> &toml::Value {
+        debug_assert!(
+            kinds.contains(&setting.key().kind),
+            "{} is a {:?}, read as one of {kinds:?}",
+            setting.key().key,
+            setting.key().kind
+        );
+        self.get(setting)
     }
 
-    fn opt_str(&self, key: &str) -> Option<String> {
-        Some(self.str(key)).filter(|s| !s.trim().is_empty())
+    /// A string, or the name of one of a setting's choices.
+    fn str(&self, s: Setting) -> String {
+        use Kind::*;
+        let choices =
+            [Str, Tool, Format, Color, Progress, Resolve, MaybeTool, Sandbox, Net, Pr, Forge];
+        self.value(s, &choices).as_str().unwrap_or_default().to_string()
     }
 
-    fn bool(&self, key: &str) -> bool {
-        self.get(key).as_bool().unwrap_or(false)
+    fn opt_str(&self, s: Setting) -> Option<String> {
+        Some(self.str(s)).filter(|s| !s.trim().is_empty())
     }
 
-    fn int(&self, key: &str) -> u64 {
-        self.get(key).as_integer().and_then(|i| u64::try_from(i).ok()).unwrap_or(0)
+    fn bool(&self, s: Setting) -> bool {
+        self.value(s, &[Kind::Bool]).as_bool().unwrap_or(false)
     }
 
-    fn float(&self, key: &str) -> f64 {
-        match self.get(key) {
+    fn int(&self, s: Setting) -> u64 {
+        let v = self.value(s, &[Kind::Int]);
+        v.as_integer().and_then(|i| u64::try_from(i).ok()).unwrap_or(0)
+    }
+
+    /// An integer setting that must fit a `u32`; `fallback` when it does not.
+    fn u32_or(&self, s: Setting, fallback: u32) -> u32 {
+        u32::try_from(self.int(s)).unwrap_or(fallback)
+    }
+
+    fn float(&self, s: Setting) -> f64 {
+        match self.value(s, &[Kind::Float]) {
             toml::Value::Float(f) => *f,
             toml::Value::Integer(i) => *i as f64,
             _ => 0.0,
         }
     }
 
-    fn duration(&self, key: &str) -> Duration {
-        parse_duration(self.get(key).as_str().unwrap_or("0")).unwrap_or_default()
+    fn duration(&self, s: Setting) -> Duration {
+        let text = self.value(s, &[Kind::Duration]).as_str().unwrap_or("0");
+        parse_duration(text).unwrap_or_default()
     }
 
-    fn list(&self, key: &str) -> Vec<String> {
-        match self.get(key) {
-            toml::Value::Array(a) => {
-                a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect()
-            }
+    fn list(&self, s: Setting) -> Vec<String> {
+        strings(self.value(s, &[Kind::List, Kind::Tools]))
+    }
+
+    fn ports(&self, s: Setting) -> Vec<u16> {
+        match self.value(s, &[Kind::Ports]) {
+            toml::Value::Array(a) => a
+                .iter()
+                .filter_map(|v| v.as_integer().and_then(|p| u16::try_from(p).ok()))
+                .collect(),
             _ => Vec::new(),
         }
     }
 
     /// The agent's command and the environment its text gives it
     /// ([`crate::agent::words::agent_command`]).
-    fn agent_command(&self, key: &str) -> crate::agent::words::AgentCommand {
-        match self.get(key) {
+    fn agent_command(&self, s: Setting) -> crate::agent::words::AgentCommand {
+        match self.value(s, &[Kind::AgentCommand]) {
             toml::Value::String(s) => crate::agent::words::agent_command(s).unwrap_or_default(),
-            _ => crate::agent::words::AgentCommand { env: Vec::new(), argv: self.list(key) },
+            v => crate::agent::words::AgentCommand { env: Vec::new(), argv: strings(v) },
         }
     }
 
-    fn command(&self, key: &str) -> Vec<String> {
-        match self.get(key) {
+    fn command(&self, s: Setting) -> Vec<String> {
+        match self.value(s, &[Kind::Command]) {
             toml::Value::String(s) => crate::agent::words::split(s).unwrap_or_default(),
-            _ => self.list(key),
+            v => strings(v),
         }
     }
 
     /// A gate given as text runs through `sh -c` when it has shell syntax
     /// ([`crate::gate::argv`]); an array is its argv.
-    fn gate_command(&self, key: &str) -> Vec<String> {
-        match self.get(key) {
+    fn gate_command(&self, s: Setting) -> Vec<String> {
+        match self.value(s, &[Kind::Command]) {
             toml::Value::String(s) => crate::gate::argv(s).unwrap_or_default(),
-            _ => self.list(key),
+            v => strings(v),
         }
+    }
+}
+
+/// The strings of an array value.
+fn strings(value: &toml::Value) -> Vec<String> {
+    match value {
+        toml::Value::Array(a) => a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
+        _ => Vec::new(),
     }
 }
 

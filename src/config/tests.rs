@@ -1,5 +1,6 @@
 use std::time::Duration;
 
+use super::keys::Setting;
 use super::kind::check;
 use super::*;
 use crate::agent::Tool;
@@ -20,9 +21,25 @@ fn defaults_parse_and_match_the_documented_values() {
     assert_eq!(c.limits.calls_per_hour, 100);
     assert!(c.gate.command.is_empty());
     assert_eq!(c.budget.max_duration, None);
-    for k in KEYS {
-        check(k, &Layers::defaults().values[k.key].0).unwrap_or_else(|e| panic!("{}: {e}", k.key));
+    for (k, (value, _)) in KEYS.iter().zip(&Layers::defaults().values) {
+        check(k, value).unwrap_or_else(|e| panic!("{}: {e}", k.key));
     }
+}
+
+/// `Setting::X` is row X of the table, named after its key, so code that
+/// reads `Setting::AgentIdleTimeout` reads `agent.idle_timeout`.
+#[test]
+fn each_setting_is_its_row_and_named_after_its_key() {
+    assert_eq!(Setting::ALL.len(), KEYS.len());
+    for (i, &s) in Setting::ALL.iter().enumerate() {
+        assert_eq!(s as usize, i);
+        let key = s.key().key;
+        let camel: String =
+            key.split(['.', '_']).map(|w| w[..1].to_uppercase() + &w[1..]).collect();
+        assert_eq!(format!("{s:?}"), camel, "{key}");
+        assert_eq!(Setting::find(key), Some(s));
+    }
+    assert_eq!(Setting::find("agent.timeuot"), None);
 }
 
 #[test]
@@ -51,7 +68,7 @@ fn precedence_is_default_user_project_env_flag() {
         let env = |k: &str| (k == var).then(|| env_value.map(str::to_string)).flatten();
         let mut layers = Layers::load(Some(&user), &project, &env).unwrap();
         if let Some(v) = flag {
-            layers.flag(key, v.clone(), "--timeout").unwrap();
+            layers.flag(Setting::find(key).unwrap(), v.clone(), "--timeout").unwrap();
         }
         let (_, value, src) = layers.show().into_iter().find(|(k, _, _)| k.key == *key).unwrap();
         assert_eq!(value, *want, "{key}");
@@ -170,18 +187,19 @@ fn file_errors_say_where_and_what_would_be_right() {
 }
 
 #[test]
-fn a_flag_for_an_unknown_key_or_of_the_wrong_type_is_an_error() {
+fn a_flag_of_the_wrong_type_is_an_error() {
+    // (A flag for a key ralph does not have cannot be written: a flag names
+    // its key by `Setting`.)
     let mut layers = Layers::defaults();
     let s = |v: &str| toml::Value::String(v.into());
     let cases: &[(&str, toml::Value, Option<&str>)] = &[
         ("agent.timeout", s("5m"), None),
-        ("agent.timeuot", s("5m"), Some("--timeout: unknown key `agent.timeuot`")),
         ("agent.timeout", s("soon"), Some("--timeout: expected a duration")),
         ("budget.max_cost", toml::Value::Float(f64::INFINITY), Some("expected a non-negative")),
         ("budget.max_cost", toml::Value::Float(-1.0), Some("expected a non-negative")),
     ];
     for (key, value, want) in cases {
-        let got = layers.flag(key, value.clone(), "--timeout");
+        let got = layers.flag(Setting::find(key).unwrap(), value.clone(), "--timeout");
         match want {
             None => assert!(got.is_ok(), "{key} = {value}: {got:?}"),
             Some(w) => {

@@ -21,10 +21,12 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::keys::Setting;
 use crate::event::{Event, RunOutcome};
 
 /// Keys whose value is a URL with a secret in it.
-pub(crate) const SECRET_KEYS: &[&str] = &["notify.webhook", "notify.slack", "notify.ntfy"];
+pub(crate) const SECRET_KEYS: &[Setting] =
+    &[Setting::NotifyWebhook, Setting::NotifySlack, Setting::NotifyNtfy];
 
 /// Jobs waiting to be delivered before new ones are dropped.
 const QUEUE: usize = 64;

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use super::plan::{self, Turn};
 use super::workers::{Job, Slot};
 use super::{Pool, Queued};
+use crate::config::keys::Setting;
 use crate::driver::judge::merge::{MergeGate, Met, judge_merge};
 use crate::driver::{End, OtherStory, ResolveSpec, Run};
 use crate::error::Error;
@@ -268,11 +269,11 @@ impl Run<'_> {
             return Ok(None);
         };
         let mut layers = crate::config::Layers::load(None, workers, &|_| None)?;
-        layers.set("agent.tool", toml::Value::String(tool.to_string()));
-        layers.set("agent.command", toml::Value::Array(Vec::new()));
-        layers.set("agent.args", toml::Value::Array(Vec::new()));
-        layers.set("agent.model", toml::Value::String(String::new()));
-        layers.set("agent.fallback", toml::Value::Array(Vec::new()));
+        layers.set(Setting::AgentTool, toml::Value::String(tool.to_string()));
+        layers.set(Setting::AgentCommand, toml::Value::Array(Vec::new()));
+        layers.set(Setting::AgentArgs, toml::Value::Array(Vec::new()));
+        layers.set(Setting::AgentModel, toml::Value::String(String::new()));
+        layers.set(Setting::AgentFallback, toml::Value::Array(Vec::new()));
         let file = self.kit.log_dir.join("resolver-settings.toml");
         std::fs::write(&file, layers.document())
             .map_err(|e| Error::io(format!("write {}", file.display()), e))?;

@@ -9,6 +9,7 @@ use toml::Value;
 
 use super::board::Board;
 use super::{Pool, Queued, plan, relative_to, worktrees_dir};
+use crate::config::keys::Setting;
 use crate::driver::{End, Run};
 use crate::error::Error;
 use crate::event::RunOutcome;
@@ -147,20 +148,20 @@ impl Run<'_> {
             message: "a parallel run needs its configuration layers".into(),
             hint: None,
         })?;
-        layers.set("run.jobs", Value::Integer(1));
-        layers.set("limits.calls_per_hour", Value::Integer(0));
-        layers.set("gate.baseline", Value::Boolean(false));
-        layers.set("budget.max_duration", Value::String("0".into()));
-        layers.set("budget.max_cost", Value::Float(0.0));
-        layers.set("budget.max_tokens", Value::Integer(0));
-        layers.set("hooks.on_complete", Value::Array(Vec::new()));
-        layers.set("hooks.on_halt", Value::Array(Vec::new()));
+        layers.set(Setting::RunJobs, Value::Integer(1));
+        layers.set(Setting::LimitsCallsPerHour, Value::Integer(0));
+        layers.set(Setting::GateBaseline, Value::Boolean(false));
+        layers.set(Setting::BudgetMaxDuration, Value::String("0".into()));
+        layers.set(Setting::BudgetMaxCost, Value::Float(0.0));
+        layers.set(Setting::BudgetMaxTokens, Value::Integer(0));
+        layers.set(Setting::HooksOnComplete, Value::Array(Vec::new()));
+        layers.set(Setting::HooksOnHalt, Value::Array(Vec::new()));
         // The run notifies for its workers; their URLs are secrets, kept
         // out of the file (which would refuse them).
-        for &key in crate::notify::SECRET_KEYS {
-            layers.set(key, Value::String(String::new()));
+        for &setting in crate::notify::SECRET_KEYS {
+            layers.set(setting, Value::String(String::new()));
         }
-        layers.set("notify.desktop", Value::Boolean(false));
+        layers.set(Setting::NotifyDesktop, Value::Boolean(false));
         let file = self.kit.log_dir.join("worker-settings.toml");
         std::fs::write(&file, layers.document())
             .map_err(|e| Error::io(format!("write {}", file.display()), e))?;
