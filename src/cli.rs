@@ -1,6 +1,8 @@
 //! The command line, declared with clap and nothing else: the flags that are
 //! settings become the top configuration layer (`commands::flags`), and the
-//! rest of the program never looks at raw arguments.
+//! rest of the program never looks at raw arguments. Those flags are
+//! declared with their key, in the settings table (`config/keys.rs`), which
+//! makes [`SettingArgs`], [`GlobalSettingArgs`] and [`DisplaySettingArgs`].
 
 use std::path::PathBuf;
 

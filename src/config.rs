@@ -1,9 +1,10 @@
 //! Settings, resolved in layers: built-in defaults < `~/.config/ralph/config.toml`
 //! < `.ralph/config.toml` < `RALPH_*` environment < command-line flags.
 //!
-//! Every setting is one row of [`KEYS`] (in `config/keys.rs`): its TOML
-//! key, type, default, the command-line flag that sets it (if any) and
-//! help. The same table drives validation, `ralph config show` (each value
+//! Every setting is one row of the settings table (`settings!` in
+//! `config/keys.rs`): its TOML key, type, default, help and the
+//! command-line flag that sets it (if any), which makes its [`KEYS`] row,
+//! its `keys::Setting` and the flag. The same table drives validation, `ralph config show` (each value
 //! with the layer it came from), the commented `config.toml` that `ralph
 //! init` writes, the environment variable names, and which flag lands on
 //! which key. Unknown keys and values of the wrong type are errors that

@@ -244,7 +244,8 @@ settings! {
         flag "--fallback-tool" fallback_tool: Vec<String> {
             /// Agent to go on with when the configured one meets a usage limit that resets later
             /// than limits.fallback_after (repeat it, or give a comma list, for more than one)
-            #[arg(long, value_delimiter = ',', value_name = "TOOL", value_parser = FALLBACK_TOOLS, display_order = 101)]
+            #[arg(long, value_delimiter = ',', value_name = "TOOL", value_parser = FALLBACK_TOOLS)]
+            #[arg(display_order = 101)]
         };
     AgentFormat = "agent.format", Format, "\"text\"",
         "Output format of a custom command: text, claude, amp, codex, gemini, opencode, cursor.";
@@ -283,19 +284,22 @@ settings! {
         flag "--sandbox" sandbox: Option<String> {
             /// Confine the agent, gate and hooks with Landlock: auto (where the kernel has it),
             /// strict (refuse to start without it) or off [default: auto]
-            #[arg(long, value_name = "MODE", value_parser = ["auto", "strict", "off"], display_order = 105)]
+            #[arg(long, value_name = "MODE", value_parser = ["auto", "strict", "off"])]
+            #[arg(display_order = 105)]
         };
     RunMaxIterations = "run.max_iterations", Int, "10",
         "Iterations per run when no number is given on the command line.",
         flag "MAX_ITERATIONS" max_iterations: Option<u32> {
             /// Most iterations to run [default: 10, or run.max_iterations]
-            #[arg(value_name = "MAX_ITERATIONS", value_parser = clap::value_parser!(u32).range(1..))]
+            #[arg(value_name = "MAX_ITERATIONS")]
+            #[arg(value_parser = clap::value_parser!(u32).range(1..))]
         };
     RunJobs = "run.jobs", Int, "1",
         "Stories worked at once, each by its own agent in its own git worktree (1: one at a time, in the project itself).",
         flag "--jobs" jobs: Option<u32> {
             /// Stories to work at once, each in its own git worktree [default: 1]
-            #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64), display_order = 110)]
+            #[arg(long, short = 'j', value_name = "N", display_order = 110)]
+            #[arg(value_parser = clap::value_parser!(u32).range(1..=64))]
         };
     RunPause = "run.pause", Duration, "\"0s\"",
         "Pause between iterations.",
