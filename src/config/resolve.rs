@@ -271,3 +271,14 @@ impl Default for Config {
         Layers::defaults().resolve()
     }
 }
+
+#[cfg(all(test, debug_assertions))]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[should_panic(expected = "agent.tool is a Tool, read as one of [Duration]")]
+    fn reading_a_setting_as_another_type_is_caught() {
+        Layers::defaults().duration(Setting::AgentTool);
+    }
+}
