@@ -17,7 +17,8 @@ pub enum Error {
     Prd(crate::prd::PrdError),
     /// A config file or RALPH_* variable is wrong.
     Config(crate::config::ConfigError),
-    /// Not a git repository, or git refuses what the run needs.
+    /// Not a git repository, or one a person must change (exit 2); or git
+    /// failed at what the run asked of it (exit 7).
     Git(crate::git::GitError),
     /// Another ralph holds the work tree's lock (whatever its PRD).
     Locked { holder: crate::store::Holder, lock: std::path::PathBuf },
@@ -31,7 +32,14 @@ pub enum Error {
 impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Usage(_) | Error::Prd(_) | Error::Config(_) | Error::Git(_) => exit::USAGE,
+            Error::Usage(_) | Error::Prd(_) | Error::Config(_) => exit::USAGE,
+            // A repository a person must change (not one, a bad branch
+            // name, changes in the way) is refused before anything runs,
+            // like a bad prd.json; git failing at its work is the machine's.
+            Error::Git(e) => match e.kind {
+                crate::git::GitKind::Refused => exit::USAGE,
+                crate::git::GitKind::Failed => exit::ENVIRONMENT,
+            },
             Error::Locked { .. } => exit::LOCKED,
             Error::Environment { .. } | Error::Io { .. } => exit::ENVIRONMENT,
         }
@@ -158,14 +166,16 @@ mod tests {
     /// Every kind of error, with the exit code the README documents for it.
     #[test]
     fn every_kind_of_error_exits_with_its_documented_code() {
-        let git = crate::git::GitError { message: "not a git repository".into(), hint: None };
+        let refused = crate::git::GitError::refused("not a git repository", "git init");
+        let failed = crate::git::GitError::io("write .git/index", std::io::Error::other("EIO"));
         let prd = crate::prd::PrdError::Invalid { path: "prd.json".into(), problems: vec![] };
         let holder = crate::store::Holder { pid: Some(1), prd: None };
         let table: Vec<(Error, u8)> = vec![
             (Error::Usage("bad flag".into()), exit::USAGE),
             (Error::Prd(prd), exit::USAGE),
             (Error::Config(crate::config::ConfigError::new("bad key")), exit::USAGE),
-            (Error::Git(git), exit::USAGE),
+            (Error::Git(refused), exit::USAGE),
+            (Error::Git(failed), exit::ENVIRONMENT),
             (Error::Locked { holder, lock: "lock".into() }, exit::LOCKED),
             (Error::Environment { message: "no agent".into(), hint: None }, exit::ENVIRONMENT),
             (

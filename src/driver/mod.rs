@@ -474,10 +474,9 @@ impl Run<'_> {
     /// says so), before ralph or an agent writes to the repository.
     fn clear_stale_git_locks(&mut self) -> Result<(), Error> {
         let wait = std::time::Duration::from_secs(5);
-        let cleared = self.repo.clear_stale_locks(self.clock.started_at, wait);
-        // Another git command at work is the machine's state, not a usage error.
-        let cleared =
-            cleared.map_err(|e| Error::Environment { message: e.message, hint: e.hint })?;
+        // Another git command at work is the machine's state: a failure
+        // (exit 7), not a refusal.
+        let cleared = self.repo.clear_stale_locks(self.clock.started_at, wait)?;
         for lock in cleared {
             self.warn(format!(
                 "removed {}: a git lock left by a process that died mid-write",

@@ -321,10 +321,10 @@ impl Run<'_> {
         }
         let result = match &self.kit.branch {
             Some(branch) if self.repo.current_branch().as_deref() != Some(branch.as_str()) => {
-                Err(crate::git::GitError {
-                    message: format!("HEAD is not on the run branch {branch}"),
-                    hint: Some(format!("check out {branch}, then run ralph again")),
-                })
+                Err(crate::git::GitError::refused(
+                    format!("HEAD is not on the run branch {branch}"),
+                    format!("check out {branch}, then run ralph again"),
+                ))
             }
             _ => {
                 let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
