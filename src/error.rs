@@ -9,24 +9,47 @@ use std::fmt;
 
 use crate::exit;
 
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Bad flags or arguments.
+    #[error("{0}")]
     Usage(String),
     /// prd.json cannot be read or is not a valid PRD.
-    Prd(crate::prd::PrdError),
+    #[error("{0}")]
+    Prd(#[source] crate::prd::PrdError),
     /// A config file or RALPH_* variable is wrong.
-    Config(crate::config::ConfigError),
+    #[error("{0}")]
+    Config(#[source] crate::config::ConfigError),
     /// Not a git repository, or one a person must change (exit 2); or git
     /// failed at what the run asked of it (exit 7).
-    Git(crate::git::GitError),
+    #[error("{0}")]
+    Git(#[source] crate::git::GitError),
+    /// The agents the settings name cannot be made (exit 2), or cannot run
+    /// (exit 7).
+    #[error("{0}")]
+    Agent(#[source] crate::agent::SetupError),
     /// Another ralph holds the work tree's lock (whatever its PRD).
+    #[error("another ralph{} is already running in this work tree", who(holder))]
     Locked { holder: crate::store::Holder, lock: std::path::PathBuf },
     /// The agent or the gate cannot run, authentication failed.
+    #[error("{message}")]
     Environment { message: String, hint: Option<String> },
     /// A file or folder ralph needs cannot be read or written (the disk is
     /// full, a file-size limit, permissions): what it was doing, and why.
+    /// The cause is part of the line a person reads; `source()` has it
+    /// typed for code that decides by its kind.
+    #[error("cannot {what}: {source}")]
     Io { what: String, source: std::io::Error },
+}
+
+/// Who holds the lock, as the message names them.
+fn who(holder: &crate::store::Holder) -> String {
+    match (holder.pid, &holder.prd) {
+        (Some(pid), Some(prd)) => format!(" (pid {pid}, on {})", prd.display()),
+        (Some(pid), None) => format!(" (pid {pid})"),
+        (None, Some(prd)) => format!(" (on {})", prd.display()),
+        (None, None) => String::new(),
+    }
 }
 
 impl Error {
@@ -40,6 +63,12 @@ impl Error {
                 crate::git::GitKind::Refused => exit::USAGE,
                 crate::git::GitKind::Failed => exit::ENVIRONMENT,
             },
+            // A setting a person fixes; an agent that cannot run.
+            Error::Agent(crate::agent::SetupError::Configure(_)) => exit::USAGE,
+            Error::Agent(
+                crate::agent::SetupError::Invocation(_)
+                | crate::agent::SetupError::Preflight { .. },
+            ) => exit::ENVIRONMENT,
             Error::Locked { .. } => exit::LOCKED,
             Error::Environment { .. } | Error::Io { .. } => exit::ENVIRONMENT,
         }
@@ -62,7 +91,7 @@ impl Error {
             Error::Prd(_) => Some("fix prd.json and run ralph again; nothing was changed".into()),
             Error::Config(e) => e.hint_text().map(str::to_string),
             Error::Io { source, .. } => io_hint(source).map(str::to_string),
-            Error::Usage(_) => None,
+            Error::Usage(_) | Error::Agent(_) => None,
         }
     }
 
@@ -105,42 +134,6 @@ pub fn causes(e: &dyn std::error::Error) -> Vec<String> {
     out
 }
 
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Usage(m) => f.write_str(m),
-            Error::Prd(e) => write!(f, "{e}"),
-            Error::Config(e) => write!(f, "{e}"),
-            Error::Git(e) => write!(f, "{e}"),
-            Error::Locked { holder, .. } => {
-                let who = match (holder.pid, &holder.prd) {
-                    (Some(pid), Some(prd)) => format!(" (pid {pid}, on {})", prd.display()),
-                    (Some(pid), None) => format!(" (pid {pid})"),
-                    (None, Some(prd)) => format!(" (on {})", prd.display()),
-                    (None, None) => String::new(),
-                };
-                write!(f, "another ralph{who} is already running in this work tree")
-            }
-            Error::Environment { message, .. } => f.write_str(message),
-            // The cause is part of the line a person reads; `source()` has
-            // it typed for code that decides by its kind.
-            Error::Io { what, source } => write!(f, "cannot {what}: {source}"),
-        }
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Prd(e) => Some(e),
-            Error::Config(e) => Some(e),
-            Error::Git(e) => Some(e),
-            Error::Io { source, .. } => Some(source),
-            Error::Usage(_) | Error::Locked { .. } | Error::Environment { .. } => None,
-        }
-    }
-}
-
 impl From<crate::prd::PrdError> for Error {
     fn from(e: crate::prd::PrdError) -> Error {
         Error::Prd(e)
@@ -156,6 +149,24 @@ impl From<crate::config::ConfigError> for Error {
 impl From<crate::git::GitError> for Error {
     fn from(e: crate::git::GitError) -> Error {
         Error::Git(e)
+    }
+}
+
+impl From<crate::agent::SetupError> for Error {
+    fn from(e: crate::agent::SetupError) -> Error {
+        Error::Agent(e)
+    }
+}
+
+impl From<crate::agent::ConfigureError> for Error {
+    fn from(e: crate::agent::ConfigureError) -> Error {
+        Error::Agent(e.into())
+    }
+}
+
+impl From<crate::agent::InvocationError> for Error {
+    fn from(e: crate::agent::InvocationError) -> Error {
+        Error::Agent(e.into())
     }
 }
 
@@ -176,6 +187,24 @@ mod tests {
             (Error::Config(crate::config::ConfigError::new("bad key")), exit::USAGE),
             (Error::Git(refused), exit::USAGE),
             (Error::Git(failed), exit::ENVIRONMENT),
+            (crate::agent::ConfigureError::NoCustomCommand.into(), exit::USAGE),
+            (
+                crate::agent::InvocationError::PromptTooLong {
+                    bytes: 200_000,
+                    max: 131_071,
+                    tool: crate::agent::Tool::Opencode,
+                }
+                .into(),
+                exit::ENVIRONMENT,
+            ),
+            (
+                crate::agent::SetupError::Preflight {
+                    fallback: Some(crate::agent::Tool::Codex),
+                    source: crate::agent::PreflightError::ClaudeAsRoot,
+                }
+                .into(),
+                exit::ENVIRONMENT,
+            ),
             (Error::Locked { holder, lock: "lock".into() }, exit::LOCKED),
             (Error::Environment { message: "no agent".into(), hint: None }, exit::ENVIRONMENT),
             (
@@ -186,6 +215,22 @@ mod tests {
         for (e, code) in table {
             assert_eq!(e.exit_code(), code, "{e:?}");
         }
+    }
+
+    /// A fallback agent that cannot start is named, and its reason is said
+    /// once: in the message, not again as a cause.
+    #[test]
+    fn a_fallback_that_cannot_start_is_named_once() {
+        let e: Error = crate::agent::SetupError::Preflight {
+            fallback: Some(crate::agent::Tool::Codex),
+            source: crate::agent::PreflightError::NoCommand,
+        }
+        .into();
+        assert_eq!(
+            e.to_string(),
+            "fallback agent codex: no agent command: pass --tool or --agent-cmd"
+        );
+        assert_eq!(causes(&e), Vec::<String>::new());
     }
 
     /// An I/O error keeps its cause, typed: the disk being full is a kind a

@@ -143,8 +143,7 @@ impl Run<'_> {
         prompt_path: &std::path::Path,
         log: &std::path::Path,
     ) -> Result<AgentRun, Error> {
-        let mut invocation =
-            self.kit.agents.current().invocation(prompt, prompt_path).map_err(Error::Usage)?;
+        let mut invocation = self.kit.agents.current().invocation(prompt, prompt_path)?;
         invocation.env_set.extend([
             ("RALPH_RUN_ID".to_string(), self.state.run_id.clone()),
             ("RALPH_PROJECT_DIR".to_string(), self.paths.project.display().to_string()),

@@ -121,7 +121,7 @@ pub(super) fn start<'a>(
         unfinished.as_ref().is_some_and(|s| matches!(s.phase, Phase::Agent | Phase::Gate));
     let prd = load_prd(paths, crashed_mid_iteration, reporter)?;
     let repo = Repo::discover(&paths.project)?;
-    let mut agents = Agents::configured(&cfg.agent).map_err(Error::Usage)?;
+    let mut agents = Agents::configured(&cfg.agent)?;
     let gate_commands: Vec<Vec<String>> =
         crate::gate::commands(&cfg.gate.command, &prd).into_iter().map(|(c, _)| c).collect();
     for backend in agents.all_mut() {
@@ -352,16 +352,12 @@ fn preflight(paths: &Paths, opts: &Options) -> Result<(), Error> {
         Err(_) => None,
     };
     Repo::discover(&paths.project)?;
-    let agents = Agents::configured(&cfg.agent).map_err(Error::Usage)?;
+    let agents = Agents::configured(&cfg.agent)?;
     for (i, backend) in agents.all().iter().enumerate() {
         backend.preflight(crate::process::euid() == 0, &|k| std::env::var(k).ok()).map_err(
-            |message| {
-                let message = if i == 0 {
-                    message
-                } else {
-                    format!("fallback agent {}: {message}", backend.tool)
-                };
-                Error::Environment { message, hint: None }
+            |source| crate::agent::SetupError::Preflight {
+                fallback: (i > 0).then_some(backend.tool),
+                source,
             },
         )?;
     }

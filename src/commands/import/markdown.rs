@@ -71,7 +71,7 @@ pub(super) fn run(g: &Global, paths: &Paths, md: &Path, opts: &Options) -> Resul
     }
     let layers = super::super::flags::layers(g, &paths.project, &SettingArgs::default())?;
     let cfg = layers.resolve();
-    let backend = Backend::configured(&cfg.agent).map_err(Error::Usage)?;
+    let backend = Backend::configured(&cfg.agent)?;
     if opts.dry_run {
         print(&format!(
             "would convert {rel} into {target_rel} with {}, following the ralph skill, then check it (ids, priorities, dependencies)\n\nDry run: nothing was run or written.\n",
@@ -88,7 +88,7 @@ pub(super) fn run(g: &Global, paths: &Paths, md: &Path, opts: &Options) -> Resul
     let text = prompt(&rel, &text, &out);
     crate::store::write_replace(&prompt_file, text.as_bytes())
         .map_err(|e| Error::io(format!("write {}", prompt_file.display()), e))?;
-    let mut invocation = backend.invocation(&text, &prompt_file).map_err(Error::Usage)?;
+    let mut invocation = backend.invocation(&text, &prompt_file)?;
     invocation.env_set.extend([
         ("RALPH_PROJECT_DIR".to_string(), paths.project.display().to_string()),
         ("RALPH_PRD".to_string(), out.display().to_string()),
