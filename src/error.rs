@@ -28,6 +28,16 @@ pub enum Error {
     /// (exit 7).
     #[error("{0}")]
     Agent(#[source] crate::agent::SetupError),
+    /// A `[notify]` setting is wrong (exit 2), or its thread cannot start (exit 7).
+    #[error("{0}")]
+    Notify(#[source] crate::notify::NotifyError),
+    /// A `cost.prices` entry is not `MODEL=IN/OUT`.
+    #[error("{0}")]
+    Prices(#[source] crate::history::cost::PriceError),
+    /// The run `ralph report` or `ralph deliver` asks for is not recorded
+    /// (exit 2), or the logs cannot be read (exit 7).
+    #[error("{0}")]
+    Report(#[source] crate::history::FindError),
     /// Another ralph holds the work tree's lock (whatever its PRD).
     #[error("another ralph{} is already running in this work tree", who(holder))]
     Locked { holder: crate::store::Holder, lock: std::path::PathBuf },
@@ -69,6 +79,10 @@ impl Error {
                 crate::agent::SetupError::Invocation(_)
                 | crate::agent::SetupError::Preflight { .. },
             ) => exit::ENVIRONMENT,
+            Error::Notify(crate::notify::NotifyError::Thread { .. }) => exit::ENVIRONMENT,
+            Error::Notify(_) | Error::Prices(_) => exit::USAGE,
+            Error::Report(crate::history::FindError::Read { .. }) => exit::ENVIRONMENT,
+            Error::Report(_) => exit::USAGE,
             Error::Locked { .. } => exit::LOCKED,
             Error::Environment { .. } | Error::Io { .. } => exit::ENVIRONMENT,
         }
@@ -91,7 +105,14 @@ impl Error {
             Error::Prd(_) => Some("fix prd.json and run ralph again; nothing was changed".into()),
             Error::Config(e) => e.hint_text().map(str::to_string),
             Error::Io { source, .. } => io_hint(source).map(str::to_string),
-            Error::Usage(_) | Error::Agent(_) => None,
+            Error::Report(crate::history::FindError::Read { source, .. }) => {
+                io_hint(source).map(str::to_string)
+            }
+            Error::Usage(_)
+            | Error::Agent(_)
+            | Error::Notify(_)
+            | Error::Prices(_)
+            | Error::Report(_) => None,
         }
     }
 
@@ -152,6 +173,24 @@ impl From<crate::git::GitError> for Error {
     }
 }
 
+impl From<crate::notify::NotifyError> for Error {
+    fn from(e: crate::notify::NotifyError) -> Error {
+        Error::Notify(e)
+    }
+}
+
+impl From<crate::history::cost::PriceError> for Error {
+    fn from(e: crate::history::cost::PriceError) -> Error {
+        Error::Prices(e)
+    }
+}
+
+impl From<crate::history::FindError> for Error {
+    fn from(e: crate::history::FindError) -> Error {
+        Error::Report(e)
+    }
+}
+
 impl From<crate::agent::SetupError> for Error {
     fn from(e: crate::agent::SetupError) -> Error {
         Error::Agent(e)
@@ -201,6 +240,28 @@ mod tests {
                 crate::agent::SetupError::Preflight {
                     fallback: Some(crate::agent::Tool::Codex),
                     source: crate::agent::PreflightError::ClaudeAsRoot,
+                }
+                .into(),
+                exit::ENVIRONMENT,
+            ),
+            (crate::notify::NotifyError::NotAUrl { value: "x".into() }.into(), exit::USAGE),
+            (crate::notify::NotifyError::UnknownEvent { name: "x".into() }.into(), exit::USAGE),
+            (
+                crate::notify::NotifyError::Thread { source: std::io::Error::other("EAGAIN") }
+                    .into(),
+                exit::ENVIRONMENT,
+            ),
+            (crate::history::cost::PriceError { entry: "x".into() }.into(), exit::USAGE),
+            (crate::history::FindError::NoRunYet.into(), exit::USAGE),
+            (crate::history::FindError::NoSuchRun { id: "x".into() }.into(), exit::USAGE),
+            (
+                crate::history::FindError::Ambiguous { id: "2026".into(), count: 2 }.into(),
+                exit::USAGE,
+            ),
+            (
+                crate::history::FindError::Read {
+                    path: "logs".into(),
+                    source: std::io::Error::from_raw_os_error(libc::EACCES),
                 }
                 .into(),
                 exit::ENVIRONMENT,

@@ -259,9 +259,9 @@ pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result
         return run_loop(paths, opts, reporter);
     }
     let cfg = &opts.config;
-    crate::history::cost::check(&cfg.cost.prices).map_err(Error::Usage)?;
+    crate::history::cost::check(&cfg.cost.prices)?;
     let env = |k: &str| std::env::var(k).ok();
-    let notifier = crate::notify::Notifier::start(&cfg.notify, &env).map_err(Error::Usage)?;
+    let notifier = crate::notify::Notifier::start(&cfg.notify, &env)?;
     let keep = crate::history::Retention {
         keep_runs: cfg.logs.keep_runs,
         keep_bytes: cfg.logs.keep_bytes,
