@@ -38,6 +38,12 @@ pub enum Error {
     /// (exit 2), or the logs cannot be read (exit 7).
     #[error("{0}")]
     Report(#[source] crate::history::FindError),
+    /// A `gate.protect` glob ralph cannot read.
+    #[error("{0}")]
+    Protect(#[source] crate::oracle::protect::ProtectError),
+    /// `agent.sandbox = "strict"` on a kernel that cannot confine.
+    #[error("{0}")]
+    Sandbox(#[source] crate::sandbox::SandboxError),
     /// Another ralph holds the work tree's lock (whatever its PRD).
     #[error("another ralph{} is already running in this work tree", who(holder))]
     Locked { holder: crate::store::Holder, lock: std::path::PathBuf },
@@ -80,9 +86,10 @@ impl Error {
                 | crate::agent::SetupError::Preflight { .. },
             ) => exit::ENVIRONMENT,
             Error::Notify(crate::notify::NotifyError::Thread { .. }) => exit::ENVIRONMENT,
-            Error::Notify(_) | Error::Prices(_) => exit::USAGE,
+            Error::Notify(_) | Error::Prices(_) | Error::Protect(_) => exit::USAGE,
             Error::Report(crate::history::FindError::Read { .. }) => exit::ENVIRONMENT,
             Error::Report(_) => exit::USAGE,
+            Error::Sandbox(_) => exit::ENVIRONMENT,
             Error::Locked { .. } => exit::LOCKED,
             Error::Environment { .. } | Error::Io { .. } => exit::ENVIRONMENT,
         }
@@ -102,6 +109,11 @@ impl Error {
                     .unwrap_or_default(),
                 lock.display()
             )),
+            Error::Sandbox(crate::sandbox::SandboxError::StrictWithoutLandlock) => Some(
+                "run on a kernel with Landlock, or set agent.sandbox = \"auto\" (runs unconfined \
+                 where Landlock is missing) in ~/.config/ralph/config.toml"
+                    .into(),
+            ),
             Error::Prd(_) => Some("fix prd.json and run ralph again; nothing was changed".into()),
             Error::Config(e) => e.hint_text().map(str::to_string),
             Error::Io { source, .. } => io_hint(source).map(str::to_string),
@@ -112,7 +124,8 @@ impl Error {
             | Error::Agent(_)
             | Error::Notify(_)
             | Error::Prices(_)
-            | Error::Report(_) => None,
+            | Error::Report(_)
+            | Error::Protect(_) => None,
         }
     }
 
@@ -191,6 +204,18 @@ impl From<crate::history::FindError> for Error {
     }
 }
 
+impl From<crate::oracle::protect::ProtectError> for Error {
+    fn from(e: crate::oracle::protect::ProtectError) -> Error {
+        Error::Protect(e)
+    }
+}
+
+impl From<crate::sandbox::SandboxError> for Error {
+    fn from(e: crate::sandbox::SandboxError) -> Error {
+        Error::Sandbox(e)
+    }
+}
+
 impl From<crate::agent::SetupError> for Error {
     fn from(e: crate::agent::SetupError) -> Error {
         Error::Agent(e)
@@ -266,6 +291,11 @@ mod tests {
                 .into(),
                 exit::ENVIRONMENT,
             ),
+            (
+                crate::oracle::protect::Protected::new(&["a[".into()], &[]).unwrap_err().into(),
+                exit::USAGE,
+            ),
+            (crate::sandbox::SandboxError::StrictWithoutLandlock.into(), exit::ENVIRONMENT),
             (Error::Locked { holder, lock: "lock".into() }, exit::LOCKED),
             (Error::Environment { message: "no agent".into(), hint: None }, exit::ENVIRONMENT),
             (

@@ -29,16 +29,7 @@ pub(super) fn start<'a>(
     let cfg = &opts.config;
     preflight(paths, opts)?;
     let env = |k: &str| std::env::var(k).ok();
-    let sandbox = crate::sandbox::Sandbox::new(cfg.sandbox.clone(), &env).map_err(|message| {
-        Error::Environment {
-            message,
-            hint: Some(
-                "run on a kernel with Landlock, or set agent.sandbox = \"auto\" (runs unconfined where \
-                 Landlock is missing) in ~/.config/ralph/config.toml"
-                    .into(),
-            ),
-        }
-    })?;
+    let sandbox = crate::sandbox::Sandbox::new(cfg.sandbox.clone(), &env)?;
     let sandbox = std::sync::Arc::new(sandbox);
     paths
         .store
@@ -423,7 +414,7 @@ fn protected(
 ) -> Result<crate::oracle::protect::Protected, Error> {
     let exists = |rel: &str| paths.project.join(rel).is_file();
     let files = crate::oracle::protect::gate_files(&cfg.gate.command, &exists);
-    crate::oracle::protect::Protected::new(&cfg.gate.protect, &files).map_err(Error::Usage)
+    Ok(crate::oracle::protect::Protected::new(&cfg.gate.protect, &files)?)
 }
 
 fn warn(reporter: &mut dyn Reporter, warning: Option<String>) {

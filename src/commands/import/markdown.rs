@@ -106,8 +106,7 @@ pub(super) fn run(g: &Global, paths: &Paths, md: &Path, opts: &Options) -> Resul
     let log = scratch.join("convert.log");
     let redactor = crate::redact::Redactor::from_env();
     let env = |k: &str| std::env::var(k).ok();
-    let sandbox = crate::sandbox::Sandbox::new(cfg.sandbox.clone(), &env)
-        .map_err(|message| Error::Environment { message, hint: None })?;
+    let sandbox = crate::sandbox::Sandbox::new(cfg.sandbox.clone(), &env)?;
     let child = sandbox
         .child(Some(backend.tool), &paths.project, &invocation.program, &invocation.env_set)
         .map_err(|e| Error::io("make the agent's sandbox temp dir", e))?;
