@@ -46,7 +46,7 @@ pub(super) struct Collected {
     pub facts: Facts,
     /// prd.json as the agent left it, with what it may not change set
     /// back; else what damaged it (the last good copy is restored).
-    pub prd: Result<Prd, String>,
+    pub prd: Result<Prd, super::records::PrdDamage>,
     /// Other stories the agent marked passing (set back, but reported).
     pub other_claims: Vec<String>,
     pub changes: Changes,

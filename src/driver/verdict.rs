@@ -239,7 +239,7 @@ impl Run<'_> {
     fn reconcile(&mut self, c: &Collected, j: &Judgement) -> Result<Prd, Error> {
         let (mut prd, damage) = match &c.prd {
             Ok(prd) => (prd.clone(), None),
-            Err(why) => (self.good_prd.clone(), Some(why.clone())),
+            Err(why) => (self.good_prd.clone(), Some(why.to_string())),
         };
         let agents_mark = c.facts.claim.marked || c.story.passes;
         prd.set_passes(&c.story.id, j.passes);
