@@ -44,6 +44,17 @@ pub enum Error {
     /// `agent.sandbox = "strict"` on a kernel that cannot confine.
     #[error("{0}")]
     Sandbox(#[source] crate::sandbox::SandboxError),
+    /// The gate cannot run: its program is missing, it cannot start, its
+    /// output has a fatal signature.
+    #[error("{0}")]
+    Gate(#[source] crate::gate::NotRun),
+    /// `ralph rules`: no such rule, or an ambiguous id (exit 2); the rules
+    /// file cannot be read or written (exit 7).
+    #[error("{0}")]
+    Rules(#[source] crate::learn::rules::RulesError),
+    /// `ralph deliver` could not deliver; `mode` is how to run it again.
+    #[error("{source}")]
+    Deliver { source: crate::deliver::DeliverError, mode: crate::deliver::PrMode },
     /// Another ralph holds the work tree's lock (whatever its PRD).
     #[error("another ralph{} is already running in this work tree", who(holder))]
     Locked { holder: crate::store::Holder, lock: std::path::PathBuf },
@@ -90,6 +101,16 @@ impl Error {
             Error::Report(crate::history::FindError::Read { .. }) => exit::ENVIRONMENT,
             Error::Report(_) => exit::USAGE,
             Error::Sandbox(_) => exit::ENVIRONMENT,
+            Error::Gate(_) | Error::Deliver { .. } => exit::ENVIRONMENT,
+            Error::Rules(
+                crate::learn::rules::RulesError::NotFound { .. }
+                | crate::learn::rules::RulesError::Ambiguous { .. }
+                | crate::learn::rules::RulesError::EmptyStatement,
+            ) => exit::USAGE,
+            Error::Rules(
+                crate::learn::rules::RulesError::Unreadable { .. }
+                | crate::learn::rules::RulesError::Io { .. },
+            ) => exit::ENVIRONMENT,
             Error::Locked { .. } => exit::LOCKED,
             Error::Environment { .. } | Error::Io { .. } => exit::ENVIRONMENT,
         }
@@ -114,6 +135,8 @@ impl Error {
                  where Landlock is missing) in ~/.config/ralph/config.toml"
                     .into(),
             ),
+            Error::Gate(e) => Some(e.hint.clone()),
+            Error::Deliver { source, mode } => Some(source.hint(*mode)),
             Error::Prd(_) => Some("fix prd.json and run ralph again; nothing was changed".into()),
             Error::Config(e) => e.hint_text().map(str::to_string),
             Error::Io { source, .. } => io_hint(source).map(str::to_string),
@@ -125,7 +148,8 @@ impl Error {
             | Error::Notify(_)
             | Error::Prices(_)
             | Error::Report(_)
-            | Error::Protect(_) => None,
+            | Error::Protect(_)
+            | Error::Rules(_) => None,
         }
     }
 
@@ -241,6 +265,7 @@ mod tests {
     /// Every kind of error, with the exit code the README documents for it.
     #[test]
     fn every_kind_of_error_exits_with_its_documented_code() {
+        use crate::learn::rules::RulesError;
         let refused = crate::git::GitError::refused("not a git repository", "git init");
         let failed = crate::git::GitError::io("write .git/index", std::io::Error::other("EIO"));
         let prd = crate::prd::PrdError::Invalid { path: "prd.json".into(), problems: vec![] };
@@ -296,6 +321,35 @@ mod tests {
                 exit::USAGE,
             ),
             (crate::sandbox::SandboxError::StrictWithoutLandlock.into(), exit::ENVIRONMENT),
+            (
+                Error::Gate(crate::gate::NotRun {
+                    message: "the gate command is empty".into(),
+                    hint: "set gate.command".into(),
+                }),
+                exit::ENVIRONMENT,
+            ),
+            (Error::Rules(RulesError::NotFound { id: "x".into() }), exit::USAGE),
+            (Error::Rules(RulesError::Ambiguous { id: "a".into(), matches: vec![] }), exit::USAGE),
+            (Error::Rules(RulesError::EmptyStatement), exit::USAGE),
+            (
+                Error::Rules(RulesError::Unreadable { path: "rules.json".into(), why: "x".into() }),
+                exit::ENVIRONMENT,
+            ),
+            (
+                Error::Rules(RulesError::Io {
+                    what: "write",
+                    path: "rules.json".into(),
+                    source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+                }),
+                exit::ENVIRONMENT,
+            ),
+            (
+                Error::Deliver {
+                    source: crate::deliver::DeliverError::NoBranch,
+                    mode: crate::deliver::PrMode::Run,
+                },
+                exit::ENVIRONMENT,
+            ),
             (Error::Locked { holder, lock: "lock".into() }, exit::LOCKED),
             (Error::Environment { message: "no agent".into(), hint: None }, exit::ENVIRONMENT),
             (

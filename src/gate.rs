@@ -123,8 +123,9 @@ impl Score {
     }
 }
 
-/// The gate could not run: an environment problem.
-#[derive(Debug, Clone)]
+/// The gate could not run: an environment problem (exit 7).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
 pub struct NotRun {
     pub message: String,
     pub hint: String,

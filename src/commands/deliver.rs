@@ -64,6 +64,6 @@ pub(crate) fn run(g: &Global, args: &DeliverArgs) -> Result<u8, Error> {
             say(done.summary());
             Ok(if refused { crate::exit::ENVIRONMENT } else { crate::exit::COMPLETE })
         }
-        Err(e) => Err(Error::Environment { message: e.to_string(), hint: Some(e.hint(mode)) }),
+        Err(source) => Err(Error::Deliver { source, mode }),
     }
 }

@@ -354,7 +354,7 @@ fn preflight(paths: &Paths, opts: &Options) -> Result<(), Error> {
     }
     if let Some(prd) = &prd {
         crate::gate::check_programs_in(&cfg.gate.command, prd, &paths.project)
-            .map_err(|e| Error::Environment { message: e.message, hint: Some(e.hint) })?;
+            .map_err(Error::Gate)?;
     }
     Ok(())
 }
