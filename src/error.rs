@@ -94,7 +94,8 @@ impl Error {
             Error::Agent(crate::agent::SetupError::Configure(_)) => exit::USAGE,
             Error::Agent(
                 crate::agent::SetupError::Invocation(_)
-                | crate::agent::SetupError::Preflight { .. },
+                | crate::agent::SetupError::Preflight { .. }
+                | crate::agent::SetupError::Spawn { .. },
             ) => exit::ENVIRONMENT,
             Error::Notify(crate::notify::NotifyError::Thread { .. }) => exit::ENVIRONMENT,
             Error::Notify(_) | Error::Prices(_) | Error::Protect(_) => exit::USAGE,
@@ -135,6 +136,7 @@ impl Error {
                  where Landlock is missing) in ~/.config/ralph/config.toml"
                     .into(),
             ),
+            Error::Agent(crate::agent::SetupError::Spawn { hint, .. }) => Some(hint.to_string()),
             Error::Gate(e) => Some(e.hint.clone()),
             Error::Deliver { source, mode } => Some(source.hint(*mode)),
             Error::Prd(_) => Some("fix prd.json and run ralph again; nothing was changed".into()),
@@ -144,7 +146,11 @@ impl Error {
                 io_hint(source).map(str::to_string)
             }
             Error::Usage(_)
-            | Error::Agent(_)
+            | Error::Agent(
+                crate::agent::SetupError::Configure(_)
+                | crate::agent::SetupError::Invocation(_)
+                | crate::agent::SetupError::Preflight { .. },
+            )
             | Error::Notify(_)
             | Error::Prices(_)
             | Error::Report(_)
@@ -290,6 +296,17 @@ mod tests {
                 crate::agent::SetupError::Preflight {
                     fallback: Some(crate::agent::Tool::Codex),
                     source: crate::agent::PreflightError::ClaudeAsRoot,
+                }
+                .into(),
+                exit::ENVIRONMENT,
+            ),
+            (
+                crate::agent::SetupError::Spawn {
+                    source: crate::agent::supervise::SpawnError {
+                        program: "my-agent".into(),
+                        source: std::io::Error::from_raw_os_error(libc::ENOENT),
+                    },
+                    hint: "check agent.command",
                 }
                 .into(),
                 exit::ENVIRONMENT,

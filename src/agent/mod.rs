@@ -41,6 +41,10 @@ pub(crate) enum SetupError {
     /// is the configured one.
     #[error("{}{source}", fallback.map(|t| format!("fallback agent {t}: ")).unwrap_or_default())]
     Preflight { fallback: Option<Tool>, source: PreflightError },
+    /// The agent's process could not be started (`hint`: where its
+    /// command is set, for the command that started it).
+    #[error("the agent cannot start: {source}")]
+    Spawn { source: SpawnError, hint: &'static str },
 }
 
 /// Bytes of the agent's stderr kept for error messages and analysis.

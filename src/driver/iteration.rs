@@ -207,11 +207,9 @@ impl Run<'_> {
             agent::Watch { show: self.opts.agent_output, on_event: &mut on_event },
         );
         self.state.agent_pgid = None;
-        let run = result.map_err(|e| Error::Environment {
-            message: format!("the agent cannot start: {e}"),
-            hint: Some(
-                "check the agent command (--tool / --agent-cmd) and that it is installed".into(),
-            ),
+        let run = result.map_err(|source| agent::SetupError::Spawn {
+            source,
+            hint: "check the agent command (--tool / --agent-cmd) and that it is installed",
         })?;
         if let Some(e) = run.log_error {
             return Err(Error::io(format!("write the agent log {}", log.display()), e));

@@ -123,9 +123,9 @@ pub(super) fn run(g: &Global, paths: &Paths, md: &Path, opts: &Options) -> Resul
         &redactor,
         agent::Watch { show: false, on_event: &mut |_| {} },
     )
-    .map_err(|e| Error::Environment {
-        message: format!("the agent cannot start: {e}"),
-        hint: Some("check agent.tool / agent.command in .ralph/config.toml".into()),
+    .map_err(|source| agent::SetupError::Spawn {
+        source,
+        hint: "check agent.tool / agent.command in .ralph/config.toml",
     })?;
     let failed = |why: String| {
         Error::Usage(format!(
