@@ -160,12 +160,15 @@ pub(crate) fn duration(s: &str) -> Result<String, String> {
     crate::config::parse_duration(s).map(|_| s.to_string())
 }
 
-pub(crate) fn command(s: &str) -> Result<String, String> {
+// clap's value parsers take any error that is `Into<Box<dyn Error>>`:
+// `duration` and `usd` keep a `String` (the text is all clap shows, and
+// `parse_duration` is config's); the commands keep their typed error.
+pub(crate) fn command(s: &str) -> Result<String, crate::agent::words::WordsError> {
     crate::agent::words::split(s).map(|_| s.to_string())
 }
 
-pub(crate) fn agent_command(s: &str) -> Result<String, String> {
-    crate::agent::words::agent_command(s).map(|_| s.to_string())
+pub(crate) fn agent_command(s: &str) -> Result<String, crate::agent::words::WordsError> {
+    crate::agent::words::command(s).map(|_| s.to_string())
 }
 
 pub(crate) fn usd(s: &str) -> Result<f64, String> {

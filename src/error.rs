@@ -9,29 +9,109 @@ use std::fmt;
 
 use crate::exit;
 
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Bad flags or arguments.
+    #[error("{0}")]
     Usage(String),
     /// prd.json cannot be read or is not a valid PRD.
-    Prd(crate::prd::PrdError),
+    #[error("{0}")]
+    Prd(#[source] crate::prd::PrdError),
     /// A config file or RALPH_* variable is wrong.
-    Config(crate::config::ConfigError),
-    /// Not a git repository, or git refuses what the run needs.
-    Git(crate::git::GitError),
+    #[error("{0}")]
+    Config(#[source] crate::config::ConfigError),
+    /// Not a git repository, or one a person must change (exit 2); or git
+    /// failed at what the run asked of it (exit 7).
+    #[error("{0}")]
+    Git(#[source] crate::git::GitError),
+    /// The agents the settings name cannot be made (exit 2), or cannot run
+    /// (exit 7).
+    #[error("{0}")]
+    Agent(#[source] crate::agent::SetupError),
+    /// A `[notify]` setting is wrong (exit 2), or its thread cannot start (exit 7).
+    #[error("{0}")]
+    Notify(#[source] crate::notify::NotifyError),
+    /// A `cost.prices` entry is not `MODEL=IN/OUT`.
+    #[error("{0}")]
+    Prices(#[source] crate::history::cost::PriceError),
+    /// The run `ralph report` or `ralph deliver` asks for is not recorded
+    /// (exit 2), or the logs cannot be read (exit 7).
+    #[error("{0}")]
+    Report(#[source] crate::history::FindError),
+    /// A `gate.protect` glob ralph cannot read.
+    #[error("{0}")]
+    Protect(#[source] crate::oracle::protect::ProtectError),
+    /// `agent.sandbox = "strict"` on a kernel that cannot confine.
+    #[error("{0}")]
+    Sandbox(#[source] crate::sandbox::SandboxError),
+    /// The gate cannot run: its program is missing, it cannot start, its
+    /// output has a fatal signature.
+    #[error("{0}")]
+    Gate(#[source] crate::gate::NotRun),
+    /// `ralph rules`: no such rule, or an ambiguous id (exit 2); the rules
+    /// file cannot be read or written (exit 7).
+    #[error("{0}")]
+    Rules(#[source] crate::learn::rules::RulesError),
+    /// `ralph deliver` could not deliver; `mode` is how to run it again.
+    #[error("{source}")]
+    Deliver { source: crate::deliver::DeliverError, mode: crate::deliver::PrMode },
     /// Another ralph holds the work tree's lock (whatever its PRD).
+    #[error("another ralph{} is already running in this work tree", who(holder))]
     Locked { holder: crate::store::Holder, lock: std::path::PathBuf },
     /// The agent or the gate cannot run, authentication failed.
+    #[error("{message}")]
     Environment { message: String, hint: Option<String> },
     /// A file or folder ralph needs cannot be read or written (the disk is
     /// full, a file-size limit, permissions): what it was doing, and why.
+    /// The cause is part of the line a person reads; `source()` has it
+    /// typed for code that decides by its kind.
+    #[error("cannot {what}: {source}")]
     Io { what: String, source: std::io::Error },
+}
+
+/// Who holds the lock, as the message names them.
+fn who(holder: &crate::store::Holder) -> String {
+    match (holder.pid, &holder.prd) {
+        (Some(pid), Some(prd)) => format!(" (pid {pid}, on {})", prd.display()),
+        (Some(pid), None) => format!(" (pid {pid})"),
+        (None, Some(prd)) => format!(" (on {})", prd.display()),
+        (None, None) => String::new(),
+    }
 }
 
 impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Usage(_) | Error::Prd(_) | Error::Config(_) | Error::Git(_) => exit::USAGE,
+            Error::Usage(_) | Error::Prd(_) | Error::Config(_) => exit::USAGE,
+            // A repository a person must change (not one, a bad branch
+            // name, changes in the way) is refused before anything runs,
+            // like a bad prd.json; git failing at its work is the machine's.
+            Error::Git(e) => match e.kind {
+                crate::git::GitKind::Refused => exit::USAGE,
+                crate::git::GitKind::Failed => exit::ENVIRONMENT,
+            },
+            // A setting a person fixes; an agent that cannot run.
+            Error::Agent(crate::agent::SetupError::Configure(_)) => exit::USAGE,
+            Error::Agent(
+                crate::agent::SetupError::Invocation(_)
+                | crate::agent::SetupError::Preflight { .. }
+                | crate::agent::SetupError::Spawn { .. },
+            ) => exit::ENVIRONMENT,
+            Error::Notify(crate::notify::NotifyError::Thread { .. }) => exit::ENVIRONMENT,
+            Error::Notify(_) | Error::Prices(_) | Error::Protect(_) => exit::USAGE,
+            Error::Report(crate::history::FindError::Read { .. }) => exit::ENVIRONMENT,
+            Error::Report(_) => exit::USAGE,
+            Error::Sandbox(_) => exit::ENVIRONMENT,
+            Error::Gate(_) | Error::Deliver { .. } => exit::ENVIRONMENT,
+            Error::Rules(
+                crate::learn::rules::RulesError::NotFound { .. }
+                | crate::learn::rules::RulesError::Ambiguous { .. }
+                | crate::learn::rules::RulesError::EmptyStatement,
+            ) => exit::USAGE,
+            Error::Rules(
+                crate::learn::rules::RulesError::Unreadable { .. }
+                | crate::learn::rules::RulesError::Io { .. },
+            ) => exit::ENVIRONMENT,
             Error::Locked { .. } => exit::LOCKED,
             Error::Environment { .. } | Error::Io { .. } => exit::ENVIRONMENT,
         }
@@ -51,10 +131,31 @@ impl Error {
                     .unwrap_or_default(),
                 lock.display()
             )),
+            Error::Sandbox(crate::sandbox::SandboxError::StrictWithoutLandlock) => Some(
+                "run on a kernel with Landlock, or set agent.sandbox = \"auto\" (runs unconfined \
+                 where Landlock is missing) in ~/.config/ralph/config.toml"
+                    .into(),
+            ),
+            Error::Agent(crate::agent::SetupError::Spawn { hint, .. }) => Some(hint.to_string()),
+            Error::Gate(e) => Some(e.hint.clone()),
+            Error::Deliver { source, mode } => Some(source.hint(*mode)),
             Error::Prd(_) => Some("fix prd.json and run ralph again; nothing was changed".into()),
             Error::Config(e) => e.hint_text().map(str::to_string),
             Error::Io { source, .. } => io_hint(source).map(str::to_string),
-            Error::Usage(_) => None,
+            Error::Report(crate::history::FindError::Read { source, .. }) => {
+                io_hint(source).map(str::to_string)
+            }
+            Error::Usage(_)
+            | Error::Agent(
+                crate::agent::SetupError::Configure(_)
+                | crate::agent::SetupError::Invocation(_)
+                | crate::agent::SetupError::Preflight { .. },
+            )
+            | Error::Notify(_)
+            | Error::Prices(_)
+            | Error::Report(_)
+            | Error::Protect(_)
+            | Error::Rules(_) => None,
         }
     }
 
@@ -97,42 +198,6 @@ pub fn causes(e: &dyn std::error::Error) -> Vec<String> {
     out
 }
 
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Usage(m) => f.write_str(m),
-            Error::Prd(e) => write!(f, "{e}"),
-            Error::Config(e) => write!(f, "{e}"),
-            Error::Git(e) => write!(f, "{e}"),
-            Error::Locked { holder, .. } => {
-                let who = match (holder.pid, &holder.prd) {
-                    (Some(pid), Some(prd)) => format!(" (pid {pid}, on {})", prd.display()),
-                    (Some(pid), None) => format!(" (pid {pid})"),
-                    (None, Some(prd)) => format!(" (on {})", prd.display()),
-                    (None, None) => String::new(),
-                };
-                write!(f, "another ralph{who} is already running in this work tree")
-            }
-            Error::Environment { message, .. } => f.write_str(message),
-            // The cause is part of the line a person reads; `source()` has
-            // it typed for code that decides by its kind.
-            Error::Io { what, source } => write!(f, "cannot {what}: {source}"),
-        }
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Prd(e) => Some(e),
-            Error::Config(e) => Some(e),
-            Error::Git(e) => Some(e),
-            Error::Io { source, .. } => Some(source),
-            Error::Usage(_) | Error::Locked { .. } | Error::Environment { .. } => None,
-        }
-    }
-}
-
 impl From<crate::prd::PrdError> for Error {
     fn from(e: crate::prd::PrdError) -> Error {
         Error::Prd(e)
@@ -151,6 +216,54 @@ impl From<crate::git::GitError> for Error {
     }
 }
 
+impl From<crate::notify::NotifyError> for Error {
+    fn from(e: crate::notify::NotifyError) -> Error {
+        Error::Notify(e)
+    }
+}
+
+impl From<crate::history::cost::PriceError> for Error {
+    fn from(e: crate::history::cost::PriceError) -> Error {
+        Error::Prices(e)
+    }
+}
+
+impl From<crate::history::FindError> for Error {
+    fn from(e: crate::history::FindError) -> Error {
+        Error::Report(e)
+    }
+}
+
+impl From<crate::oracle::protect::ProtectError> for Error {
+    fn from(e: crate::oracle::protect::ProtectError) -> Error {
+        Error::Protect(e)
+    }
+}
+
+impl From<crate::sandbox::SandboxError> for Error {
+    fn from(e: crate::sandbox::SandboxError) -> Error {
+        Error::Sandbox(e)
+    }
+}
+
+impl From<crate::agent::SetupError> for Error {
+    fn from(e: crate::agent::SetupError) -> Error {
+        Error::Agent(e)
+    }
+}
+
+impl From<crate::agent::ConfigureError> for Error {
+    fn from(e: crate::agent::ConfigureError) -> Error {
+        Error::Agent(e.into())
+    }
+}
+
+impl From<crate::agent::InvocationError> for Error {
+    fn from(e: crate::agent::InvocationError) -> Error {
+        Error::Agent(e.into())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,14 +271,102 @@ mod tests {
     /// Every kind of error, with the exit code the README documents for it.
     #[test]
     fn every_kind_of_error_exits_with_its_documented_code() {
-        let git = crate::git::GitError { message: "not a git repository".into(), hint: None };
+        use crate::learn::rules::RulesError;
+        let refused = crate::git::GitError::refused("not a git repository", "git init");
+        let failed = crate::git::GitError::io("write .git/index", std::io::Error::other("EIO"));
         let prd = crate::prd::PrdError::Invalid { path: "prd.json".into(), problems: vec![] };
         let holder = crate::store::Holder { pid: Some(1), prd: None };
         let table: Vec<(Error, u8)> = vec![
             (Error::Usage("bad flag".into()), exit::USAGE),
             (Error::Prd(prd), exit::USAGE),
             (Error::Config(crate::config::ConfigError::new("bad key")), exit::USAGE),
-            (Error::Git(git), exit::USAGE),
+            (Error::Git(refused), exit::USAGE),
+            (Error::Git(failed), exit::ENVIRONMENT),
+            (crate::agent::ConfigureError::NoCustomCommand.into(), exit::USAGE),
+            (
+                crate::agent::InvocationError::PromptTooLong {
+                    bytes: 200_000,
+                    max: 131_071,
+                    tool: crate::agent::Tool::Opencode,
+                }
+                .into(),
+                exit::ENVIRONMENT,
+            ),
+            (
+                crate::agent::SetupError::Preflight {
+                    fallback: Some(crate::agent::Tool::Codex),
+                    source: crate::agent::PreflightError::ClaudeAsRoot,
+                }
+                .into(),
+                exit::ENVIRONMENT,
+            ),
+            (
+                crate::agent::SetupError::Spawn {
+                    source: crate::agent::supervise::SpawnError {
+                        program: "my-agent".into(),
+                        source: std::io::Error::from_raw_os_error(libc::ENOENT),
+                    },
+                    hint: "check agent.command",
+                }
+                .into(),
+                exit::ENVIRONMENT,
+            ),
+            (crate::notify::NotifyError::NotAUrl { value: "x".into() }.into(), exit::USAGE),
+            (crate::notify::NotifyError::UnknownEvent { name: "x".into() }.into(), exit::USAGE),
+            (
+                crate::notify::NotifyError::Thread { source: std::io::Error::other("EAGAIN") }
+                    .into(),
+                exit::ENVIRONMENT,
+            ),
+            (crate::history::cost::PriceError { entry: "x".into() }.into(), exit::USAGE),
+            (crate::history::FindError::NoRunYet.into(), exit::USAGE),
+            (crate::history::FindError::NoSuchRun { id: "x".into() }.into(), exit::USAGE),
+            (
+                crate::history::FindError::Ambiguous { id: "2026".into(), count: 2 }.into(),
+                exit::USAGE,
+            ),
+            (
+                crate::history::FindError::Read {
+                    path: "logs".into(),
+                    source: std::io::Error::from_raw_os_error(libc::EACCES),
+                }
+                .into(),
+                exit::ENVIRONMENT,
+            ),
+            (
+                crate::oracle::protect::Protected::new(&["a[".into()], &[]).unwrap_err().into(),
+                exit::USAGE,
+            ),
+            (crate::sandbox::SandboxError::StrictWithoutLandlock.into(), exit::ENVIRONMENT),
+            (
+                Error::Gate(crate::gate::NotRun {
+                    message: "the gate command is empty".into(),
+                    hint: "set gate.command".into(),
+                }),
+                exit::ENVIRONMENT,
+            ),
+            (Error::Rules(RulesError::NotFound { id: "x".into() }), exit::USAGE),
+            (Error::Rules(RulesError::Ambiguous { id: "a".into(), matches: vec![] }), exit::USAGE),
+            (Error::Rules(RulesError::EmptyStatement), exit::USAGE),
+            (
+                Error::Rules(RulesError::Unreadable { path: "rules.json".into(), why: "x".into() }),
+                exit::ENVIRONMENT,
+            ),
+            (
+                Error::Rules(RulesError::Io {
+                    what: "write",
+                    path: "rules.json".into(),
+                    source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+                }),
+                exit::ENVIRONMENT,
+            ),
+            (
+                Error::Deliver {
+                    source: crate::deliver::DeliverError::NoBranch,
+                    mode: crate::deliver::PrMode::Run,
+                },
+                exit::ENVIRONMENT,
+            ),
             (Error::Locked { holder, lock: "lock".into() }, exit::LOCKED),
             (Error::Environment { message: "no agent".into(), hint: None }, exit::ENVIRONMENT),
             (
@@ -176,6 +377,22 @@ mod tests {
         for (e, code) in table {
             assert_eq!(e.exit_code(), code, "{e:?}");
         }
+    }
+
+    /// A fallback agent that cannot start is named, and its reason is said
+    /// once: in the message, not again as a cause.
+    #[test]
+    fn a_fallback_that_cannot_start_is_named_once() {
+        let e: Error = crate::agent::SetupError::Preflight {
+            fallback: Some(crate::agent::Tool::Codex),
+            source: crate::agent::PreflightError::NoCommand,
+        }
+        .into();
+        assert_eq!(
+            e.to_string(),
+            "fallback agent codex: no agent command: pass --tool or --agent-cmd"
+        );
+        assert_eq!(causes(&e), Vec::<String>::new());
     }
 
     /// An I/O error keeps its cause, typed: the disk being full is a kind a

@@ -19,7 +19,9 @@ pub const BLOCKED: u8 = 5;
 /// A budget (wall clock, cost, tokens) was spent.
 pub const BUDGET: u8 = 6;
 /// The environment is broken: the agent or gate cannot run, authentication
-/// failed, the disk is full. Not the agent's fault, not a lack of progress.
+/// failed, the disk is full, git fails at what ralph asks of it (a repository
+/// a person must change is [`USAGE`]). Not the agent's fault, not a lack
+/// of progress.
 pub const ENVIRONMENT: u8 = 7;
 /// Another ralph holds this work tree (one run per work tree, whatever its PRD).
 pub const LOCKED: u8 = 8;

@@ -123,8 +123,9 @@ impl Score {
     }
 }
 
-/// The gate could not run: an environment problem.
-#[derive(Debug, Clone)]
+/// The gate could not run: an environment problem (exit 7).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
 pub struct NotRun {
     pub message: String,
     pub hint: String,
@@ -353,8 +354,8 @@ impl Sink for GateSink {
 /// and run without a shell. An argv written as an array is never given to
 /// a shell, nor is one written as JSON text (`["pytest", "-q"]`). Agents'
 /// commands never come here: only the user's gate.
-pub fn argv(text: &str) -> Result<Vec<String>, String> {
-    if let Some(argv) = words::json_argv(text) {
+pub fn argv(text: &str) -> Result<Vec<String>, words::WordsError> {
+    if let Some(argv) = words::strings_argv(text) {
         return argv;
     }
     let words = words::split(text)?;

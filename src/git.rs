@@ -22,10 +22,63 @@ pub struct Repo {
 }
 
 /// A git failure, with what ralph was doing and what the user can do.
+///
+/// `message` is the whole line a person reads (the cause's text already in
+/// it); `source()` keeps the cause typed (libgit2's error, an I/O error)
+/// for code that decides by it, and `kind` decides the exit code.
 #[derive(Debug)]
 pub struct GitError {
     pub message: String,
     pub hint: Option<String>,
+    pub kind: GitKind,
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+/// Whether a person must change the repository or git failed at its work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GitKind {
+    /// The repository is not as a run needs it: not a work tree, an invalid
+    /// branch name, uncommitted changes or untracked files in the way. A
+    /// person fixes it and runs ralph again (exit 2, like a bad prd.json).
+    Refused,
+    /// git could not do what ralph asked: libgit2 failed, a file could not
+    /// be read or written, another git command holds a lock, the `git`
+    /// program or the remote failed (exit 7: the environment).
+    Failed,
+}
+
+impl GitError {
+    /// The repository is not as the run needs it; `hint` says what to change.
+    pub(crate) fn refused(message: impl Into<String>, hint: impl Into<String>) -> GitError {
+        GitError {
+            message: message.into(),
+            hint: Some(hint.into()),
+            kind: GitKind::Refused,
+            source: None,
+        }
+    }
+
+    /// git failed at its work, with no cause but its own words.
+    pub(crate) fn failed(message: impl Into<String>, hint: Option<String>) -> GitError {
+        GitError { message: message.into(), hint, kind: GitKind::Failed, source: None }
+    }
+
+    /// A file git's work needed could not be read or written: `cannot
+    /// {what}: {e}`, the I/O error kept as the cause.
+    pub(crate) fn io(what: impl fmt::Display, e: std::io::Error) -> GitError {
+        GitError {
+            message: format!("cannot {what}: {e}"),
+            hint: None,
+            kind: GitKind::Failed,
+            source: Some(Box::new(e)),
+        }
+    }
+
+    /// The same failure with another hint.
+    pub(crate) fn with_hint(mut self, hint: impl Into<String>) -> GitError {
+        self.hint = Some(hint.into());
+        self
+    }
 }
 
 impl fmt::Display for GitError {
@@ -34,7 +87,25 @@ impl fmt::Display for GitError {
     }
 }
 
-impl std::error::Error for GitError {}
+impl std::error::Error for GitError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// libgit2's error as a cause: its message only. `git2::Error`'s own text
+/// adds `; class=…; code=…`, which would make main print the message a
+/// second time as a "caused by" line; the class and code stay on the value.
+#[derive(Debug)]
+pub struct Libgit2(pub git2::Error);
+
+impl fmt::Display for Libgit2 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0.message())
+    }
+}
+
+impl std::error::Error for Libgit2 {}
 
 /// An index entry for `path` holding blob `id`: no stat data, which a
 /// tree written from an in-memory index does not need.
@@ -55,8 +126,15 @@ pub(crate) fn index_entry(path: &[u8], id: Oid, mode: u32, size: usize) -> git2:
     }
 }
 
+/// libgit2 failed at `message`: `{message}: {libgit2's message}`, its
+/// error kept as the cause.
 pub(crate) fn err(message: impl Into<String>, e: git2::Error) -> GitError {
-    GitError { message: format!("{}: {}", message.into(), e.message()), hint: None }
+    GitError {
+        message: format!("{}: {}", message.into(), e.message()),
+        hint: None,
+        kind: GitKind::Failed,
+        source: Some(Box::new(Libgit2(e))),
+    }
 }
 
 /// What [`Repo::ensure_branch`] did.
@@ -151,19 +229,16 @@ impl Repo {
     /// Opens the repository that contains `dir`.
     pub fn discover(dir: &Path) -> Result<Repo, GitError> {
         match Repository::discover(dir) {
-            Ok(repo) if repo.is_bare() => Err(GitError {
-                message: format!("{} is inside a bare git repository", dir.display()),
-                hint: Some("run ralph in a work tree".into()),
-            }),
+            Ok(repo) if repo.is_bare() => Err(GitError::refused(
+                format!("{} is inside a bare git repository", dir.display()),
+                "run ralph in a work tree",
+            )),
             Ok(repo) => Ok(Repo { repo }),
-            Err(e) if e.code() == ErrorCode::NotFound => Err(GitError {
-                message: format!("{} is not inside a git repository", dir.display()),
-                hint: Some(
-                    "ralph keeps the agent's memory in git history: run `git init` and commit, \
-                     or pass -C <project dir>"
-                        .into(),
-                ),
-            }),
+            Err(e) if e.code() == ErrorCode::NotFound => Err(GitError::refused(
+                format!("{} is not inside a git repository", dir.display()),
+                "ralph keeps the agent's memory in git history: run `git init` and commit, \
+                 or pass -C <project dir>",
+            )),
             Err(e) => Err(err(format!("cannot open the git repository at {}", dir.display()), e)),
         }
     }
@@ -219,10 +294,10 @@ impl Repo {
         carry: &[PathBuf],
     ) -> Result<BranchAction, GitError> {
         if git2::Branch::name_is_valid(name).ok() != Some(true) {
-            return Err(GitError {
-                message: format!("branchName {name:?} is not a valid git branch name"),
-                hint: Some("fix \"branchName\" in prd.json".into()),
-            });
+            return Err(GitError::refused(
+                format!("branchName {name:?} is not a valid git branch name"),
+                "fix \"branchName\" in prd.json",
+            ));
         }
         let current = self.current_branch();
         if current.as_deref() == Some(name) {
@@ -246,10 +321,8 @@ impl Repo {
                 self.repo.set_head(&refname).map_err(|e| err(format!("switch to {name}"), e))?;
                 let workdir = self.workdir();
                 for (path, bytes) in &carried {
-                    std::fs::write(workdir.join(path), bytes).map_err(|e| GitError {
-                        message: format!("cannot write {} back: {e}", path.display()),
-                        hint: None,
-                    })?;
+                    std::fs::write(workdir.join(path), bytes)
+                        .map_err(|e| GitError::io(format!("write {} back", path.display()), e))?;
                 }
                 Ok(BranchAction::SwitchedTo)
             }
@@ -284,10 +357,8 @@ impl Repo {
             let key = path.to_string_lossy();
             if let Some(i) = modified.iter().position(|m| *m == key) {
                 modified.remove(i);
-                let bytes = std::fs::read(workdir.join(path)).map_err(|e| GitError {
-                    message: format!("cannot read {}: {e}", path.display()),
-                    hint: None,
-                })?;
+                let bytes = std::fs::read(workdir.join(path))
+                    .map_err(|e| GitError::io(format!("read {}", path.display()), e))?;
                 carried.push((path.clone(), bytes));
             }
         }
@@ -296,15 +367,15 @@ impl Repo {
             if modified.len() > 5 {
                 list.push_str(&format!(" and {} more", modified.len() - 5));
             }
-            return Err(GitError {
-                message: format!(
+            return Err(GitError::refused(
+                format!(
                     "cannot switch from {} to {name}: uncommitted changes in {list}",
                     current.unwrap_or("a detached HEAD")
                 ),
-                hint: Some(format!(
+                format!(
                     "commit or stash them (`git stash`), or check out {name} yourself, then run ralph again"
-                )),
-            });
+                ),
+            ));
         }
         if !carried.is_empty() {
             // Back to HEAD's version for the switch; the edits
@@ -320,9 +391,16 @@ impl Repo {
         }
         let mut opts = git2::build::CheckoutBuilder::new();
         opts.safe();
-        self.repo.checkout_tree(target.as_object(), Some(&mut opts)).map_err(|e| GitError {
-            message: format!("cannot check out {name}: {}", e.message()),
-            hint: Some("move the conflicting untracked files away, then run ralph again".into()),
+        self.repo.checkout_tree(target.as_object(), Some(&mut opts)).map_err(|e| {
+            // Files in the way are the person's to move; any other failure
+            // is git's.
+            let in_the_way = e.code() == ErrorCode::Conflict;
+            let mut e = err(format!("cannot check out {name}"), e)
+                .with_hint("move the conflicting untracked files away, then run ralph again");
+            if in_the_way {
+                e.kind = GitKind::Refused;
+            }
+            e
         })?;
         Ok(carried)
     }
@@ -344,17 +422,14 @@ impl Repo {
             while let Ok(meta) = std::fs::symlink_metadata(&lock) {
                 match crate::process::holder_of(&lock) {
                     Some(pid) if std::time::Instant::now() >= until => {
-                        return Err(GitError {
-                            message: format!(
-                                "{} is held by a running process (pid {pid})",
-                                lock.display()
-                            ),
-                            hint: Some(
+                        return Err(GitError::failed(
+                            format!("{} is held by a running process (pid {pid})", lock.display()),
+                            Some(
                                 "another git command is at work in this repository: let it finish \
                                  (or end it), then run ralph again"
                                     .into(),
                             ),
-                        });
+                        ));
                     }
                     Some(_) => std::thread::sleep(std::time::Duration::from_millis(100)),
                     None => {
@@ -368,9 +443,8 @@ impl Repo {
                             continue;
                         }
                         // Nobody holds it, and nobody came for it: stale.
-                        std::fs::remove_file(&lock).map_err(|e| GitError {
-                            message: format!("cannot remove the stale {}: {e}", lock.display()),
-                            hint: None,
+                        std::fs::remove_file(&lock).map_err(|e| {
+                            GitError::io(format!("remove the stale {}", lock.display()), e)
                         })?;
                         cleared.push(lock.clone());
                         break;
@@ -721,10 +795,7 @@ impl Repo {
 fn work_tree_entry(path: &Path) -> Result<Option<(Vec<u8>, u32)>, GitError> {
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::PermissionsExt;
-    let cannot = |e: std::io::Error| GitError {
-        message: format!("cannot read {}: {e}", path.display()),
-        hint: None,
-    };
+    let cannot = |e: std::io::Error| GitError::io(format!("read {}", path.display()), e);
     let meta = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),

@@ -77,21 +77,26 @@ pub fn main_entry() -> u8 {
 /// program found), the private temp dir made, the Landlock ruleset built
 /// and, when `spawn`, `program` started confined and waited for; the temp
 /// dir is removed on the way out. `Err` where the kernel cannot confine.
+/// The bench only prints the error, so it is boxed rather than given a
+/// type of its own; its causes are kept.
 #[doc(hidden)]
-pub fn sandbox_setup(cwd: &std::path::Path, program: &str, spawn: bool) -> Result<(), String> {
+pub fn sandbox_setup(
+    cwd: &std::path::Path,
+    program: &str,
+    spawn: bool,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let env = |k: &str| std::env::var(k).ok();
     let sandbox = sandbox::Sandbox::new(sandbox::Settings::default(), &env)?;
     let child = sandbox
-        .child(Some(agent::Tool::Claude), cwd, program, &[])
-        .map_err(|e| e.to_string())?
+        .child(Some(agent::Tool::Claude), cwd, program, &[])?
         .ok_or("this kernel has no Landlock")?;
     let mut cmd = std::process::Command::new(program);
     cmd.current_dir(cwd).stdin(std::process::Stdio::null());
     process::confine(&mut cmd, &child.policy, child.abi)?;
     if spawn {
-        let status = cmd.status().map_err(|e| e.to_string())?;
+        let status = cmd.status()?;
         if !status.success() {
-            return Err(format!("{program} ended with {status}"));
+            return Err(format!("{program} ended with {status}").into());
         }
     }
     Ok(())

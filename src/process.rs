@@ -234,12 +234,28 @@ pub fn landlock_abi() -> u32 {
 /// it knows.
 pub const LANDLOCK_ABI: u32 = 6;
 
+/// Why a child cannot be confined (the run's sandbox cannot be set up).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfineError {
+    #[error("cannot set up the sandbox: {0}")]
+    Ruleset(#[source] landlock::RulesetError),
+    #[error("cannot set up the sandbox: this kernel has no Landlock")]
+    NoLandlock,
+    #[cfg(not(target_os = "linux"))]
+    #[error("cannot set up the sandbox: Landlock is Linux only")]
+    NotLinux,
+}
+
 /// Confines the child `cmd` starts to `policy`, at Landlock ABI `abi` (at
 /// most [`LANDLOCK_ABI`]): the ruleset is built here, in ralph (paths
 /// opened, rules added), and the child only enforces it between fork and
 /// exec, with two async-signal-safe system calls. Paths that do not exist
 /// are skipped. The child cannot undo it, nor can anything it starts.
-pub fn confine(cmd: &mut Command, policy: &crate::sandbox::Policy, abi: u32) -> Result<(), String> {
+pub fn confine(
+    cmd: &mut Command,
+    policy: &crate::sandbox::Policy,
+    abi: u32,
+) -> Result<(), ConfineError> {
     #[cfg(target_os = "linux")]
     {
         use landlock::{
@@ -250,7 +266,7 @@ pub fn confine(cmd: &mut Command, policy: &crate::sandbox::Policy, abi: u32) -> 
         use std::os::unix::process::CommandExt;
 
         let abi = ABI::from(abi.min(LANDLOCK_ABI) as i32);
-        let fail = |e: landlock::RulesetError| format!("cannot set up the sandbox: {e}");
+        let fail = ConfineError::Ruleset;
         let mut ruleset = Ruleset::default()
             .set_compatibility(CompatLevel::BestEffort)
             .handle_access(AccessFs::from_all(abi))
@@ -279,7 +295,7 @@ pub fn confine(cmd: &mut Command, policy: &crate::sandbox::Policy, abi: u32) -> 
         }
         let Some(fd): Option<OwnedFd> = created.into() else {
             // The kernel has no Landlock after all: nothing to enforce.
-            return Err("cannot set up the sandbox: this kernel has no Landlock".into());
+            return Err(ConfineError::NoLandlock);
         };
         // SAFETY: the closure runs between fork and exec, where only
         // async-signal-safe calls are allowed: prctl and the raw
@@ -303,7 +319,7 @@ pub fn confine(cmd: &mut Command, policy: &crate::sandbox::Policy, abi: u32) -> 
     #[cfg(not(target_os = "linux"))]
     {
         let _ = (cmd, policy, abi);
-        Err("cannot set up the sandbox: Landlock is Linux only".into())
+        Err(ConfineError::NotLinux)
     }
 }
 

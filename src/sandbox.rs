@@ -800,7 +800,7 @@ impl Denials {
 }
 
 mod runtime;
-pub use runtime::{Child, Sandbox, Shown, Support, show};
+pub use runtime::{Child, Sandbox, SandboxError, Shown, Support, show};
 
 #[cfg(test)]
 mod tests;

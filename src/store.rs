@@ -428,7 +428,7 @@ pub fn read_versioned<T: DeserializeOwned>(path: &Path, version: u32) -> io::Res
         Loaded::Damaged(why) => return Ok(Loaded::Damaged(why)),
     };
     if let Err(why) = check_version(&value, version) {
-        return Ok(Loaded::Damaged(why));
+        return Ok(Loaded::Damaged(why.to_string()));
     }
     Ok(match serde_json::from_value(value) {
         Ok(v) => Loaded::Ok(v),
@@ -436,13 +436,22 @@ pub fn read_versioned<T: DeserializeOwned>(path: &Path, version: u32) -> io::Res
     })
 }
 
+/// Why a state file's `version` is not the one this ralph reads.
+#[derive(Debug, thiserror::Error)]
+enum VersionError {
+    #[error("version {found}, this ralph reads version {reads}")]
+    Other { found: u64, reads: u32 },
+    #[error("no version field")]
+    Missing,
+}
+
 /// Checks a state file's `version` field before its shape, so a file from
 /// a newer ralph is reported as such rather than as a confusing parse error.
-fn check_version(value: &serde_json::Value, version: u32) -> Result<(), String> {
+fn check_version(value: &serde_json::Value, version: u32) -> Result<(), VersionError> {
     match value.get("version").and_then(serde_json::Value::as_u64) {
         Some(v) if v == u64::from(version) => Ok(()),
-        Some(v) => Err(format!("version {v}, this ralph reads version {version}")),
-        None => Err("no version field".into()),
+        Some(found) => Err(VersionError::Other { found, reads: version }),
+        None => Err(VersionError::Missing),
     }
 }
 

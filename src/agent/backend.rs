@@ -163,6 +163,47 @@ pub struct Invocation {
     pub format: Format,
 }
 
+/// Why the configured agents cannot be made from the settings: a person
+/// fixes the configuration (exit 2).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigureError {
+    #[error(
+        "tool custom needs a command: --agent-cmd \"my-agent --flag\" or agent.command in .ralph/config.toml"
+    )]
+    NoCustomCommand,
+    #[error("agent.fallback names {0}, the configured agent (agent.tool): list other agents")]
+    FallbackIsTheAgent(Tool),
+    #[error("agent.fallback cannot name custom: the custom command is the configured agent's")]
+    FallbackIsCustom,
+}
+
+/// Why one iteration's command line cannot be made: the agent cannot run
+/// with this prompt, which no flag fixes (exit 7).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvocationError {
+    #[error(
+        "the prompt is {bytes} bytes, more than the {max} bytes Linux allows in one argument for {tool}"
+    )]
+    PromptTooLong { bytes: usize, max: usize, tool: Tool },
+}
+
+/// Why the agent cannot start at all, found before the first iteration (exit 7).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PreflightError {
+    #[error("no agent command: pass --tool or --agent-cmd")]
+    NoCommand,
+    /// `which` has no more to say than "cannot find binary path", which
+    /// this says: it is not kept as a cause.
+    #[error("agent command `{program}` not found on PATH{install}")]
+    NotFound { program: String, install: &'static str },
+    #[error(
+        "claude refuses --dangerously-skip-permissions when run as root. Either run ralph \
+         as a normal user, or, if this machine is a throw-away sandbox or container, set \
+         IS_SANDBOX=1, or use safe mode (agent.safe = true in .ralph/config.toml, or --safe)"
+    )]
+    ClaudeAsRoot,
+}
+
 /// claude's own retries of a failed API call when the user set none
 /// (`CLAUDE_CODE_MAX_RETRIES`): a few seconds of backoff instead of three minutes.
 const CLAUDE_RETRIES: u32 = 3;
@@ -174,10 +215,10 @@ const SCRUBBED_ENV: &[&str] = &["CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_
 impl Backend {
     /// The agent the configuration names: a tool (its program possibly
     /// replaced by `agent.command`), or a custom command.
-    pub(crate) fn configured(a: &crate::config::AgentConfig) -> Result<Backend, String> {
+    pub(crate) fn configured(a: &crate::config::AgentConfig) -> Result<Backend, ConfigureError> {
         let mut b = if a.tool == Tool::Custom {
             if a.command.argv.is_empty() {
-                return Err("tool custom needs a command: --agent-cmd \"my-agent --flag\" or agent.command in .ralph/config.toml".into());
+                return Err(ConfigureError::NoCustomCommand);
             }
             Backend {
                 command: a.command.argv.clone(),
@@ -228,14 +269,12 @@ impl Backend {
         }
     }
 
-    /// A custom command line (split like a shell splits words).
+    /// A custom command line (split like a shell splits words); `None`
+    /// when it names no program or does not split.
     #[cfg(test)]
-    pub fn custom(command: &str, format: Format) -> Result<Backend, String> {
-        let words = super::words::split(command)?;
-        if words.is_empty() {
-            return Err("--agent-cmd is empty".into());
-        }
-        Ok(Backend { command: words, format, ..Backend::new(Tool::Custom) })
+    pub fn custom(command: &str, format: Format) -> Option<Backend> {
+        let words = super::words::split(command).ok().filter(|w| !w.is_empty())?;
+        Some(Backend { command: words, format, ..Backend::new(Tool::Custom) })
     }
 
     pub fn program(&self) -> &str {
@@ -262,15 +301,18 @@ impl Backend {
 
     /// The exact command for one iteration. `prompt_file` is where the
     /// prompt is written for the file channel.
-    pub fn invocation(&self, prompt: &str, prompt_file: &Path) -> Result<Invocation, String> {
+    pub fn invocation(
+        &self,
+        prompt: &str,
+        prompt_file: &Path,
+    ) -> Result<Invocation, InvocationError> {
         let channel = self.channel();
         if channel == PromptChannel::Argv && prompt.len() > MAX_ARGV_PROMPT {
-            return Err(format!(
-                "the prompt is {} bytes, more than the {} bytes Linux allows in one argument for {}",
-                prompt.len(),
-                MAX_ARGV_PROMPT,
-                self.tool
-            ));
+            return Err(InvocationError::PromptTooLong {
+                bytes: prompt.len(),
+                max: MAX_ARGV_PROMPT,
+                tool: self.tool,
+            });
         }
         let model = self.model.as_deref().filter(|m| !m.is_empty());
         let mut args: Vec<String> = self.command.iter().skip(1).cloned().collect();
@@ -442,13 +484,13 @@ impl Backend {
         &self,
         is_root: bool,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<PathBuf, String> {
+    ) -> Result<PathBuf, PreflightError> {
         let program = self.program();
         if program.is_empty() {
-            return Err("no agent command: pass --tool or --agent-cmd".into());
+            return Err(PreflightError::NoCommand);
         }
         let path = which::which(program).map_err(|_| {
-            let hint = match self.tool {
+            let install = match self.tool {
                 Tool::Claude => " (install it: npm install -g @anthropic-ai/claude-code)",
                 Tool::Amp => " (install it: npm install -g @ampcode/cli)",
                 Tool::Codex => " (install it: npm install -g @openai/codex)",
@@ -460,17 +502,14 @@ impl Backend {
                 }
                 Tool::Custom => "",
             };
-            format!("agent command `{program}` not found on PATH{hint}")
+            PreflightError::NotFound { program: program.to_string(), install }
         })?;
         if self.tool == Tool::Claude
             && !self.safe
             && is_root
             && env("IS_SANDBOX").as_deref() != Some("1")
         {
-            return Err("claude refuses --dangerously-skip-permissions when run as root. Either run ralph \
-                 as a normal user, or, if this machine is a throw-away sandbox or container, set \
-                 IS_SANDBOX=1, or use safe mode (agent.safe = true in .ralph/config.toml, or --safe)"
-                .into());
+            return Err(PreflightError::ClaudeAsRoot);
         }
         Ok(path)
     }

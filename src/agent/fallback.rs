@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::{Backend, Tool};
+use super::{Backend, ConfigureError, Tool};
 use crate::limits::Limits;
 
 /// Which agent runs next.
@@ -113,17 +113,15 @@ impl Agents {
     /// programs with their CLIs' defaults; only safe mode and its allowed
     /// tools carry over (model, extra arguments and command are the
     /// configured agent's).
-    pub(crate) fn configured(a: &crate::config::AgentConfig) -> Result<Agents, String> {
+    pub(crate) fn configured(a: &crate::config::AgentConfig) -> Result<Agents, ConfigureError> {
         let primary = Backend::configured(a)?;
         let mut list = vec![primary];
         for &tool in &a.fallback {
             if tool == a.tool {
-                return Err(format!(
-                    "agent.fallback names {tool}, the configured agent (agent.tool): list other agents"
-                ));
+                return Err(ConfigureError::FallbackIsTheAgent(tool));
             }
             if tool == Tool::Custom {
-                return Err("agent.fallback cannot name custom: the custom command is the configured agent's".into());
+                return Err(ConfigureError::FallbackIsCustom);
             }
             let mut b = Backend::new(tool);
             b.safe = a.safe;
@@ -302,9 +300,11 @@ mod tests {
             ..crate::config::Config::default().agent
         };
         let e = Agents::configured(&cfg(Tool::Claude, vec![Tool::Claude])).unwrap_err();
-        assert!(e.contains("names claude, the configured agent"), "{e}");
+        assert_eq!(e, ConfigureError::FallbackIsTheAgent(Tool::Claude));
+        assert!(e.to_string().contains("names claude, the configured agent"), "{e}");
         let e = Agents::configured(&cfg(Tool::Claude, vec![Tool::Custom])).unwrap_err();
-        assert!(e.contains("cannot name custom"), "{e}");
+        assert_eq!(e, ConfigureError::FallbackIsCustom);
+        assert!(e.to_string().contains("cannot name custom"), "{e}");
         let a = Agents::configured(&cfg(Tool::Custom, vec![Tool::Codex, Tool::Gemini])).unwrap();
         let names: Vec<_> = (0..a.all().len()).map(|i| a.name(i)).collect();
         assert_eq!(names, ["custom", "codex", "gemini"]);

@@ -10,7 +10,9 @@ pub(crate) mod fallback;
 pub(crate) mod supervise;
 pub(crate) mod words;
 
-pub(crate) use backend::{Backend, Invocation, Tool};
+pub(crate) use backend::{
+    Backend, ConfigureError, Invocation, InvocationError, PreflightError, Tool,
+};
 pub(crate) use fallback::Agents;
 pub(crate) use supervise::{Finished, Spec};
 
@@ -24,6 +26,26 @@ use chrono::Utc;
 use crate::analyze::{Analyzer, Outcome, ProcessEnd};
 use capture::{LineSplitter, Log, LogLines, SharedLog, Tail};
 use supervise::{Sink, SpawnError, TimeLimits};
+
+/// Why a run's agents cannot be made or started: the agent layer's
+/// errors, each kind its exit code in [`crate::error::Error::exit_code`].
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SetupError {
+    /// The settings name no usable agent.
+    #[error(transparent)]
+    Configure(#[from] ConfigureError),
+    /// This prompt cannot be given to this agent.
+    #[error(transparent)]
+    Invocation(#[from] InvocationError),
+    /// The agent cannot start; `fallback` names a fallback agent, `None`
+    /// is the configured one.
+    #[error("{}{source}", fallback.map(|t| format!("fallback agent {t}: ")).unwrap_or_default())]
+    Preflight { fallback: Option<Tool>, source: PreflightError },
+    /// The agent's process could not be started (`hint`: where its
+    /// command is set, for the command that started it).
+    #[error("the agent cannot start: {source}")]
+    Spawn { source: SpawnError, hint: &'static str },
+}
 
 /// Bytes of the agent's stderr kept for error messages and analysis.
 const STDERR_TAIL: usize = 16 * 1024;

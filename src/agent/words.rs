@@ -3,13 +3,34 @@
 //! globs and variables stay literal text.
 //!
 //! A text that is a JSON array of strings is read as that argv instead
-//! ([`json_argv`]): how a list is written in an environment variable.
+//! ([`strings_argv`]): how a list is written in an environment variable.
 //!
 //! [`shell_syntax`] says whether a text needs a shell to mean what it says
 //! (`cd tests && pytest`); only a gate, the user's own command, is then run
 //! by one ([`crate::gate::argv`]). Agents never are: an agent command's
 //! leading `NAME=value` words are its environment, and any other shell
-//! syntax is refused with the reason ([`agent_command`]).
+//! syntax is refused with the reason ([`command`]).
+
+/// Why a command written as text cannot be read as one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WordsError {
+    #[error("unterminated {quote} in {text:?}")]
+    Unterminated { quote: char, text: String },
+    #[error("{text} is a JSON array, but not of strings only")]
+    NotStrings { text: String },
+    /// An agent command that needs a shell (`what`: the first shell feature).
+    #[error(
+        "the agent command {text:?} has shell syntax ({what}), and ralph runs an agent without a \
+         shell, unlike a gate: the process it starts must be the agent, whose exit code ralph \
+         judges, and the prompt ({{prompt}}) or ralph's own arguments must never pass through a \
+         shell. ralph keeps the agent's output itself (no `| tee` needed). Put the pipeline in a \
+         script and name the script, or write [\"sh\", \"-c\", \"…\"] to run a shell on purpose; \
+         leading NAME=value words are fine: they are the agent's environment"
+    )]
+    ShellSyntax { text: String, what: &'static str },
+    #[error("the agent command {text:?} sets variables but names no program")]
+    NoProgram { text: String },
+}
 
 /// Splits `text` into words. Errors on an unterminated quote.
 ///
@@ -19,10 +40,11 @@
 /// words it would be one word, `[notify-send,ralph done]`. A JSON array with
 /// anything but strings in it is an error; text that only looks like one
 /// (`[ -f done.txt ]`) is split as usual.
-pub fn split(text: &str) -> Result<Vec<String>, String> {
-    if let Some(argv) = json_argv(text) {
+pub fn split(text: &str) -> Result<Vec<String>, WordsError> {
+    if let Some(argv) = strings_argv(text) {
         return argv;
     }
+    let unterminated = |quote| WordsError::Unterminated { quote, text: text.to_string() };
     let mut words = Vec::new();
     let mut word = String::new();
     let mut in_word = false;
@@ -35,7 +57,7 @@ pub fn split(text: &str) -> Result<Vec<String>, String> {
                     match chars.next() {
                         Some('\'') => break,
                         Some(c) => word.push(c),
-                        None => return Err(format!("unterminated ' in {text:?}")),
+                        None => return Err(unterminated('\'')),
                     }
                 }
             }
@@ -51,10 +73,10 @@ pub fn split(text: &str) -> Result<Vec<String>, String> {
                                 word.push('\\');
                                 word.push(c);
                             }
-                            None => return Err(format!("unterminated \" in {text:?}")),
+                            None => return Err(unterminated('"')),
                         },
                         Some(c) => word.push(c),
-                        None => return Err(format!("unterminated \" in {text:?}")),
+                        None => return Err(unterminated('"')),
                     }
                 }
             }
@@ -96,8 +118,8 @@ pub struct AgentCommand {
 /// syntax (`| tee log`, `&&`, `$VAR`, `$(…)`, a glob) is refused, saying
 /// why: ralph never runs an agent through a shell. A JSON array is the
 /// argv as it is.
-pub fn agent_command(text: &str) -> Result<AgentCommand, String> {
-    if let Some(argv) = json_argv(text) {
+pub fn command(text: &str) -> Result<AgentCommand, WordsError> {
+    if let Some(argv) = strings_argv(text) {
         return argv.map(|argv| AgentCommand { env: Vec::new(), argv });
     }
     let mut rest = text.trim_start();
@@ -106,32 +128,28 @@ pub fn agent_command(text: &str) -> Result<AgentCommand, String> {
         let (word, after) = rest.split_at(first_word_end(rest));
         let (name, raw) = word.split_once('=').unwrap_or((word, ""));
         if let Some(what) = shell_syntax(raw) {
-            return Err(no_shell(text, what));
+            return Err(WordsError::ShellSyntax { text: text.to_string(), what });
         }
         let value = split(raw)?.concat();
         env.push((name.to_string(), value));
         rest = after.trim_start();
     }
     if let Some(what) = shell_syntax(rest) {
-        return Err(no_shell(text, what));
+        return Err(WordsError::ShellSyntax { text: text.to_string(), what });
     }
     let argv = split(rest)?;
     if argv.is_empty() && !env.is_empty() {
-        return Err(format!("the agent command {text:?} sets variables but names no program"));
+        return Err(WordsError::NoProgram { text: text.to_string() });
     }
     Ok(AgentCommand { env, argv })
 }
 
-/// Why an agent command with shell syntax is refused, and what to write instead.
-fn no_shell(text: &str, what: &str) -> String {
-    format!(
-        "the agent command {text:?} has shell syntax ({what}), and ralph runs an agent without a \
-         shell, unlike a gate: the process it starts must be the agent, whose exit code ralph \
-         judges, and the prompt ({{prompt}}) or ralph's own arguments must never pass through a \
-         shell. ralph keeps the agent's output itself (no `| tee` needed). Put the pipeline in a \
-         script and name the script, or write [\"sh\", \"-c\", \"…\"] to run a shell on purpose; \
-         leading NAME=value words are fine: they are the agent's environment"
-    )
+/// [`command`] with its error as text, for config's checks of
+/// `agent.command`, which still take a `String` error: config's errors are
+/// being restructured elsewhere, and once they hold a cause this goes and
+/// they call [`command`].
+pub fn agent_command(text: &str) -> Result<AgentCommand, String> {
+    command(text).map_err(|e| e.to_string())
 }
 
 /// Where the first word of `text` ends (quotes and backslashes kept whole).
@@ -153,8 +171,14 @@ fn first_word_end(text: &str) -> usize {
     text.len()
 }
 
-/// `text` as a JSON array of strings, when it is a JSON array.
+/// [`strings_argv`] with its error as text, for config's parsing of a
+/// list setting, which still takes a `String` error (see [`agent_command`]).
 pub fn json_argv(text: &str) -> Option<Result<Vec<String>, String>> {
+    strings_argv(text).map(|r| r.map_err(|e| e.to_string()))
+}
+
+/// `text` as a JSON array of strings, when it is a JSON array.
+pub fn strings_argv(text: &str) -> Option<Result<Vec<String>, WordsError>> {
     let text = text.trim();
     if !(text.starts_with('[') && text.ends_with(']')) {
         return None;
@@ -166,7 +190,7 @@ pub fn json_argv(text: &str) -> Option<Result<Vec<String>, String>> {
             .iter()
             .map(|v| v.as_str().map(str::to_string))
             .collect::<Option<Vec<String>>>()
-            .ok_or_else(|| format!("{text} is a JSON array, but not of strings only")),
+            .ok_or_else(|| WordsError::NotStrings { text: text.to_string() }),
     )
 }
 
@@ -408,13 +432,14 @@ mod tests {
             ("my-agent 'x", Err("unterminated")),
         ];
         for (text, want) in cases {
-            match (agent_command(text), want) {
+            match (command(text), want) {
                 (Ok(got), Ok(want)) => assert_eq!(&got, want, "{text}"),
-                (Err(e), Err(want)) => assert!(e.contains(want), "{text}: {e}"),
+                (Err(e), Err(want)) => assert!(e.to_string().contains(want), "{text}: {e}"),
                 (got, want) => panic!("{text}: {got:?}, want {want:?}"),
             }
         }
         let e = agent_command("cmd | tee x").unwrap_err();
+        assert_eq!(e, command("cmd | tee x").unwrap_err().to_string());
         assert!(e.contains("unlike a gate") && e.contains("[\"sh\", \"-c\""), "{e}");
     }
 
@@ -433,7 +458,8 @@ mod tests {
             assert_eq!(split(text).unwrap(), *want, "{text}");
         }
         let e = split(r#"["a", 1]"#).unwrap_err();
-        assert!(e.contains("not of strings only"), "{e}");
+        assert!(matches!(e, WordsError::NotStrings { .. }), "{e}");
+        assert!(e.to_string().contains("not of strings only"), "{e}");
         // Shell syntax is looked for in text, never in a JSON argv.
         assert_eq!(
             json_argv(r#"["sh", "-c", "a && b"]"#).unwrap().unwrap(),

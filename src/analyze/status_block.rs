@@ -259,11 +259,11 @@ impl Open {
         }
     }
 
-    fn key_value(&mut self, trimmed: &str) -> Result<(), String> {
+    fn key_value(&mut self, trimmed: &str) -> Result<(), LineProblem> {
         let item =
             trimmed.strip_prefix("- ").or_else(|| trimmed.strip_prefix("* ")).unwrap_or(trimmed);
         let Some((key, value)) = item.split_once(':') else {
-            return Err(format!("no colon in {:?}", shorten(trimmed)));
+            return Err(LineProblem::NoColon(shorten(trimmed)));
         };
         let key = normalize_key(key);
         let value = unquote(value.trim());
@@ -285,6 +285,22 @@ impl Open {
         self.keys += 1;
         Ok(())
     }
+}
+
+/// A line of the block that cannot be read, as its problem list says it
+/// (values shortened).
+#[derive(Debug, thiserror::Error)]
+enum LineProblem {
+    #[error("no colon in {0:?}")]
+    NoColon(String),
+    #[error("EXIT_SIGNAL: {0:?} is not true or false")]
+    NotBool(String),
+    #[error("{key}: {value:?} is not a number")]
+    NotNumber { key: String, value: String },
+    #[error("STATUS: {0:?} is not IN_PROGRESS, COMPLETE or BLOCKED")]
+    NotStatus(String),
+    #[error("{0} has no value")]
+    NoValue(String),
 }
 
 fn indentation(line: &str) -> usize {
@@ -316,19 +332,21 @@ fn first_word(value: &str) -> &str {
     unquote(word.trim_end_matches(['.', ',', ';', '!']))
 }
 
-fn parse_bool(value: &str) -> Result<bool, String> {
+fn parse_bool(value: &str) -> Result<bool, LineProblem> {
     match first_word(value).to_ascii_lowercase().as_str() {
         "true" | "yes" | "1" => Ok(true),
         "false" | "no" | "0" => Ok(false),
-        _ => Err(format!("EXIT_SIGNAL: {:?} is not true or false", shorten(value))),
+        _ => Err(LineProblem::NotBool(shorten(value))),
     }
 }
 
-fn parse_number(key: &str, value: &str) -> Result<u32, String> {
-    first_word(value).parse().map_err(|_| format!("{key}: {:?} is not a number", shorten(value)))
+fn parse_number(key: &str, value: &str) -> Result<u32, LineProblem> {
+    first_word(value)
+        .parse()
+        .map_err(|_| LineProblem::NotNumber { key: key.to_string(), value: shorten(value) })
 }
 
-fn parse_status(value: &str) -> Result<Status, String> {
+fn parse_status(value: &str) -> Result<Status, LineProblem> {
     let word: String = first_word(value)
         .chars()
         .map(|c| if c == '-' { '_' } else { c.to_ascii_uppercase() })
@@ -337,22 +355,22 @@ fn parse_status(value: &str) -> Result<Status, String> {
         "IN_PROGRESS" | "INPROGRESS" => Ok(Status::InProgress),
         "COMPLETE" | "COMPLETED" => Ok(Status::Complete),
         "BLOCKED" => Ok(Status::Blocked),
-        _ => Err(format!("STATUS: {:?} is not IN_PROGRESS, COMPLETE or BLOCKED", shorten(value))),
+        _ => Err(LineProblem::NotStatus(shorten(value))),
     }
 }
 
-fn word_value(key: &str, value: &str) -> Result<String, String> {
+fn word_value(key: &str, value: &str) -> Result<String, LineProblem> {
     let word = first_word(value);
     if word.is_empty() {
-        return Err(format!("{key} has no value"));
+        return Err(LineProblem::NoValue(key.to_string()));
     }
     Ok(truncate(word, 64).to_string())
 }
 
 pub(crate) use crate::text::prefix_bytes as truncate;
 
-fn shorten(text: &str) -> &str {
-    truncate(text, 40)
+fn shorten(text: &str) -> String {
+    truncate(text, 40).to_string()
 }
 
 #[cfg(test)]

@@ -83,7 +83,7 @@ pub(crate) fn run(g: &Global) -> Result<u8, Error> {
     if let Err(e) = crate::agent::Agents::configured(&config.agent)
         && !configured.misconfigured
     {
-        configured.problems.push(e);
+        configured.problems.push(e.to_string());
         configured.misconfigured = true;
     }
     let fallback: Vec<Configured> = config
@@ -97,7 +97,7 @@ pub(crate) fn run(g: &Global) -> Result<u8, Error> {
                 agent: backend.describe(),
                 command: vec![backend.program().to_string()],
                 path: preflight.as_ref().ok().map(|p| p.display().to_string()),
-                problems: preflight.err().into_iter().collect(),
+                problems: preflight.err().iter().map(ToString::to_string).collect(),
                 misconfigured: false,
             }
         })
@@ -139,7 +139,7 @@ fn known(tool: Tool, is_root: bool) -> AgentInfo {
     let mut problems = Vec::new();
     let version = path.as_ref().and_then(|p| version(p));
     if let Err(e) = backend.preflight(is_root, &env) {
-        problems.push(e);
+        problems.push(e.to_string());
     }
     if tool == Tool::Claude
         && path.is_some()
@@ -168,7 +168,7 @@ fn configured(agent: &crate::config::AgentConfig, is_root: bool) -> Configured {
                 agent: backend.describe(),
                 command: agent_command(&backend, agent),
                 path: preflight.as_ref().ok().map(|p| p.display().to_string()),
-                problems: preflight.err().into_iter().collect(),
+                problems: preflight.err().iter().map(ToString::to_string).collect(),
                 misconfigured: false,
             }
         }
@@ -176,7 +176,7 @@ fn configured(agent: &crate::config::AgentConfig, is_root: bool) -> Configured {
             agent: agent.tool.to_string(),
             command: shown(agent),
             path: None,
-            problems: vec![e],
+            problems: vec![e.to_string()],
             misconfigured: true,
         },
     }

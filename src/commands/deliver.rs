@@ -15,8 +15,7 @@ pub(crate) fn run(g: &Global, args: &DeliverArgs) -> Result<u8, Error> {
     let paths = Paths::resolve(&project, g.prd.as_deref())?;
     let config = layers(g, &paths.project, &SettingArgs::default())?.resolve();
     let cfg = &config.deliver;
-    let report =
-        crate::history::find_report(&paths.store, args.run.as_deref()).map_err(Error::Usage)?;
+    let report = crate::history::find_report(&paths.store, args.run.as_deref())?;
     if report.summary.ended_at.is_none() {
         return Err(Error::Usage(format!(
             "run {} has not ended: its pull requests are opened when it ends, or by `ralph deliver` after",
@@ -65,6 +64,6 @@ pub(crate) fn run(g: &Global, args: &DeliverArgs) -> Result<u8, Error> {
             say(done.summary());
             Ok(if refused { crate::exit::ENVIRONMENT } else { crate::exit::COMPLETE })
         }
-        Err(e) => Err(Error::Environment { message: e.to_string(), hint: Some(e.hint(mode)) }),
+        Err(source) => Err(Error::Deliver { source, mode }),
     }
 }

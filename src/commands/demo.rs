@@ -233,11 +233,20 @@ pub(crate) fn agent(pace: f64) -> u8 {
     0
 }
 
-fn mark_passing(prd: &Path, id: &str) -> Result<(), String> {
-    let text = std::fs::read_to_string(prd).map_err(|e| e.to_string())?;
-    let mut p = crate::prd::Prd::parse(text.as_bytes(), prd).map_err(|e| e.to_string())?;
+/// Why the demo agent cannot mark its story.
+#[derive(Debug, thiserror::Error)]
+enum MarkError {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Prd(#[from] crate::prd::PrdError),
+}
+
+fn mark_passing(prd: &Path, id: &str) -> Result<(), MarkError> {
+    let text = std::fs::read_to_string(prd)?;
+    let mut p = crate::prd::Prd::parse(text.as_bytes(), prd)?;
     p.set_passes(id, true);
-    p.save(prd).map_err(|e| e.to_string())
+    Ok(p.save(prd)?)
 }
 
 fn commit_all(dir: &Path, message: &str) -> Result<(), git2::Error> {

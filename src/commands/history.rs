@@ -35,7 +35,7 @@ pub(crate) fn report(g: &Global, args: &ReportArgs) -> Result<u8, Error> {
         return Err(Error::Usage("--json and --markdown: choose one".into()));
     }
     let store = store(g)?;
-    let report = crate::history::find_report(&store, args.run.as_deref()).map_err(Error::Usage)?;
+    let report = crate::history::find_report(&store, args.run.as_deref())?;
     if g.json {
         print_json(&report)?;
     } else {

@@ -81,8 +81,7 @@ fn prepare(url: &str, dir: &Path, prd_file: Option<&Path>) -> Result<(), Error> 
     // A worker killed in the middle of a ref update or a commit left git's
     // lock files; one killed while bringing the work tree along left it
     // half-advanced. Both are put right before anything moves again.
-    let cleared = repo.clear_stale_locks(std::time::SystemTime::now(), Duration::from_secs(5));
-    cleared.map_err(|e| Error::Environment { message: e.message, hint: e.hint })?;
+    repo.clear_stale_locks(std::time::SystemTime::now(), Duration::from_secs(5))?;
     let paths = Paths::resolve(dir, prd_file)?;
     crate::driver::finish_advance(&repo, &paths)?;
     remote::fetch(dir)?;

@@ -6,18 +6,9 @@ use chrono::Utc;
 
 use crate::cli::{Global, RulesCommand};
 use crate::error::Error;
-use crate::learn::rules::{self, Card, RulesError};
+use crate::learn::rules::{self, Card};
 
 use super::common::{print, print_json, project_dir};
-
-fn fail(e: RulesError) -> Error {
-    match e {
-        RulesError::NotFound { .. } | RulesError::Ambiguous { .. } | RulesError::EmptyStatement => {
-            Error::Usage(e.to_string())
-        }
-        _ => Error::Environment { message: e.to_string(), hint: None },
-    }
-}
 
 fn print_card(g: &Global, card: &Card, verb: &str) -> Result<(), Error> {
     if g.json {
@@ -34,30 +25,34 @@ pub(crate) fn run(g: &Global, cmd: RulesCommand) -> Result<u8, Error> {
     let now = Utc::now();
     match cmd {
         RulesCommand::List => {
-            let rules = rules::list(&store).map_err(fail)?;
+            let rules = rules::list(&store).map_err(Error::Rules)?;
             if g.json {
                 print_json(&rules)?;
             } else {
                 print(&rules::render_list(&rules))?;
             }
         }
-        RulesCommand::Show { id } => print_card(g, &rules::show(&store, &id).map_err(fail)?, "")?,
+        RulesCommand::Show { id } => {
+            print_card(g, &rules::show(&store, &id).map_err(Error::Rules)?, "")?
+        }
         RulesCommand::Arm { id, statement } => {
-            let card = rules::arm(&store, &id, statement.as_deref(), now).map_err(fail)?;
+            let card = rules::arm(&store, &id, statement.as_deref(), now).map_err(Error::Rules)?;
             print_card(g, &card, "armed: it goes into every prompt from the next iteration on")?;
         }
         RulesCommand::Reject { id } => {
-            print_card(g, &rules::reject(&store, &id, now).map_err(fail)?, "rejected")?
+            print_card(g, &rules::reject(&store, &id, now).map_err(Error::Rules)?, "rejected")?
         }
         RulesCommand::Demote { id } => {
-            print_card(g, &rules::demote(&store, &id, now).map_err(fail)?, "demoted")?
+            print_card(g, &rules::demote(&store, &id, now).map_err(Error::Rules)?, "demoted")?
         }
         RulesCommand::Archive { id } => {
-            print_card(g, &rules::archive(&store, &id, now).map_err(fail)?, "archived")?
+            print_card(g, &rules::archive(&store, &id, now).map_err(Error::Rules)?, "archived")?
         }
-        RulesCommand::Revive { id } => {
-            print_card(g, &rules::revive(&store, &id, now).map_err(fail)?, "is a candidate again")?
-        }
+        RulesCommand::Revive { id } => print_card(
+            g,
+            &rules::revive(&store, &id, now).map_err(Error::Rules)?,
+            "is a candidate again",
+        )?,
     }
     Ok(0)
 }

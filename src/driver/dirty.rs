@@ -58,16 +58,13 @@ fn dirty(changed: &[String], bookkeeping: &dyn Fn(&str) -> bool) -> Option<GitEr
     if theirs.len() > NAMED {
         list.push_str(&format!(" and {} more", theirs.len() - NAMED));
     }
-    Some(GitError {
-        message: format!(
+    Some(GitError::refused(
+        format!(
             "uncommitted changes to tracked files: {list}; the agent's commits would take them in"
         ),
-        hint: Some(
-            "commit them, or `git stash` them (and `git stash pop` after the run), or pass \
-             --allow-dirty (run.allow_dirty = true) to start anyway"
-                .into(),
-        ),
-    })
+        "commit them, or `git stash` them (and `git stash pop` after the run), or pass \
+         --allow-dirty (run.allow_dirty = true) to start anyway",
+    ))
 }
 
 #[cfg(test)]

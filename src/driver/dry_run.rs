@@ -66,7 +66,7 @@ pub struct DryAgent {
 /// The agent the next iteration would run: a fallback while the
 /// configured agent's usage limit lasts (as `limits.json` has it).
 fn next_agent(paths: &Paths, cfg: &crate::config::Config) -> Result<Backend, Error> {
-    let agents = crate::agent::Agents::configured(&cfg.agent).map_err(Error::Usage)?;
+    let agents = crate::agent::Agents::configured(&cfg.agent)?;
     let (limits, _) = crate::limits::Limits::load(&paths.store).unwrap_or_default();
     let now = chrono::Utc::now();
     let max_wait = if cfg.limits.wait { cfg.limits.max_wait } else { std::time::Duration::ZERO };
@@ -141,7 +141,7 @@ pub fn dry_run(paths: &Paths, opts: &Options) -> Result<DryRun, Error> {
     warnings.extend(rendered.warnings);
     let log_dir = paths.store.run_log_dir(run_id.as_deref().unwrap_or("<new run>"));
     let prompt_file = log_dir.join(format!("iter-{n}.prompt.md"));
-    let invocation = backend.invocation(&rendered.text, &prompt_file).map_err(Error::Usage)?;
+    let invocation = backend.invocation(&rendered.text, &prompt_file)?;
     let mut env_set = invocation.env_set.clone();
     env_set.extend([
         ("RALPH_RUN_ID".to_string(), run_id.unwrap_or_else(|| "(a new run id)".into())),

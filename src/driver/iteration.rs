@@ -46,7 +46,7 @@ pub(super) struct Collected {
     pub facts: Facts,
     /// prd.json as the agent left it, with what it may not change set
     /// back; else what damaged it (the last good copy is restored).
-    pub prd: Result<Prd, String>,
+    pub prd: Result<Prd, super::records::PrdDamage>,
     /// Other stories the agent marked passing (set back, but reported).
     pub other_claims: Vec<String>,
     pub changes: Changes,
@@ -143,8 +143,7 @@ impl Run<'_> {
         prompt_path: &std::path::Path,
         log: &std::path::Path,
     ) -> Result<AgentRun, Error> {
-        let mut invocation =
-            self.kit.agents.current().invocation(prompt, prompt_path).map_err(Error::Usage)?;
+        let mut invocation = self.kit.agents.current().invocation(prompt, prompt_path)?;
         invocation.env_set.extend([
             ("RALPH_RUN_ID".to_string(), self.state.run_id.clone()),
             ("RALPH_PROJECT_DIR".to_string(), self.paths.project.display().to_string()),
@@ -208,11 +207,9 @@ impl Run<'_> {
             agent::Watch { show: self.opts.agent_output, on_event: &mut on_event },
         );
         self.state.agent_pgid = None;
-        let run = result.map_err(|e| Error::Environment {
-            message: format!("the agent cannot start: {e}"),
-            hint: Some(
-                "check the agent command (--tool / --agent-cmd) and that it is installed".into(),
-            ),
+        let run = result.map_err(|source| agent::SetupError::Spawn {
+            source,
+            hint: "check the agent command (--tool / --agent-cmd) and that it is installed",
         })?;
         if let Some(e) = run.log_error {
             return Err(Error::io(format!("write the agent log {}", log.display()), e));

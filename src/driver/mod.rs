@@ -259,9 +259,9 @@ pub fn run(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result
         return run_loop(paths, opts, reporter);
     }
     let cfg = &opts.config;
-    crate::history::cost::check(&cfg.cost.prices).map_err(Error::Usage)?;
+    crate::history::cost::check(&cfg.cost.prices)?;
     let env = |k: &str| std::env::var(k).ok();
-    let notifier = crate::notify::Notifier::start(&cfg.notify, &env).map_err(Error::Usage)?;
+    let notifier = crate::notify::Notifier::start(&cfg.notify, &env)?;
     let keep = crate::history::Retention {
         keep_runs: cfg.logs.keep_runs,
         keep_bytes: cfg.logs.keep_bytes,
@@ -474,10 +474,9 @@ impl Run<'_> {
     /// says so), before ralph or an agent writes to the repository.
     fn clear_stale_git_locks(&mut self) -> Result<(), Error> {
         let wait = std::time::Duration::from_secs(5);
-        let cleared = self.repo.clear_stale_locks(self.clock.started_at, wait);
-        // Another git command at work is the machine's state, not a usage error.
-        let cleared =
-            cleared.map_err(|e| Error::Environment { message: e.message, hint: e.hint })?;
+        // Another git command at work is the machine's state: a failure
+        // (exit 7), not a refusal.
+        let cleared = self.repo.clear_stale_locks(self.clock.started_at, wait)?;
         for lock in cleared {
             self.warn(format!(
                 "removed {}: a git lock left by a process that died mid-write",

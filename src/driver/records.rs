@@ -11,6 +11,18 @@ use crate::prd::Prd;
 use crate::state::Phase;
 use crate::store;
 
+/// What is wrong with prd.json as the agent left it; the last good copy
+/// is restored over it.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum PrdDamage {
+    /// It cannot be read, or is no valid PRD.
+    #[error("{0}")]
+    Invalid(#[source] crate::prd::PrdError),
+    /// Stories were deleted or moved (`Prd::identity_damage`'s words).
+    #[error("{0}")]
+    Identity(String),
+}
+
 impl Run<'_> {
     /// Reads prd.json; a damaged file is restored from the last good copy.
     pub(super) fn reload_prd(&mut self) -> Option<Prd> {
@@ -24,7 +36,7 @@ impl Run<'_> {
                 Some(prd)
             }
             Err(damage) => {
-                self.restore_prd(&damage);
+                self.restore_prd(&damage.to_string());
                 None
             }
         }
@@ -32,11 +44,11 @@ impl Run<'_> {
 
     /// prd.json as it is now, or what is wrong with it: invalid, or stories
     /// deleted or moved compared with the last good copy. Changes nothing.
-    pub(super) fn read_prd(&self) -> Result<Prd, String> {
-        let prd = Prd::load(&self.paths.prd).map_err(|e| e.to_string())?;
+    pub(super) fn read_prd(&self) -> Result<Prd, PrdDamage> {
+        let prd = Prd::load(&self.paths.prd).map_err(PrdDamage::Invalid)?;
         match self.good_prd.identity_damage(&prd) {
             None => Ok(prd),
-            Some(damage) => Err(damage),
+            Some(damage) => Err(PrdDamage::Identity(damage)),
         }
     }
 

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use super::{End, Run};
 use crate::gate::Gate;
+use crate::git::GitError;
 use crate::oracle::base::{self, RedRecord};
 use crate::oracle::red::{self, BaseRun, OnBase, RedEvidence};
 use crate::prd::{Prd, Story};
@@ -163,15 +164,16 @@ impl Run<'_> {
     }
 
     /// The base's files, written out once per check of the run.
-    fn base_files(&self, base: &mut Base) -> Result<PathBuf, String> {
+    fn base_files(&self, base: &mut Base) -> Result<PathBuf, GitError> {
         if let Some(dir) = &base.files {
             return Ok(dir.clone());
         }
         let dir = self.paths.store.path("red").join(&base.tree[..base.tree.len().min(12)]);
         if dir.exists() {
-            std::fs::remove_dir_all(&dir).map_err(|e| e.to_string())?;
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| GitError::io(format!("remove {}", dir.display()), e))?;
         }
-        self.repo.export_commit(base.commit, &dir).map_err(|e| e.message)?;
+        self.repo.export_commit(base.commit, &dir)?;
         base.files = Some(dir.clone());
         Ok(dir)
     }

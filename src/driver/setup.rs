@@ -29,16 +29,7 @@ pub(super) fn start<'a>(
     let cfg = &opts.config;
     preflight(paths, opts)?;
     let env = |k: &str| std::env::var(k).ok();
-    let sandbox = crate::sandbox::Sandbox::new(cfg.sandbox.clone(), &env).map_err(|message| {
-        Error::Environment {
-            message,
-            hint: Some(
-                "run on a kernel with Landlock, or set agent.sandbox = \"auto\" (runs unconfined where \
-                 Landlock is missing) in ~/.config/ralph/config.toml"
-                    .into(),
-            ),
-        }
-    })?;
+    let sandbox = crate::sandbox::Sandbox::new(cfg.sandbox.clone(), &env)?;
     let sandbox = std::sync::Arc::new(sandbox);
     paths
         .store
@@ -121,7 +112,7 @@ pub(super) fn start<'a>(
         unfinished.as_ref().is_some_and(|s| matches!(s.phase, Phase::Agent | Phase::Gate));
     let prd = load_prd(paths, crashed_mid_iteration, reporter)?;
     let repo = Repo::discover(&paths.project)?;
-    let mut agents = Agents::configured(&cfg.agent).map_err(Error::Usage)?;
+    let mut agents = Agents::configured(&cfg.agent)?;
     let gate_commands: Vec<Vec<String>> =
         crate::gate::commands(&cfg.gate.command, &prd).into_iter().map(|(c, _)| c).collect();
     for backend in agents.all_mut() {
@@ -352,22 +343,18 @@ fn preflight(paths: &Paths, opts: &Options) -> Result<(), Error> {
         Err(_) => None,
     };
     Repo::discover(&paths.project)?;
-    let agents = Agents::configured(&cfg.agent).map_err(Error::Usage)?;
+    let agents = Agents::configured(&cfg.agent)?;
     for (i, backend) in agents.all().iter().enumerate() {
         backend.preflight(crate::process::euid() == 0, &|k| std::env::var(k).ok()).map_err(
-            |message| {
-                let message = if i == 0 {
-                    message
-                } else {
-                    format!("fallback agent {}: {message}", backend.tool)
-                };
-                Error::Environment { message, hint: None }
+            |source| crate::agent::SetupError::Preflight {
+                fallback: (i > 0).then_some(backend.tool),
+                source,
             },
         )?;
     }
     if let Some(prd) = &prd {
         crate::gate::check_programs_in(&cfg.gate.command, prd, &paths.project)
-            .map_err(|e| Error::Environment { message: e.message, hint: Some(e.hint) })?;
+            .map_err(Error::Gate)?;
     }
     Ok(())
 }
@@ -427,7 +414,7 @@ fn protected(
 ) -> Result<crate::oracle::protect::Protected, Error> {
     let exists = |rel: &str| paths.project.join(rel).is_file();
     let files = crate::oracle::protect::gate_files(&cfg.gate.command, &exists);
-    crate::oracle::protect::Protected::new(&cfg.gate.protect, &files).map_err(Error::Usage)
+    Ok(crate::oracle::protect::Protected::new(&cfg.gate.protect, &files)?)
 }
 
 fn warn(reporter: &mut dyn Reporter, warning: Option<String>) {

@@ -239,7 +239,7 @@ impl Run<'_> {
     fn reconcile(&mut self, c: &Collected, j: &Judgement) -> Result<Prd, Error> {
         let (mut prd, damage) = match &c.prd {
             Ok(prd) => (prd.clone(), None),
-            Err(why) => (self.good_prd.clone(), Some(why.clone())),
+            Err(why) => (self.good_prd.clone(), Some(why.to_string())),
         };
         let agents_mark = c.facts.claim.marked || c.story.passes;
         prd.set_passes(&c.story.id, j.passes);
@@ -321,10 +321,10 @@ impl Run<'_> {
         }
         let result = match &self.kit.branch {
             Some(branch) if self.repo.current_branch().as_deref() != Some(branch.as_str()) => {
-                Err(crate::git::GitError {
-                    message: format!("HEAD is not on the run branch {branch}"),
-                    hint: Some(format!("check out {branch}, then run ralph again")),
-                })
+                Err(crate::git::GitError::refused(
+                    format!("HEAD is not on the run branch {branch}"),
+                    format!("check out {branch}, then run ralph again"),
+                ))
             }
             _ => {
                 let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();

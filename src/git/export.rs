@@ -23,14 +23,14 @@ impl Repo {
             .find_commit(commit)
             .and_then(|c| c.tree())
             .map_err(|e| err("read the commit's tree", e))?;
-        std::fs::create_dir_all(dir).map_err(|e| io("make", dir, &e))?;
+        std::fs::create_dir_all(dir).map_err(|e| io("make", dir, e))?;
         let mut failed: Option<GitError> = None;
         let walked = tree.walk(TreeWalkMode::PreOrder, |parent, entry| {
             let Ok(name) = entry.name() else { return TreeWalkResult::Skip };
             let path = dir.join(parent).join(name);
             let written = match entry.kind() {
                 Some(ObjectType::Tree) => {
-                    std::fs::create_dir_all(&path).map_err(|e| io("make", &path, &e))
+                    std::fs::create_dir_all(&path).map_err(|e| io("make", &path, e))
                 }
                 Some(ObjectType::Blob) => self.write_blob(entry.id(), entry.filemode(), &path),
                 _ => Ok(()),
@@ -53,18 +53,18 @@ impl Repo {
         let blob = self.repo.find_blob(id).map_err(|e| err("read a file of the commit", e))?;
         if mode == i32::from(git2::FileMode::Link) {
             let target = String::from_utf8_lossy(blob.content()).into_owned();
-            return std::os::unix::fs::symlink(target, path).map_err(|e| io("link", path, &e));
+            return std::os::unix::fs::symlink(target, path).map_err(|e| io("link", path, e));
         }
-        std::fs::write(path, blob.content()).map_err(|e| io("write", path, &e))?;
+        std::fs::write(path, blob.content()).map_err(|e| io("write", path, e))?;
         if mode == i32::from(git2::FileMode::BlobExecutable) {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
-                .map_err(|e| io("make executable", path, &e))?;
+                .map_err(|e| io("make executable", path, e))?;
         }
         Ok(())
     }
 }
 
-fn io(what: &str, path: &Path, e: &std::io::Error) -> GitError {
-    GitError { message: format!("cannot {what} {}: {e}", path.display()), hint: None }
+fn io(what: &str, path: &Path, e: std::io::Error) -> GitError {
+    GitError::io(format!("{what} {}", path.display()), e)
 }

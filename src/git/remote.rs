@@ -44,15 +44,14 @@ fn git(dir: &Path, args: &[&str]) -> Result<(String, String, bool), GitError> {
             "GIT_SSH_COMMAND",
             std::env::var("GIT_SSH_COMMAND").unwrap_or_else(|_| "ssh -o BatchMode=yes".into()),
         );
-    let done = run_brief(&mut cmd, TIMEOUT).map_err(|e| GitError {
-        message: format!("cannot run git: {e}"),
-        hint: Some("a worker needs the git program to reach the remote".into()),
+    let done = run_brief(&mut cmd, TIMEOUT).map_err(|e| {
+        GitError::io("run git", e).with_hint("a worker needs the git program to reach the remote")
     })?;
     if done.timed_out() {
-        return Err(GitError {
-            message: format!("git {} took longer than {}s", args.join(" "), TIMEOUT.as_secs()),
-            hint: Some("check that the remote is reachable".into()),
-        });
+        return Err(GitError::failed(
+            format!("git {} took longer than {}s", args.join(" "), TIMEOUT.as_secs()),
+            Some("check that the remote is reachable".into()),
+        ));
     }
     let ok = done.success();
     Ok((done.stdout, done.stderr, ok))
@@ -60,10 +59,10 @@ fn git(dir: &Path, args: &[&str]) -> Result<(String, String, bool), GitError> {
 
 fn failed(what: &str, stderr: &str) -> GitError {
     let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
-    GitError {
-        message: format!("{what}: {last}"),
-        hint: Some("check the remote's URL and the credentials for it".into()),
-    }
+    GitError::failed(
+        format!("{what}: {last}"),
+        Some("check the remote's URL and the credentials for it".into()),
+    )
 }
 
 /// Clones `url` into `dir` (which must not exist or be empty).
@@ -80,10 +79,7 @@ pub fn clone(url: &str, dir: &Path) -> Result<(), GitError> {
 /// enough to read a run, without a clone's history or work tree.
 pub fn snapshot(url: &str, dir: &Path) -> Result<(), GitError> {
     let _ = std::fs::remove_dir_all(dir);
-    std::fs::create_dir_all(dir).map_err(|e| GitError {
-        message: format!("cannot make {}: {e}", dir.display()),
-        hint: None,
-    })?;
+    std::fs::create_dir_all(dir).map_err(|e| GitError::io(format!("make {}", dir.display()), e))?;
     let (_, err, ok) = git(dir, &["init", "--quiet"])?;
     if !ok {
         return Err(failed("cannot make a repository to fetch into", &err));

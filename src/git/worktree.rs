@@ -54,10 +54,8 @@ impl Repo {
             .map_err(|e| err(format!("open the worktree {}", path.display()), e))?;
         // Made to the end (a kill during the checkout leaves files missing
         // or half-written): only a worktree with this mark is reused.
-        std::fs::write(repo.path().join(READY), b"").map_err(|e| GitError {
-            message: format!("cannot mark the worktree ready: {e}"),
-            hint: None,
-        })?;
+        std::fs::write(repo.path().join(READY), b"")
+            .map_err(|e| GitError::io("mark the worktree ready", e))?;
         Ok(Repo { repo })
     }
 
@@ -256,10 +254,8 @@ impl Repo {
                     }
                     // Whole or not at all: a kill halfway must not leave a
                     // file that looks like a person's edit to the next try.
-                    crate::store::write_replace(&file, blob.content()).map_err(|e| GitError {
-                        message: format!("cannot write {}: {e}", file.display()),
-                        hint: None,
-                    })?;
+                    crate::store::write_replace(&file, blob.content())
+                        .map_err(|e| GitError::io(format!("write {}", file.display()), e))?;
                     if delta.new_file().mode() == git2::FileMode::BlobExecutable {
                         use std::os::unix::fs::PermissionsExt;
                         let _ =
@@ -288,10 +284,7 @@ impl Repo {
         let c = self.repo.find_commit(commit).map_err(|e| err("read the commit", e))?;
         match std::fs::remove_file(self.repo.path().join(READY)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(GitError {
-                    message: format!("cannot unmark the worktree: {e}"),
-                    hint: None,
-                });
+                return Err(GitError::io("unmark the worktree", e));
             }
             _ => {}
         }

@@ -15,9 +15,16 @@ impl Price {
     }
 }
 
+/// A `cost.prices` entry that is not `MODEL=IN/OUT` (a setting: exit 2).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cost.prices: `{entry}` is not MODEL=IN/OUT (USD per million tokens)")]
+pub struct PriceError {
+    pub entry: String,
+}
+
 /// One entry: `gpt-5=1.25/10`.
-pub fn parse(entry: &str) -> Result<(String, Price), String> {
-    let bad = || format!("cost.prices: `{entry}` is not MODEL=IN/OUT (USD per million tokens)");
+pub fn parse(entry: &str) -> Result<(String, Price), PriceError> {
+    let bad = || PriceError { entry: entry.to_string() };
     let (model, prices) = entry.split_once('=').ok_or_else(bad)?;
     let (i, o) = prices.split_once('/').ok_or_else(bad)?;
     let num = |s: &str| s.trim().parse::<f64>().ok().filter(|n| n.is_finite() && *n >= 0.0);
@@ -32,7 +39,7 @@ pub fn parse(entry: &str) -> Result<(String, Price), String> {
 }
 
 /// Every entry is well-formed (checked before a run starts).
-pub fn check(entries: &[String]) -> Result<(), String> {
+pub fn check(entries: &[String]) -> Result<(), PriceError> {
     entries.iter().try_for_each(|e| parse(e).map(|_| ()))
 }
 
@@ -62,7 +69,9 @@ mod tests {
             let got = parse(entry).ok().map(|(_, p)| (p.input_per_mtok, p.output_per_mtok));
             assert_eq!(got, *want, "{entry}");
         }
-        assert!(check(&["a=1/2".into(), "bad".into()]).unwrap_err().contains("`bad`"));
+        let e = check(&["a=1/2".into(), "bad".into()]).unwrap_err();
+        assert_eq!(e, PriceError { entry: "bad".into() });
+        assert!(e.to_string().contains("`bad`"), "{e}");
     }
 
     #[test]

@@ -165,11 +165,25 @@ pub fn history(store: &Store, since: Option<DateTime<Utc>>) -> std::io::Result<V
     Ok(out)
 }
 
+/// Why there is no report of the run asked for.
+#[derive(Debug, thiserror::Error)]
+pub enum FindError {
+    /// The logs cannot be read (exit 7).
+    #[error("cannot read {}: {source}", path.display())]
+    Read { path: std::path::PathBuf, source: std::io::Error },
+    /// The run asked for is not there, or not one (exit 2).
+    #[error("`{id}` names {count} runs; give more of the run id")]
+    Ambiguous { id: String, count: usize },
+    #[error("no recorded run `{id}` (see `ralph history`)")]
+    NoSuchRun { id: String },
+    #[error("no recorded run yet in this project")]
+    NoRunYet,
+}
+
 /// The report of one run: `run` is its id or the start of it; `None` is
 /// the latest recorded run.
-pub fn find_report(store: &Store, run: Option<&str>) -> Result<RunReport, String> {
-    let runs =
-        runs(store).map_err(|e| format!("cannot read {}: {e}", store.logs_dir().display()))?;
+pub fn find_report(store: &Store, run: Option<&str>) -> Result<RunReport, FindError> {
+    let runs = runs(store).map_err(|source| FindError::Read { path: store.logs_dir(), source })?;
     let recorded: Vec<&RunDir> = runs.iter().filter(|r| r.events().is_file()).collect();
     let chosen = match run {
         None => recorded.last().copied(),
@@ -177,22 +191,19 @@ pub fn find_report(store: &Store, run: Option<&str>) -> Result<RunReport, String
             let matching: Vec<&RunDir> =
                 recorded.iter().copied().filter(|r| r.run_id.starts_with(id)).collect();
             if matching.len() > 1 && !matching.iter().any(|r| r.run_id == id) {
-                return Err(format!(
-                    "`{id}` names {} runs; give more of the run id",
-                    matching.len()
-                ));
+                return Err(FindError::Ambiguous { id: id.to_string(), count: matching.len() });
             }
             matching.iter().find(|r| r.run_id == id).or(matching.first()).copied()
         }
     };
     let Some(dir) = chosen else {
         return Err(match run {
-            Some(id) => format!("no recorded run `{id}` (see `ralph history`)"),
-            None => "no recorded run yet in this project".into(),
+            Some(id) => FindError::NoSuchRun { id: id.to_string() },
+            None => FindError::NoRunYet,
         });
     };
     let (events, _) =
-        dir.read().map_err(|e| format!("cannot read {}: {e}", dir.events().display()))?;
+        dir.read().map_err(|source| FindError::Read { path: dir.events(), source })?;
     Ok(report(&dir.run_id, &events))
 }
 

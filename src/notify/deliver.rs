@@ -16,6 +16,22 @@ pub(super) struct Sender {
     failed: Vec<bool>,
 }
 
+/// Why one delivery failed, in the words its warning uses (a URL never
+/// in them: it carries the secret).
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    /// The request failed: [`describe`]'s words, the URL taken out. The
+    /// `ureq::Error` itself is not kept, as its text may name the URL.
+    #[error("{0}")]
+    Request(String),
+    #[error("cannot start {}: {source}", program.display())]
+    Start { program: std::path::PathBuf, source: std::io::Error },
+    #[error("notify-send ended with {0}")]
+    Ended(std::process::ExitStatus),
+    #[error("notify-send did not finish in time")]
+    TimedOut,
+}
+
 /// What one request carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Request {
@@ -119,7 +135,7 @@ impl Sender {
 
     pub(super) fn run(mut self, jobs: mpsc::Receiver<Job>, tries: u32) {
         for job in jobs {
-            let mut last = String::new();
+            let mut last = None;
             for attempt in 0..tries {
                 if attempt > 0 {
                     // 0.5 s, 1 s, 2 s …
@@ -127,13 +143,15 @@ impl Sender {
                 }
                 match self.deliver(&job) {
                     Ok(()) => {
-                        last.clear();
+                        last = None;
                         break;
                     }
-                    Err(e) => last = e,
+                    Err(e) => last = Some(e),
                 }
             }
-            if !last.is_empty() && !self.failed[job.target] {
+            if let Some(last) = last
+                && !self.failed[job.target]
+            {
                 self.failed[job.target] = true;
                 let name = self.targets[job.target].channel.name();
                 let _ = self.failures.send(format!(
@@ -143,7 +161,7 @@ impl Sender {
         }
     }
 
-    fn deliver(&self, job: &Job) -> Result<(), String> {
+    fn deliver(&self, job: &Job) -> Result<(), Failure> {
         let channel = &self.targets[job.target].channel;
         let url = match channel {
             Channel::Webhook(u) | Channel::Slack(u) | Channel::Ntfy(u) => u,
@@ -154,28 +172,31 @@ impl Sender {
         for (k, v) in &req.headers {
             builder = builder.header(*k, v);
         }
-        builder.send(req.body.as_str()).map(|_| ()).map_err(|e| describe(&e, url, self.timeout))
+        builder
+            .send(req.body.as_str())
+            .map(|_| ())
+            .map_err(|e| Failure::Request(describe(&e, url, self.timeout)))
     }
 
-    fn desktop(&self, program: &std::path::Path, job: &Job) -> Result<(), String> {
+    fn desktop(&self, program: &std::path::Path, job: &Job) -> Result<(), Failure> {
         let mut child = std::process::Command::new(program)
             .args(["--app-name=ralph", title(job.kind), &text(&job.event)])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
+            .map_err(|source| Failure::Start { program: program.to_path_buf(), source })?;
         let until = Instant::now() + self.timeout;
         loop {
             match child.try_wait() {
                 Ok(Some(s)) if s.success() => return Ok(()),
-                Ok(Some(s)) => return Err(format!("notify-send ended with {s}")),
+                Ok(Some(s)) => return Err(Failure::Ended(s)),
                 // Reaped by ralph's sweep of its children: nothing to tell.
                 Err(_) => return Ok(()),
                 Ok(None) if Instant::now() >= until => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    return Err("notify-send did not finish in time".into());
+                    return Err(Failure::TimedOut);
                 }
                 Ok(None) => std::thread::sleep(Duration::from_millis(20)),
             }

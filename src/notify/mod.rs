@@ -92,12 +92,31 @@ impl Kind {
         }
     }
 
-    fn parse(name: &str) -> Result<Kind, String> {
-        Kind::ALL.into_iter().find(|k| k.as_str() == name).ok_or_else(|| {
-            let all: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
-            format!("notify: unknown event `{name}` (one of {})", all.join(", "))
-        })
+    fn parse(name: &str) -> Result<Kind, NotifyError> {
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == name)
+            .ok_or_else(|| NotifyError::UnknownEvent { name: name.to_string() })
     }
+
+    /// Every event's name, for the message that names a wrong one.
+    fn names() -> String {
+        Kind::ALL.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// Why the notifier the configuration asks for cannot start.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NotifyError {
+    /// A setting names an event there is none of (exit 2).
+    #[error("notify: unknown event `{name}` (one of {})", Kind::names())]
+    UnknownEvent { name: String },
+    /// A URL setting is no URL (exit 2).
+    #[error("notify: `{value}` is neither a URL nor env:VARIABLE")]
+    NotAUrl { value: String },
+    /// The machine would not give it a thread (exit 7).
+    #[error("notify: cannot start its thread: {source}")]
+    Thread { source: std::io::Error },
 }
 
 /// What an event is, for notifications (empty: nothing to notify).
@@ -156,13 +175,13 @@ pub(crate) struct Target {
 fn url(
     value: &Option<String>,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, NotifyError> {
     match value.as_deref().map(str::trim) {
         None | Some("") => Ok(None),
         Some(v) => match v.strip_prefix("env:") {
             Some(var) => Ok(env(var.trim()).filter(|u| !u.trim().is_empty())),
             None if is_url(v) => Ok(Some(v.to_string())),
-            None => Err(format!("notify: `{v}` is neither a URL nor env:VARIABLE")),
+            None => Err(NotifyError::NotAUrl { value: v.to_string() }),
         },
     }
 }
@@ -173,8 +192,8 @@ pub(crate) fn targets(
     cfg: &NotifyConfig,
     env: &dyn Fn(&str) -> Option<String>,
     notify_send: Option<std::path::PathBuf>,
-) -> Result<Vec<Target>, String> {
-    let wants = |own: &[String]| -> Result<Vec<Kind>, String> {
+) -> Result<Vec<Target>, NotifyError> {
+    let wants = |own: &[String]| -> Result<Vec<Kind>, NotifyError> {
         let names = if own.is_empty() { &cfg.events } else { own };
         names.iter().map(|n| Kind::parse(n.trim())).collect()
     };
@@ -221,7 +240,7 @@ impl Notifier {
     pub(crate) fn start(
         cfg: &NotifyConfig,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Option<Notifier>, String> {
+    ) -> Result<Option<Notifier>, NotifyError> {
         let notify_send = cfg.desktop.then(|| which::which("notify-send").ok()).flatten();
         let targets = targets(cfg, env, notify_send)?;
         if targets.is_empty() {
@@ -233,7 +252,7 @@ impl Notifier {
         let thread = std::thread::Builder::new()
             .name("ralph-notify".into())
             .spawn(move || sender.run(rx, TRIES))
-            .map_err(|e| format!("notify: cannot start its thread: {e}"))?;
+            .map_err(|source| NotifyError::Thread { source })?;
         Ok(Some(Notifier {
             tx: Some(tx),
             failures,

@@ -113,9 +113,12 @@ fn urls_come_from_the_environment_and_each_channel_has_its_events() {
     // Without notify-send there is no desktop channel.
     assert_eq!(targets(&NotifyConfig { desktop: true, ..cfg() }, &env, None).unwrap(), vec![]);
     let bad = NotifyConfig { events: vec!["run_ends".into()], ..c.clone() };
-    assert!(targets(&bad, &env, None).unwrap_err().contains("unknown event `run_ends`"));
+    let e = targets(&bad, &env, None).unwrap_err();
+    assert!(matches!(&e, NotifyError::UnknownEvent { name } if name == "run_ends"), "{e}");
+    assert!(e.to_string().contains("unknown event `run_ends` (one of run_end, "), "{e}");
     let bad = NotifyConfig { webhook: Some("hooks.example".into()), ..cfg() };
-    assert!(targets(&bad, &env, None).unwrap_err().contains("neither a URL nor env:"));
+    let e = targets(&bad, &env, None).unwrap_err();
+    assert!(e.to_string().contains("neither a URL nor env:"), "{e}");
 }
 
 #[test]

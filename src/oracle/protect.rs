@@ -27,6 +27,15 @@ pub const BUILT_IN: &[&str] = &[
 const AGENTS: &[&str] = &[".ralph/handoff.json", ".ralph/.handoff.json.*", ".ralph/.gitignore"];
 
 /// The protected paths of a project.
+/// A `gate.protect` glob ralph cannot read (a setting: exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum ProtectError {
+    #[error("gate.protect: {pattern:?} is not a glob: {source}")]
+    NotAGlob { pattern: String, source: globset::Error },
+    #[error("gate.protect: {source}")]
+    Set { source: globset::Error },
+}
+
 #[derive(Debug, Clone)]
 pub struct Protected {
     set: GlobSet,
@@ -36,7 +45,7 @@ pub struct Protected {
 impl Protected {
     /// The built-in globs, `extra` (`gate.protect`) and the files the gate
     /// names. A bad glob is an error naming it.
-    pub fn new(extra: &[String], gate_files: &[String]) -> Result<Protected, String> {
+    pub fn new(extra: &[String], gate_files: &[String]) -> Result<Protected, ProtectError> {
         let mut patterns: Vec<String> = BUILT_IN.iter().map(|s| s.to_string()).collect();
         for p in extra.iter().chain(gate_files) {
             let p = p.trim_start_matches("./").to_string();
@@ -56,13 +65,14 @@ impl Protected {
     }
 }
 
-fn build(patterns: &[String]) -> Result<GlobSet, String> {
+fn build(patterns: &[String]) -> Result<GlobSet, ProtectError> {
     let mut b = GlobSetBuilder::new();
     for p in patterns {
-        let glob = Glob::new(p).map_err(|e| format!("gate.protect: {p:?} is not a glob: {e}"))?;
+        let glob =
+            Glob::new(p).map_err(|source| ProtectError::NotAGlob { pattern: p.clone(), source })?;
         b.add(glob);
     }
-    b.build().map_err(|e| format!("gate.protect: {e}"))
+    b.build().map_err(|source| ProtectError::Set { source })
 }
 
 /// The files a gate command runs that exist in the project (`exists` is
@@ -199,6 +209,7 @@ mod tests {
             assert_eq!(p.covers(path), want, "{path}");
         }
         let e = Protected::new(&["a[".into()], &[]).unwrap_err();
-        assert!(e.contains("\"a[\" is not a glob"), "{e}");
+        assert!(matches!(&e, ProtectError::NotAGlob { pattern, .. } if pattern == "a["), "{e}");
+        assert!(e.to_string().contains("\"a[\" is not a glob"), "{e}");
     }
 }

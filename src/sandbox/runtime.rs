@@ -26,6 +26,16 @@ pub enum Support {
     Off,
 }
 
+/// Why the run's sandbox cannot be had (ralph refuses to start: exit 7).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SandboxError {
+    #[error(
+        "agent.sandbox is \"strict\" but this kernel has no Landlock (Linux 5.13 or later, \
+         with landlock in the lsm= boot list), so the agent cannot be confined"
+    )]
+    StrictWithoutLandlock,
+}
+
 /// The run's sandbox: its settings and what the kernel supports.
 #[derive(Debug, Clone)]
 pub struct Sandbox {
@@ -105,7 +115,7 @@ impl Sandbox {
     pub fn new(
         settings: Settings,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Sandbox, String> {
+    ) -> Result<Sandbox, SandboxError> {
         let home = env("HOME").filter(|h| h.starts_with('/')).map(PathBuf::from);
         let support = match settings.mode {
             Mode::Off => Support::Off,
@@ -117,11 +127,7 @@ impl Sandbox {
                 if abi > 0 {
                     Support::Confined { abi }
                 } else if mode == Mode::Strict {
-                    return Err(
-                        "agent.sandbox is \"strict\" but this kernel has no Landlock (Linux 5.13 or later, \
-                         with landlock in the lsm= boot list), so the agent cannot be confined"
-                            .into(),
-                    );
+                    return Err(SandboxError::StrictWithoutLandlock);
                 } else {
                     Support::Unconfined { why: "this kernel has no Landlock".into() }
                 }
@@ -358,7 +364,13 @@ pub fn show(
             policy: s.preview(tool, cwd, program),
             problem: None,
         },
-        Err(e) => Shown { mode, abi: None, summary: e.clone(), policy: None, problem: Some(e) },
+        Err(e) => Shown {
+            mode,
+            abi: None,
+            summary: e.to_string(),
+            policy: None,
+            problem: Some(e.to_string()),
+        },
     }
 }
 

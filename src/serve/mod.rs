@@ -238,7 +238,10 @@ fn answer(req: tiny_http::Request, ctx: &Arc<Context>) {
         },
         Route::Report { run } => match crate::history::find_report(&ctx.store, run.as_deref()) {
             Ok(report) => json_response(200, &serde_json::to_value(report).unwrap_or_default()),
-            Err(e) => json_response(404, &json!({"error": e})),
+            Err(e @ crate::history::FindError::Read { .. }) => {
+                json_response(500, &json!({"error": e.to_string()}))
+            }
+            Err(e) => json_response(404, &json!({"error": e.to_string()})),
         },
         Route::Events if method == "HEAD" => bytes(200, "text/event-stream", ""),
         Route::Events => {

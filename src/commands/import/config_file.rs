@@ -28,6 +28,21 @@ pub(crate) struct Edit {
     pub(crate) conflicts: Vec<(&'static str, String)>,
 }
 
+/// Why the settings cannot be written into the file safely (the import
+/// then says to set them by hand).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum EditError {
+    #[error("it is not valid TOML: {}", .0.message())]
+    NotToml(#[source] toml::de::Error),
+    /// Set, but not on a line ralph can find (a dotted key, an inline table).
+    #[error("cannot find the line of `{0}` to replace")]
+    NoLine(&'static str),
+    #[error("the edited file would not parse ({})", .0.message())]
+    WouldNotParse(#[source] toml::de::Error),
+    #[error("`{key}` would not read back as {value}")]
+    WouldNotReadBack { key: &'static str, value: Value },
+}
+
 const HEADER: &str = "# ralph configuration (`ralph config show` lists every setting).\n";
 
 fn value_in<'a>(table: &'a toml::Table, key: &str) -> Option<&'a Value> {
@@ -37,7 +52,7 @@ fn value_in<'a>(table: &'a toml::Table, key: &str) -> Option<&'a Value> {
 
 /// Edits `existing` (`None`: no file yet) to set `wants`, each new key
 /// under a comment saying it was imported from its source.
-pub(crate) fn edit(existing: Option<&str>, wants: &[Want], force: bool) -> Result<Edit, String> {
+pub(crate) fn edit(existing: Option<&str>, wants: &[Want], force: bool) -> Result<Edit, EditError> {
     edit_noted(existing, wants, force, &|w| format!("# imported from {}", w.from))
 }
 
@@ -47,11 +62,9 @@ pub(crate) fn edit_noted(
     wants: &[Want],
     force: bool,
     note: &dyn Fn(&Want) -> String,
-) -> Result<Edit, String> {
+) -> Result<Edit, EditError> {
     let table: toml::Table = match existing {
-        Some(t) => {
-            toml::from_str(t).map_err(|e| format!("it is not valid TOML: {}", e.message()))?
-        }
+        Some(t) => toml::from_str(t).map_err(EditError::NotToml)?,
         None => toml::Table::new(),
     };
     let mut lines: Vec<String> = match existing {
@@ -68,8 +81,7 @@ pub(crate) fn edit_noted(
             Some(v) => {
                 out.conflicts.push((w.key, v.to_string()));
                 if force {
-                    let at = find_key(&lines, section, name)
-                        .ok_or_else(|| format!("cannot find the line of `{}` to replace", w.key))?;
+                    let at = find_key(&lines, section, name).ok_or(EditError::NoLine(w.key))?;
                     lines[at] = assignment;
                     changed = true;
                 }
@@ -105,12 +117,11 @@ pub(crate) fn edit_noted(
     }
     let text = lines.join("\n") + "\n";
     // Proof that the edit means what it should.
-    let back: toml::Table = toml::from_str(&text)
-        .map_err(|e| format!("the edited file would not parse ({})", e.message()))?;
+    let back: toml::Table = toml::from_str(&text).map_err(EditError::WouldNotParse)?;
     for w in wants {
         let kept_theirs = !force && out.conflicts.iter().any(|(k, _)| *k == w.key);
         if !kept_theirs && value_in(&back, w.key) != Some(&w.value) {
-            return Err(format!("`{}` would not read back as {}", w.key, w.value));
+            return Err(EditError::WouldNotReadBack { key: w.key, value: w.value.clone() });
         }
     }
     out.text = Some(text);
@@ -186,9 +197,11 @@ mod tests {
     fn what_cannot_be_edited_safely_is_refused() {
         let wants = [want("agent.tool", Value::String("amp".into()))];
         let e = edit(Some("[agent\n"), &wants, false).unwrap_err();
-        assert!(e.contains("not valid TOML"), "{e}");
+        assert!(matches!(e, EditError::NotToml(_)), "{e}");
+        assert!(e.to_string().contains("not valid TOML"), "{e}");
         // A dotted key: set, but not on a line ralph can find.
         let e = edit(Some("agent.tool = \"codex\"\n"), &wants, true).unwrap_err();
-        assert!(e.contains("cannot find the line"), "{e}");
+        assert!(matches!(e, EditError::NoLine("agent.tool")), "{e}");
+        assert!(e.to_string().contains("cannot find the line"), "{e}");
     }
 }

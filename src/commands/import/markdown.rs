@@ -71,7 +71,7 @@ pub(super) fn run(g: &Global, paths: &Paths, md: &Path, opts: &Options) -> Resul
     }
     let layers = super::super::flags::layers(g, &paths.project, &SettingArgs::default())?;
     let cfg = layers.resolve();
-    let backend = Backend::configured(&cfg.agent).map_err(Error::Usage)?;
+    let backend = Backend::configured(&cfg.agent)?;
     if opts.dry_run {
         print(&format!(
             "would convert {rel} into {target_rel} with {}, following the ralph skill, then check it (ids, priorities, dependencies)\n\nDry run: nothing was run or written.\n",
@@ -88,7 +88,7 @@ pub(super) fn run(g: &Global, paths: &Paths, md: &Path, opts: &Options) -> Resul
     let text = prompt(&rel, &text, &out);
     crate::store::write_replace(&prompt_file, text.as_bytes())
         .map_err(|e| Error::io(format!("write {}", prompt_file.display()), e))?;
-    let mut invocation = backend.invocation(&text, &prompt_file).map_err(Error::Usage)?;
+    let mut invocation = backend.invocation(&text, &prompt_file)?;
     invocation.env_set.extend([
         ("RALPH_PROJECT_DIR".to_string(), paths.project.display().to_string()),
         ("RALPH_PRD".to_string(), out.display().to_string()),
@@ -106,8 +106,7 @@ pub(super) fn run(g: &Global, paths: &Paths, md: &Path, opts: &Options) -> Resul
     let log = scratch.join("convert.log");
     let redactor = crate::redact::Redactor::from_env();
     let env = |k: &str| std::env::var(k).ok();
-    let sandbox = crate::sandbox::Sandbox::new(cfg.sandbox.clone(), &env)
-        .map_err(|message| Error::Environment { message, hint: None })?;
+    let sandbox = crate::sandbox::Sandbox::new(cfg.sandbox.clone(), &env)?;
     let child = sandbox
         .child(Some(backend.tool), &paths.project, &invocation.program, &invocation.env_set)
         .map_err(|e| Error::io("make the agent's sandbox temp dir", e))?;
@@ -124,9 +123,9 @@ pub(super) fn run(g: &Global, paths: &Paths, md: &Path, opts: &Options) -> Resul
         &redactor,
         agent::Watch { show: false, on_event: &mut |_| {} },
     )
-    .map_err(|e| Error::Environment {
-        message: format!("the agent cannot start: {e}"),
-        hint: Some("check agent.tool / agent.command in .ralph/config.toml".into()),
+    .map_err(|source| agent::SetupError::Spawn {
+        source,
+        hint: "check agent.tool / agent.command in .ralph/config.toml",
     })?;
     let failed = |why: String| {
         Error::Usage(format!(

@@ -149,7 +149,7 @@ pub(crate) fn parse(text: &str) -> Vec<Entry> {
         };
         let mapping = match unquote(value) {
             Ok(value) => map(name, &value),
-            Err(why) => Mapping::Invalid(why),
+            Err(why) => Mapping::Invalid(why.to_string()),
         };
         out.push(Entry { line: n + 1, name: name.to_string(), mapping });
     }
@@ -164,30 +164,41 @@ fn is_name(s: &str) -> bool {
 
 const EXPANSION: &str = "the value is a shell expression (it expands $…, `…` or $(…)): ralph does not run .ralphrc, so set it by hand";
 
+/// Why a value is not one plain shell word ralph can read without a shell.
+#[derive(Debug, thiserror::Error)]
+enum NotAWord {
+    #[error("an unclosed {0} quote")]
+    Unclosed(char),
+    #[error("{EXPANSION}")]
+    Expansion,
+    #[error("more than one word after `=` ({0:?})")]
+    MoreThanOne(String),
+}
+
 /// A shell word's value, without running anything.
-fn unquote(value: &str) -> Result<String, String> {
+fn unquote(value: &str) -> Result<String, NotAWord> {
     let value = value.trim();
     let (word, rest) = if let Some(inner) = value.strip_prefix('"') {
-        let end = inner.find('"').ok_or("an unclosed \" quote")?;
+        let end = inner.find('"').ok_or(NotAWord::Unclosed('"'))?;
         let word = &inner[..end];
         if word.contains(['$', '`']) {
-            return Err(EXPANSION.into());
+            return Err(NotAWord::Expansion);
         }
         (word.replace("\\\\", "\\"), &inner[end + 1..])
     } else if let Some(inner) = value.strip_prefix('\'') {
-        let end = inner.find('\'').ok_or("an unclosed ' quote")?;
+        let end = inner.find('\'').ok_or(NotAWord::Unclosed('\''))?;
         (inner[..end].to_string(), &inner[end + 1..])
     } else {
         let end = value.find([' ', '\t']).unwrap_or(value.len());
         let word = &value[..end];
         if word.contains(['$', '`', '(', '"', '\'']) {
-            return Err(EXPANSION.into());
+            return Err(NotAWord::Expansion);
         }
         (word.to_string(), &value[end..])
     };
     let rest = rest.trim();
     if !(rest.is_empty() || rest.starts_with('#')) {
-        return Err(format!("more than one word after `=` ({rest:?})"));
+        return Err(NotAWord::MoreThanOne(rest.to_string()));
     }
     Ok(word)
 }

@@ -533,9 +533,7 @@ impl Merger for GitMerger<'_, '_> {
         };
         let log = self.run.kit.log_dir.join(format!("gate-merge-{name}.log"));
         for (cmd, other) in checks {
-            let v = gate
-                .run(&cmd, &last.project, Some(&log))
-                .map_err(|e| Error::Environment { message: e.message, hint: Some(e.hint) })?;
+            let v = gate.run(&cmd, &last.project, Some(&log)).map_err(Error::Gate)?;
             if v.interrupted {
                 return Ok(Gated::Interrupted);
             }

@@ -84,11 +84,22 @@ pub struct RemoteWorker {
 /// A claim as fetched: what it says and when it was written.
 pub type Fetched = (StoryClaim, Option<DateTime<Utc>>);
 
+/// Why a run's stories cannot be read from the remote.
+#[derive(Debug, thiserror::Error)]
+pub enum NoPrd {
+    #[error("the remote has no branch {0}")]
+    NoBranch(String),
+    #[error("{branch} has no {}", path.display())]
+    NoFile { branch: String, path: std::path::PathBuf },
+    #[error("{0}")]
+    Invalid(#[source] crate::prd::PrdError),
+}
+
 /// The run as its prd.json, claims and shared state say, at `now`.
 pub fn view(
     branch: &str,
     tip: Option<String>,
-    prd: Result<Prd, String>,
+    prd: Result<Prd, NoPrd>,
     claims: &BTreeMap<String, Fetched>,
     shared: &Shared,
     now: DateTime<Utc>,
@@ -133,7 +144,7 @@ pub fn view(
                 .collect();
             (lines, None)
         }
-        Err(e) => (Vec::new(), Some(e)),
+        Err(e) => (Vec::new(), Some(e.to_string())),
     };
     let mut workers: BTreeMap<String, RemoteWorker> = BTreeMap::new();
     for (story, (c, at)) in claims {
@@ -210,10 +221,10 @@ fn read_run(repo: &Repo, branch: &str, prds: &[&Path], now: DateTime<Utc>) -> Re
     let ns = format!("refs/remotes/origin-ralph/{}", plan::slug(branch));
     let tip = repo.ref_target(&format!("refs/remotes/origin/{branch}"));
     let prd = match tip {
-        None => Err(format!("the remote has no branch {branch}")),
+        None => Err(NoPrd::NoBranch(branch.to_string())),
         Some(t) => match prds.iter().find_map(|p| Some((p, repo.file_at(t, p)?))) {
-            None => Err(format!("{branch} has no {}", prds[0].display())),
-            Some((p, bytes)) => Prd::parse(&bytes, p).map_err(|e| e.to_string()),
+            None => Err(NoPrd::NoFile { branch: branch.to_string(), path: prds[0].to_path_buf() }),
+            Some((p, bytes)) => Prd::parse(&bytes, p).map_err(NoPrd::Invalid),
         },
     };
     let claims: BTreeMap<String, Fetched> = repo
@@ -305,8 +316,8 @@ mod tests {
             given_up: None,
         };
         let claims: BTreeMap<String, Fetched> = [("US-9".to_string(), (c, None))].into();
-        let run =
-            view("b", None, Err("b has no prd.json".into()), &claims, &Shared::default(), now);
+        let no_prd = NoPrd::NoFile { branch: "b".into(), path: "prd.json".into() };
+        let run = view("b", None, Err(no_prd), &claims, &Shared::default(), now);
         assert_eq!(run.prd_error.as_deref(), Some("b has no prd.json"));
         assert!(run.stories.is_empty());
         assert_eq!(run.workers.len(), 1);
