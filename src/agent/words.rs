@@ -144,14 +144,6 @@ pub fn command(text: &str) -> Result<AgentCommand, WordsError> {
     Ok(AgentCommand { env, argv })
 }
 
-/// [`command`] with its error as text, for config's checks of
-/// `agent.command`, which still take a `String` error: config's errors are
-/// being restructured elsewhere, and once they hold a cause this goes and
-/// they call [`command`].
-pub fn agent_command(text: &str) -> Result<AgentCommand, String> {
-    command(text).map_err(|e| e.to_string())
-}
-
 /// Where the first word of `text` ends (quotes and backslashes kept whole).
 fn first_word_end(text: &str) -> usize {
     let mut quote: Option<char> = None;
@@ -169,12 +161,6 @@ fn first_word_end(text: &str) -> usize {
         }
     }
     text.len()
-}
-
-/// [`strings_argv`] with its error as text, for config's parsing of a
-/// list setting, which still takes a `String` error (see [`agent_command`]).
-pub fn json_argv(text: &str) -> Option<Result<Vec<String>, String>> {
-    strings_argv(text).map(|r| r.map_err(|e| e.to_string()))
 }
 
 /// `text` as a JSON array of strings, when it is a JSON array.
@@ -438,8 +424,7 @@ mod tests {
                 (got, want) => panic!("{text}: {got:?}, want {want:?}"),
             }
         }
-        let e = agent_command("cmd | tee x").unwrap_err();
-        assert_eq!(e, command("cmd | tee x").unwrap_err().to_string());
+        let e = command("cmd | tee x").unwrap_err().to_string();
         assert!(e.contains("unlike a gate") && e.contains("[\"sh\", \"-c\""), "{e}");
     }
 
@@ -462,7 +447,7 @@ mod tests {
         assert!(e.to_string().contains("not of strings only"), "{e}");
         // Shell syntax is looked for in text, never in a JSON argv.
         assert_eq!(
-            json_argv(r#"["sh", "-c", "a && b"]"#).unwrap().unwrap(),
+            strings_argv(r#"["sh", "-c", "a && b"]"#).unwrap().unwrap(),
             ["sh", "-c", "a && b"]
         );
     }

@@ -20,7 +20,7 @@ pub(crate) enum Kind {
     Command,
     /// The agent's command: an argv array, or a string whose leading
     /// `NAME=value` words are its environment, with no other shell syntax
-    /// (`agent::words::agent_command`).
+    /// (`agent::words::command`).
     AgentCommand,
     Tool,
     /// Agent names: a TOML array, or comma-separated in the environment.
@@ -134,7 +134,7 @@ pub(super) fn check(key: &Key, value: &toml::Value) -> Result<(), String> {
         (Kind::Command, V::String(s)) => crate::agent::words::split(s).is_ok(),
         (Kind::AgentCommand, V::Array(a)) => a.iter().all(V::is_str),
         (Kind::AgentCommand, V::String(s)) => {
-            return crate::agent::words::agent_command(s).map(|_| ());
+            return crate::agent::words::command(s).map(|_| ()).map_err(|e| e.to_string());
         }
         (Kind::Tool, V::String(s)) => tool_from(s).is_some(),
         (Kind::Tools, V::Array(a)) => return check_tools(a),
@@ -221,9 +221,9 @@ pub(super) fn parse_text(key: &Key, text: &str) -> Result<toml::Value, String> {
                 .collect::<Result<_, _>>()?,
         ),
         // A JSON array of strings, or else items separated by commas.
-        Kind::List | Kind::Tools => match crate::agent::words::json_argv(text) {
+        Kind::List | Kind::Tools => match crate::agent::words::strings_argv(text) {
             Some(Ok(items)) => V::Array(items.into_iter().map(V::String).collect()),
-            Some(Err(e)) => return Err(e),
+            Some(Err(e)) => return Err(e.to_string()),
             None => V::Array(
                 text.split(',')
                     .map(str::trim)

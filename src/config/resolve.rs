@@ -233,10 +233,10 @@ impl Layers {
     }
 
     /// The agent's command and the environment its text gives it
-    /// ([`crate::agent::words::agent_command`]).
+    /// ([`crate::agent::words::command`]).
     fn agent_command(&self, s: Setting) -> crate::agent::words::AgentCommand {
         match self.value(s, &[Kind::AgentCommand]) {
-            toml::Value::String(s) => crate::agent::words::agent_command(s).unwrap_or_default(),
+            toml::Value::String(s) => crate::agent::words::command(s).unwrap_or_default(),
             v => crate::agent::words::AgentCommand { env: Vec::new(), argv: strings(v) },
         }
     }
