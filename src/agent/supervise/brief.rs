@@ -1,6 +1,7 @@
 //! Short helper commands — git against a remote, `gh auth token`,
 //! notify-send — supervised like agents but lighter: their own process
-//! group, ended with ralph (`die_with_parent`), both outputs read whole,
+//! group (not ended with ralph: a git killed mid-fetch leaves its locks),
+//! both outputs read whole,
 //! and after `timeout` their whole group ends (SIGTERM, a short grace,
 //! SIGKILL). Unlike [`super::run`] they never sweep ralph's other
 //! children: they run beside agents and workers, which a sweep would end.
@@ -46,8 +47,10 @@ impl Brief {
 /// them; stdin, stdout and stderr are set here) for at most `timeout`.
 /// Errs only when it cannot be started.
 pub fn run_brief(cmd: &mut Command, timeout: Duration) -> std::io::Result<Brief> {
+    // Not ended with ralph (no parent-death signal): git killed in the
+    // middle of a fetch or push leaves its lock files behind, and the next
+    // call fails on them; a helper is bounded by `timeout` and short.
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
-    process::die_with_parent(cmd);
     let mut child = cmd.spawn()?;
     let pgid = child.id() as i32;
     // The sweep after an agent (running on another thread) must not end it.
