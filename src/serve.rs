@@ -31,9 +31,9 @@ const MAX_ACTIVE: usize = 64;
 /// How long a status document is reused for the event streams.
 const STATUS_FRESH: Duration = Duration::from_millis(300);
 
-const PAGE: &str = include_str!("page/index.html");
-const STYLE: &str = include_str!("page/style.css");
-const APP: &str = include_str!("page/app.js");
+const PAGE: &str = include_str!("serve/page/index.html");
+const STYLE: &str = include_str!("serve/page/style.css");
+const APP: &str = include_str!("serve/page/app.js");
 
 /// What the server is given.
 pub struct Settings {

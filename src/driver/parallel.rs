@@ -5,7 +5,7 @@
 //! branch: only it writes there, through the merge queue.
 //!
 //! ```text
-//! mod.rs      the loop: start workers and resolvers, end the run
+//! parallel.rs the loop: start workers and resolvers, end the run
 //! plan.rs     pure: a worker's run_end → Turn, what starts next and what waits, waves, stuck
 //! turns.rs    the workers' events and what each turn's end comes to
 //! workers.rs  a worker process and the thread that reads its events

@@ -5,7 +5,7 @@
 //! setup.rs      lock → checkpoint (resume?) → prd → branch / archive → breaker → crash recovery
 //! dirty.rs      a new run refuses a person's uncommitted edits (--allow-dirty)
 //! resume.rs     a run that did not end: its N, an iteration ralph's end cut off, the notice
-//! mod.rs        the loop below
+//! driver.rs     the loop below
 //! iteration.rs  one iteration: prompt → agent → prd.json, git, gate, handoff → Facts
 //! oracle.rs     protected paths set back, tests counted and flagged (the oracle is the person's)
 //! judge.rs      Facts → Judgement (pure: what passes, what is committed, what counts)
