@@ -65,7 +65,32 @@ pub(crate) fn run(g: &Global, args: &RemoteWorkerArgs) -> Result<u8, Error> {
 /// The clone in `dir`, made from `url` if there is none, fetched, and on
 /// the run branch (the PRD's `branchName`) at the remote's tip; a run
 /// branch the remote does not have yet is made from HEAD and pushed.
+/// A clone of `url` that never finished: no index yet (its checkout
+/// writes that last), and a config that names `url` or none at all yet.
+fn half_made_clone(url: &str, dir: &Path) -> bool {
+    let git = dir.join(".git");
+    let config = std::fs::read_to_string(git.join("config"));
+    git.is_dir()
+        && !git.join("index").exists()
+        && match config {
+            Ok(c) => c.contains(url),
+            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+        }
+}
+
 fn prepare(url: &str, dir: &Path, prd_file: Option<&Path>) -> Result<(), Error> {
+    if half_made_clone(url, dir) {
+        // A worker killed in the middle of its clone: what is there came
+        // from that clone (the folder was empty), so it is made again.
+        for e in std::fs::read_dir(dir).map_err(|e| Error::io("read the worker's folder", e))? {
+            let path = e.map_err(|e| Error::io("read the worker's folder", e))?.path();
+            let gone = match std::fs::symlink_metadata(&path).map(|m| m.is_dir()) {
+                Ok(true) => std::fs::remove_dir_all(&path),
+                _ => std::fs::remove_file(&path),
+            };
+            gone.map_err(|e| Error::io("remove a half-made clone", e))?;
+        }
+    }
     let clone_here = !dir.join(".git").exists();
     if clone_here {
         let empty = std::fs::read_dir(dir).map_or(true, |mut d| d.next().is_none());
@@ -121,4 +146,39 @@ fn prepare(url: &str, dir: &Path, prd_file: Option<&Path>) -> Result<(), Error> 
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_clone_of_this_remote_that_never_checked_out_is_half_made() {
+        let url = "git://127.0.0.1:9418/run.git";
+        let cases: &[(&[(&str, &str)], bool)] = &[
+            (
+                &[(".git/config", "[remote \"origin\"]\n\turl = git://127.0.0.1:9418/run.git\n")],
+                true,
+            ),
+            (&[(".git/HEAD", "ref: refs/heads/main\n")], true),
+            (
+                &[
+                    (".git/config", "[remote \"origin\"]\n\turl = git://127.0.0.1:9418/run.git\n"),
+                    (".git/index", ""),
+                ],
+                false,
+            ),
+            (&[(".git/config", "[core]\n"), ("notes.txt", "a person's")], false),
+            (&[("notes.txt", "a person's")], false),
+        ];
+        for (files, want) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            for (path, text) in *files {
+                let path = dir.path().join(path);
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(path, text).unwrap();
+            }
+            assert_eq!(half_made_clone(url, dir.path()), *want, "{files:?}");
+        }
+    }
 }
