@@ -281,21 +281,32 @@ fn run_loop(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Resul
 }
 
 impl Run<'_> {
-    fn main_loop(&mut self) -> End {
+    /// What every run does before its first turn, one story at a time or
+    /// in parallel: prd.json must read, an open breaker stops the run
+    /// before anything is paid for (unless nothing is left to do), the
+    /// gate's baseline, the red checks. Returns the stories the red checks
+    /// set aside (already given up in the checkpoint), or the run's end.
+    fn before_the_first_turn(&mut self) -> Result<Vec<(String, String)>, End> {
         let Some(prd) = self.reload_prd() else {
-            return End::new(RunOutcome::Environment, "prd.json is damaged; see the warning above");
+            return Err(End::new(
+                RunOutcome::Environment,
+                "prd.json is damaged; see the warning above",
+            ));
         };
-        // An open breaker stops the run before anything is paid for,
-        // unless there is nothing left to do.
         if self.breaker.is_open() && !prd.all_pass() {
-            return self.breaker_open();
+            return Err(self.breaker_open());
         }
         if let Some(end) = self.baseline() {
-            return end;
+            return Err(end);
         }
-        match self.red_checks(&prd) {
-            Ok(set_aside) => self.state.given_up.extend(set_aside),
-            Err(end) => return end,
+        let set_aside = self.red_checks(&prd)?;
+        self.state.given_up.extend(set_aside.iter().cloned());
+        Ok(set_aside)
+    }
+
+    fn main_loop(&mut self) -> End {
+        if let Err(end) = self.before_the_first_turn() {
+            return end;
         }
         loop {
             if let Some(signal) = crate::signals::pending() {

@@ -309,19 +309,9 @@ impl Run<'_> {
     }
 
     fn drive(&mut self, pool: &mut Pool) -> End {
-        let Some(prd) = self.reload_prd() else {
-            return End::new(RunOutcome::Environment, "prd.json is damaged; see the warning above");
-        };
-        if self.breaker.is_open() && !prd.all_pass() {
-            return self.breaker_open();
-        }
-        if let Some(end) = self.baseline() {
-            return end;
-        }
-        match self.red_checks(&prd) {
+        match self.before_the_first_turn() {
             Ok(set_aside) => {
                 for (id, why) in set_aside {
-                    self.state.given_up.insert(id.clone(), why.clone());
                     pool.given_up.insert(id, (GiveUp::ProvesNothing, why));
                 }
             }
