@@ -143,15 +143,8 @@ pub fn dry_run(paths: &Paths, opts: &Options) -> Result<DryRun, Error> {
     let prompt_file = log_dir.join(format!("iter-{n}.prompt.md"));
     let invocation = backend.invocation(&rendered.text, &prompt_file)?;
     let mut env_set = invocation.env_set.clone();
-    env_set.extend([
-        ("RALPH_RUN_ID".to_string(), run_id.unwrap_or_else(|| "(a new run id)".into())),
-        ("RALPH_PROJECT_DIR".to_string(), paths.project.display().to_string()),
-        ("RALPH_ITERATION".to_string(), n.to_string()),
-        ("RALPH_STORY_ID".to_string(), story.id.clone()),
-        ("RALPH_PRD".to_string(), paths.prd.display().to_string()),
-        ("RALPH_PROGRESS".to_string(), paths.progress.display().to_string()),
-        ("RALPH_HANDOFF".to_string(), paths.store.handoff().display().to_string()),
-    ]);
+    let run_id = run_id.unwrap_or_else(|| "(a new run id)".into());
+    env_set.extend(super::iteration::agent_env(&run_id, paths, n, &story.id));
     let mut argv = vec![invocation.program.clone()];
     argv.extend(invocation.args.iter().cloned());
     out.story = Some(DryStory {

@@ -144,15 +144,7 @@ impl Run<'_> {
         log: &std::path::Path,
     ) -> Result<AgentRun, Error> {
         let mut invocation = self.kit.agents.current().invocation(prompt, prompt_path)?;
-        invocation.env_set.extend([
-            ("RALPH_RUN_ID".to_string(), self.state.run_id.clone()),
-            ("RALPH_PROJECT_DIR".to_string(), self.paths.project.display().to_string()),
-            ("RALPH_ITERATION".to_string(), n.to_string()),
-            ("RALPH_STORY_ID".to_string(), story.id.clone()),
-            ("RALPH_PRD".to_string(), self.paths.prd.display().to_string()),
-            ("RALPH_PROGRESS".to_string(), self.paths.progress.display().to_string()),
-            ("RALPH_HANDOFF".to_string(), self.paths.store.handoff().display().to_string()),
-        ]);
+        invocation.env_set.extend(agent_env(&self.state.run_id, self.paths, n, &story.id));
         // The checkpoint for this phase is written the moment the agent
         // exists (with its process group): before that there is nothing a
         // crash could leave half-done.
@@ -548,4 +540,24 @@ pub(super) fn stopping_message(
         "stopping {what} ({why}): waiting up to {} for it to end (Ctrl-C again to kill it now)",
         humantime::format_duration(grace)
     )
+}
+
+/// What ralph tells every agent of where it is, in its environment (the
+/// iteration's and `--dry-run`'s: one list).
+pub(super) fn agent_env(
+    run_id: &str,
+    paths: &super::Paths,
+    n: u32,
+    story: &str,
+) -> [(String, String); 7] {
+    let shown = |p: &std::path::Path| p.display().to_string();
+    [
+        ("RALPH_RUN_ID".to_string(), run_id.to_string()),
+        ("RALPH_PROJECT_DIR".to_string(), shown(&paths.project)),
+        ("RALPH_ITERATION".to_string(), n.to_string()),
+        ("RALPH_STORY_ID".to_string(), story.to_string()),
+        ("RALPH_PRD".to_string(), shown(&paths.prd)),
+        ("RALPH_PROGRESS".to_string(), shown(&paths.progress)),
+        ("RALPH_HANDOFF".to_string(), shown(&paths.store.handoff())),
+    ]
 }
