@@ -482,9 +482,9 @@ impl Breaker {
     pub fn save(&mut self, store: &Store) -> io::Result<()> {
         let bytes = store::json_bytes(self)?;
         if self.unsaved.is_empty() {
-            store::write_replace(&store.circuit(), &bytes)?;
+            store::write_kept(&store.circuit(), &bytes, false)?;
         } else {
-            store::write_atomic(&store.circuit(), &bytes)?;
+            store::write_kept(&store.circuit(), &bytes, true)?;
         }
         let path = store.circuit_history();
         for transition in &self.unsaved {

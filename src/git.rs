@@ -482,9 +482,12 @@ impl Repo {
     /// The checked-out branch and every local branch's tip.
     pub fn refs(&self) -> Refs {
         let mut tips = BTreeMap::new();
-        if let Ok(branches) = self.repo.branches(Some(BranchType::Local)) {
-            for (b, _) in branches.flatten() {
-                if let (Ok(Some(name)), Some(oid)) = (b.name(), b.get().target()) {
+        // A glob walks refs/heads/ alone; `branches()` walks every ref
+        // (refs/ralph/ holds a run's attempts and claims) and filters.
+        if let Ok(refs) = self.repo.references_glob("refs/heads/*") {
+            for r in refs.flatten() {
+                let name = r.name().ok().and_then(|n| n.strip_prefix("refs/heads/"));
+                if let (Some(name), Some(oid)) = (name, r.target()) {
                     tips.insert(name.to_string(), oid);
                 }
             }

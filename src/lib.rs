@@ -54,7 +54,9 @@ pub fn main_entry() -> u8 {
             return if e.use_stderr() { exit::USAGE } else { exit::COMPLETE };
         }
     };
-    match commands::dispatch(cli) {
+    let result = commands::dispatch(cli);
+    store::drop_spares();
+    match result {
         Ok(code) => code,
         Err(e) => {
             let mut text = format!("error: {e}\n");

@@ -323,6 +323,45 @@ pub fn confine(
     }
 }
 
+/// Swaps two paths in one step (`renameat2` with `RENAME_EXCHANGE`): each
+/// name then holds what the other did, and a reader of either sees one
+/// whole file or the other. `Unsupported` where the kernel or the file
+/// system cannot (not Linux, NFS, an old kernel): the caller renames.
+pub fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let a = std::ffi::CString::new(a.as_os_str().as_bytes())?;
+        let b = std::ffi::CString::new(b.as_os_str().as_bytes())?;
+        // SAFETY: both are NUL-terminated strings that outlive the call;
+        // renameat2 reads them and touches no other memory.
+        let rc = unsafe {
+            libc::renameat2(
+                libc::AT_FDCWD,
+                a.as_ptr(),
+                libc::AT_FDCWD,
+                b.as_ptr(),
+                libc::RENAME_EXCHANGE,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP) => {
+                Err(std::io::Error::new(std::io::ErrorKind::Unsupported, e))
+            }
+            _ => Err(e),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (a, b);
+        Err(std::io::ErrorKind::Unsupported.into())
+    }
+}
+
 /// How many bytes `pipe` takes before a writer blocks. Usually 64 KiB, but
 /// Linux shrinks new pipes to one page for a user over their pipe quota,
 /// so it is asked, not assumed; 0 when unknown.

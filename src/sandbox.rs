@@ -291,12 +291,16 @@ pub fn config_files(
     }
 }
 
+/// A folder's entry names, shared: `/usr/bin` alone holds thousands, and
+/// a kept listing is handed to every child's policy.
+pub type Names = std::sync::Arc<[String]>;
+
 /// Everything [`policy`] is computed from.
 pub struct Inputs<'a> {
     pub home: Option<&'a Path>,
     /// The entry names of a folder (the home, and folders under it that
     /// hold a denied path or the project).
-    pub list: &'a dyn Fn(&Path) -> Vec<String>,
+    pub list: &'a dyn Fn(&Path) -> Names,
     /// The CLI whose state dirs it may write (`None`: a gate or a hook).
     pub tool: Option<Tool>,
     /// The child's environment (for the variables that move state dirs).
@@ -403,13 +407,13 @@ fn home_read(
     home: &Path,
     rel: &Path,
     project: Option<&Path>,
-    list: &dyn Fn(&Path) -> Vec<String>,
+    list: &dyn Fn(&Path) -> Names,
     out: &mut Vec<PathBuf>,
     depth: usize,
 ) {
     let dir = home.join(rel);
     let toward_project = project.is_some_and(|p| p.starts_with(&dir) && p != dir);
-    let mut names = list(&dir);
+    let mut names = list(&dir).to_vec();
     names.sort();
     for name in names {
         let rel = rel.join(&name);
@@ -441,7 +445,7 @@ fn home_read(
 
 /// A visible entry of the home that holds a `.git`: another project (a
 /// dotfile folder — `~/.oh-my-zsh` — is the person's setup, not a project).
-fn is_other_repository(name: &str, path: &Path, list: &dyn Fn(&Path) -> Vec<String>) -> bool {
+fn is_other_repository(name: &str, path: &Path, list: &dyn Fn(&Path) -> Names) -> bool {
     !name.starts_with('.') && list(path).iter().any(|n| n == ".git")
 }
 
@@ -461,10 +465,10 @@ pub fn build_outputs(
 
 /// A toolchain's folder, to read: whole, or entry by entry without the
 /// credential files it holds (`CARGO_HOME` outside the home).
-fn toolchain_read(dir: PathBuf, list: &dyn Fn(&Path) -> Vec<String>, out: &mut Vec<PathBuf>) {
+fn toolchain_read(dir: PathBuf, list: &dyn Fn(&Path) -> Names, out: &mut Vec<PathBuf>) {
     let names = list(&dir);
     if names.iter().any(|n| TOOLCHAIN_CREDENTIALS.contains(&n.as_str())) {
-        let kept = names.into_iter().filter(|n| !TOOLCHAIN_CREDENTIALS.contains(&n.as_str()));
+        let kept = names.iter().filter(|n| !TOOLCHAIN_CREDENTIALS.contains(&n.as_str()));
         out.extend(kept.map(|n| dir.join(n)));
     } else {
         out.push(dir);

@@ -140,8 +140,10 @@ impl Store {
     }
 
     /// Moves the state an older ralph kept in the work tree's `.ralph/` to
-    /// the state folder, where nothing is there yet. Returns what moved.
+    /// the state folder, where nothing is there yet, and removes the spares
+    /// a killed ralph left there ([`write_kept`]). Returns what moved.
     pub fn migrate(&self) -> io::Result<Vec<String>> {
+        remove_dead_spares(&self.root);
         let mut moved = Vec::new();
         // The failure log was `events.jsonl`, the name each run's event
         // log has too: renamed, in either folder.
@@ -366,6 +368,126 @@ fn replace(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// Like [`write_atomic`] (`durable`) or [`write_replace`], for ralph's own
+/// files in its state folder that are written every iteration (state.json,
+/// circuit.json, limits.json, rules.json). The new content goes into a
+/// spare file kept beside the target (`.<name>.<pid>.spare`), and the two
+/// are swapped in one step ([`crate::process::exchange`]), so the old
+/// version becomes the next write's spare: each write reuses the same two
+/// inodes. A temp file and a rename make one inode and free another every
+/// time, and on ext4 without a journal each inode made scans the ones freed
+/// in the last seconds: that was the loop's largest cost of its own.
+///
+/// Never for a file in the work tree: the spare stays until ralph ends
+/// ([`drop_spares`]), where a person would see it. One left by a killed
+/// ralph is removed by the next run ([`remove_dead_spares`]).
+pub fn write_kept(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let path = &write_target(path);
+    let mode = fs::metadata(path).ok().map(|m| m.permissions().mode() & 0o7777);
+    let spare = spare_of(path)?;
+    // One writer at a time in this process: the spare's name is the
+    // process's, and two threads must not fill it at once.
+    let mut kept = spares();
+    let result = (|| {
+        // Never through a link or into a FIFO someone put in its place.
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&spare)?;
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is not a regular file", spare.display()),
+            ));
+        }
+        if let Some(mode) = mode.filter(|m| meta.permissions().mode() & 0o7777 != *m) {
+            file.set_permissions(fs::Permissions::from_mode(mode))?;
+        }
+        // Written over, then cut to length: no blocks freed and taken again.
+        file.write_all(bytes)?;
+        file.set_len(bytes.len() as u64)?;
+        if durable {
+            file.sync_data()?;
+        }
+        drop(file);
+        match crate::process::exchange(&spare, path) {
+            Ok(()) => {
+                kept.insert(spare.clone());
+                Ok(())
+            }
+            // No file to swap with yet, or a file system that cannot swap.
+            Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::Unsupported) => {
+                kept.remove(&spare);
+                fs::rename(&spare, path)
+            }
+            Err(e) => Err(e),
+        }
+    })();
+    if result.is_err() {
+        kept.remove(&spare);
+        let _ = fs::remove_file(&spare);
+    }
+    result
+}
+
+/// [`write_kept`] as pretty JSON, durable.
+pub fn write_json_kept<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
+    write_kept(path, &json_bytes(value)?, true)
+}
+
+const SPARE: &str = ".spare";
+
+/// `.<name>.<pid>.spare` beside `path`.
+fn spare_of(path: &Path) -> io::Result<PathBuf> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().ok_or_else(|| {
+        io::Error::new(io::ErrorKind::InvalidInput, format!("no file name in {}", path.display()))
+    })?;
+    let mut spare = std::ffi::OsString::from(".");
+    spare.push(name);
+    spare.push(format!(".{}{SPARE}", std::process::id()));
+    Ok(dir.join(spare))
+}
+
+/// The spares this process keeps.
+fn spares() -> std::sync::MutexGuard<'static, std::collections::BTreeSet<PathBuf>> {
+    static SPARES: std::sync::Mutex<std::collections::BTreeSet<PathBuf>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    SPARES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Removes the spares [`write_kept`] kept: ralph is ending.
+pub fn drop_spares() {
+    for spare in std::mem::take(&mut *spares()) {
+        let _ = fs::remove_file(spare);
+    }
+}
+
+/// Removes the spares in `dir` that a ralph no longer running left (it was
+/// killed): `.<name>.<pid>.spare` whose pid is gone.
+pub fn remove_dead_spares(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.starts_with('.'))
+            .and_then(|n| n.strip_suffix(SPARE))
+            .and_then(|n| n.rsplit_once('.'))
+            .and_then(|(_, pid)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !crate::process::pid_alive(pid) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// Serialises `value` as pretty JSON (with a trailing newline) and writes it atomically.

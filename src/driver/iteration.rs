@@ -84,10 +84,15 @@ impl Run<'_> {
         // A handoff left by an earlier iteration must never pass for this one's.
         crate::handoff::clear(&self.paths.store.handoff())
             .map_err(|e| Error::io("remove the last iteration's handoff", e))?;
-        // `ralph monitor` follows the running iteration's log through this link.
+        // `ralph monitor` follows the running iteration's log by this name:
+        // a second name of the log file, as a hard link makes no inode of
+        // its own, where a symbolic link is one more made and freed per
+        // iteration (see `store::write_kept` for why that counts).
         let current = self.paths.store.logs_dir().join("current.log");
         let _ = std::fs::remove_file(&current);
-        let _ = std::os::unix::fs::symlink(&log, &current);
+        if std::fs::File::create(&log).is_ok() {
+            let _ = std::fs::hard_link(&log, &current);
+        }
         self.reporter.emit(&Event::IterationStart {
             iteration: n,
             max_iterations: self.state.max_iterations,
@@ -165,7 +170,7 @@ impl Run<'_> {
             AgentEvent::Spawned(pid) => {
                 snapshot.agent_pgid = Some(pid as i32);
                 let _ = crate::store::json_bytes(&snapshot)
-                    .and_then(|b| crate::store::write_replace(&store.state(), &b));
+                    .and_then(|b| crate::store::write_kept(&store.state(), &b, false));
             }
             AgentEvent::Output(text) => reporter.emit(&Event::AgentOutput { iteration: n, text }),
             AgentEvent::Stopping { reason, grace } => reporter.emit(&Event::Notice {

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use super::{Inputs, Mode, Policy, Settings, StateKind};
+use super::{Inputs, Mode, Names, Policy, Settings, StateKind};
 use crate::agent::Tool;
 
 /// Pretends the kernel offers this Landlock ABI at most (0: none), so the
@@ -277,7 +277,7 @@ impl Sandbox {
 /// last seconds is listed again every time (its next change may fall in
 /// the same timestamp tick, as git's "racy" index entries do).
 #[derive(Debug, Default)]
-struct Listings(Mutex<HashMap<PathBuf, (Stamp, Arc<Vec<String>>)>>);
+struct Listings(Mutex<HashMap<PathBuf, (Stamp, Names)>>);
 
 /// What changes when a folder's entries do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -293,9 +293,9 @@ const SETTLED: Duration = Duration::from_secs(2);
 
 impl Listings {
     /// The names in `dir` (through a link); none when it cannot be read.
-    fn names(&self, dir: &Path) -> Vec<String> {
+    fn names(&self, dir: &Path) -> Names {
         use std::os::unix::fs::MetadataExt;
-        let Ok(meta) = std::fs::metadata(dir) else { return Vec::new() };
+        let Ok(meta) = std::fs::metadata(dir) else { return Names::default() };
         let stamp = Stamp {
             dev: meta.dev(),
             ino: meta.ino(),
@@ -306,13 +306,13 @@ impl Listings {
         if let Some((s, names)) = kept.get(dir)
             && *s == stamp
         {
-            return names.to_vec();
+            return names.clone();
         }
         let Ok(entries) = std::fs::read_dir(dir) else {
             kept.remove(dir);
-            return Vec::new();
+            return Names::default();
         };
-        let names: Vec<String> =
+        let names: Names =
             entries.flatten().filter_map(|e| e.file_name().into_string().ok()).collect();
         let changed = |(secs, nanos): (i64, i64)| {
             let secs = u64::try_from(secs).unwrap_or(0);
@@ -320,7 +320,7 @@ impl Listings {
         };
         let settled = |t: SystemTime| t.elapsed().is_ok_and(|age| age >= SETTLED);
         if settled(changed(stamp.mtime)) && settled(changed(stamp.ctime)) {
-            kept.insert(dir.to_path_buf(), (stamp, Arc::new(names.clone())));
+            kept.insert(dir.to_path_buf(), (stamp, names.clone()));
         } else {
             kept.remove(dir);
         }
@@ -476,7 +476,8 @@ fn make_private_dir(path: &Path, recursive: bool) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
-    fn sorted(mut v: Vec<String>) -> Vec<String> {
+    fn sorted(names: Names) -> Vec<String> {
+        let mut v = names.to_vec();
         v.sort();
         v
     }
@@ -486,7 +487,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let listings = Listings::default();
         std::fs::write(dir.path().join("a"), "").unwrap();
-        assert_eq!(listings.names(dir.path()), ["a"]);
+        assert_eq!(*listings.names(dir.path()), ["a"]);
         // Within the same timestamp tick as the listing: still seen.
         std::fs::write(dir.path().join("b"), "").unwrap();
         assert_eq!(sorted(listings.names(dir.path())), ["a", "b"]);
@@ -506,13 +507,13 @@ mod tests {
             mtime: (meta.mtime(), meta.mtime_nsec()),
             ctime: (meta.ctime(), meta.ctime_nsec()),
         };
-        let kept = Arc::new(vec!["kept".to_string()]);
+        let kept: Names = vec!["kept".to_string()].into();
         listings.0.lock().unwrap().insert(dir.path().to_path_buf(), (stamp, kept));
-        assert_eq!(listings.names(dir.path()), ["kept"], "the same stamp: the kept listing");
+        assert_eq!(*listings.names(dir.path()), ["kept"], "the same stamp: the kept listing");
         std::thread::sleep(Duration::from_millis(20));
         std::fs::write(dir.path().join("b"), "").unwrap();
         assert_eq!(sorted(listings.names(dir.path())), ["a", "b"], "a new entry: listed again");
-        assert_eq!(listings.names(&dir.path().join("missing")), Vec::<String>::new());
+        assert!(listings.names(&dir.path().join("missing")).is_empty());
     }
 
     #[test]

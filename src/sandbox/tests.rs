@@ -17,8 +17,8 @@ impl Tree {
         )
     }
 
-    fn list(&self, dir: &Path) -> Vec<String> {
-        self.0.get(dir).cloned().unwrap_or_default()
+    fn list(&self, dir: &Path) -> Names {
+        self.0.get(dir).cloned().unwrap_or_default().into()
     }
 }
 

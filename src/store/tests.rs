@@ -93,3 +93,74 @@ fn the_failure_log_an_older_ralph_called_events_jsonl_is_renamed_wherever_it_is(
     store.migrate().unwrap();
     assert_eq!(fs::read_to_string(store.failures()).unwrap(), "x\n");
 }
+
+#[test]
+fn a_kept_write_swaps_in_the_new_content_and_keeps_the_old_as_its_spare() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("state.json");
+    // The first write has nothing to swap with: a plain rename.
+    write_kept(&p, b"one, the longer first version", true).unwrap();
+    assert_eq!(fs::read(&p).unwrap(), b"one, the longer first version");
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
+    write_kept(&p, b"two", false).unwrap();
+    let spare = spare_of(&p).unwrap();
+    assert_eq!(fs::read(&p).unwrap(), b"two", "cut to length, not written over");
+    assert_eq!(fs::read(&spare).unwrap(), b"one, the longer first version");
+    assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600, "mode kept");
+    // The third write reuses the spare's inode: no inode made or freed.
+    let inodes = [fs::metadata(&p).unwrap().ino(), fs::metadata(&spare).unwrap().ino()];
+    write_kept(&p, b"three", true).unwrap();
+    assert_eq!(fs::read(&p).unwrap(), b"three");
+    assert_eq!(fs::metadata(&p).unwrap().ino(), inodes[1]);
+    assert_eq!(fs::metadata(&spare).unwrap().ino(), inodes[0]);
+    assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600, "mode kept");
+    drop_spares();
+    assert!(!spare.exists(), "ralph ending removes its spares");
+    assert_eq!(fs::read(&p).unwrap(), b"three");
+}
+
+#[test]
+fn a_kept_write_never_writes_through_a_link_or_into_a_fifo_at_its_spare() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("circuit.json");
+    let victim = dir.path().join("victim");
+    fs::write(&victim, "the person's file").unwrap();
+    write_kept(&p, b"one", false).unwrap();
+    let spare = spare_of(&p).unwrap();
+    let _ = fs::remove_file(&spare);
+    std::os::unix::fs::symlink(&victim, &spare).unwrap();
+    assert!(write_kept(&p, b"two", false).is_err());
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "the person's file");
+    assert_eq!(fs::read(&p).unwrap(), b"one");
+    // The link is gone with the failed write: the next one works.
+    write_kept(&p, b"three", false).unwrap();
+    assert_eq!(fs::read(&p).unwrap(), b"three");
+    let _ = fs::remove_file(&spare);
+    mkfifo(&spare);
+    assert!(write_kept(&p, b"four", false).is_err(), "refused, not blocked");
+    assert_eq!(fs::read(&p).unwrap(), b"three");
+}
+
+/// A FIFO at `path`, made by the `mkfifo` program: the tests keep no `unsafe`.
+fn mkfifo(path: &Path) {
+    let status = std::process::Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn spares_of_a_killed_ralph_are_removed_and_no_others() {
+    let dir = tempfile::tempdir().unwrap();
+    // A pid that cannot be running: above the kernel's pid limit.
+    let dead = dir.path().join(".state.json.4194305.spare");
+    let mine = dir.path().join(format!(".state.json.{}.spare", std::process::id()));
+    let alive =
+        dir.path().join(format!(".rules.json.{}.spare", std::os::unix::process::parent_id()));
+    let other = dir.path().join(".notes.spare.txt");
+    for f in [&dead, &mine, &alive, &other] {
+        fs::write(f, "x").unwrap();
+    }
+    remove_dead_spares(dir.path());
+    assert!(!dead.exists());
+    assert!(mine.exists() && alive.exists() && other.exists());
+}
