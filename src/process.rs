@@ -15,6 +15,8 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::process::Command;
 
+pub mod spawn;
+
 /// The effective user id (claude refuses its bypass flag as root).
 pub fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
@@ -170,14 +172,6 @@ pub fn reap(procs: &[Proc], me: i32) {
     }
 }
 
-/// Makes the kernel SIGKILL the child `cmd` starts when ralph dies: if
-/// ralph is killed with SIGKILL it can stop nothing itself. (Grandchildren
-/// do not inherit this: ralph's watchdog ends them, see `crate::watchdog`.)
-/// Linux only.
-pub fn die_with_parent(cmd: &mut Command) {
-    signal_on_parent_death(cmd, libc::SIGKILL);
-}
-
 /// Makes the kernel send `signal` to the child `cmd` starts when ralph
 /// dies: SIGTERM lets a worker of a parallel run stop its own agent and
 /// keep its story resumable. Linux only.
@@ -247,23 +241,54 @@ pub enum ConfineError {
 }
 
 /// Confines the child `cmd` starts to `policy`, at Landlock ABI `abi` (at
-/// most [`LANDLOCK_ABI`]): the ruleset is built here, in ralph (paths
-/// opened, rules added), and the child only enforces it between fork and
-/// exec, with two async-signal-safe system calls. Paths that do not exist
-/// are skipped. The child cannot undo it, nor can anything it starts.
+/// most [`LANDLOCK_ABI`]): the ruleset is built here, in ralph ([`ruleset`]),
+/// and the child only enforces it between fork and exec, with two
+/// async-signal-safe system calls. The child cannot undo it, nor can
+/// anything it starts. (Supervised children are confined by
+/// [`spawn::spawn`] instead, which does not fork.)
 pub fn confine(
     cmd: &mut Command,
     policy: &crate::sandbox::Policy,
     abi: u32,
 ) -> Result<(), ConfineError> {
+    let fd = ruleset(policy, abi)?;
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: the closure runs between fork and exec, where only
+        // async-signal-safe calls are allowed: prctl and the raw
+        // landlock_restrict_self system call are, and it touches no memory
+        // but the descriptor it owns (close-on-exec, so the agent never
+        // holds it).
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let rc = libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), 0u32);
+                if rc != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The Landlock ruleset for `policy` at ABI `abi` (at most
+/// [`LANDLOCK_ABI`]), built in ralph: paths opened, rules added; paths that
+/// do not exist are skipped. A child enforces it before exec.
+pub fn ruleset(
+    policy: &crate::sandbox::Policy,
+    abi: u32,
+) -> Result<std::os::fd::OwnedFd, ConfineError> {
     #[cfg(target_os = "linux")]
     {
         use landlock::{
             ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath,
             PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
         };
-        use std::os::fd::{AsRawFd, OwnedFd};
-        use std::os::unix::process::CommandExt;
 
         let abi = ABI::from(abi.min(LANDLOCK_ABI) as i32);
         let fail = ConfineError::Ruleset;
@@ -293,32 +318,12 @@ pub fn confine(
                     created.add_rule(NetPort::new(port, AccessNet::ConnectTcp)).map_err(fail)?;
             }
         }
-        let Some(fd): Option<OwnedFd> = created.into() else {
-            // The kernel has no Landlock after all: nothing to enforce.
-            return Err(ConfineError::NoLandlock);
-        };
-        // SAFETY: the closure runs between fork and exec, where only
-        // async-signal-safe calls are allowed: prctl and the raw
-        // landlock_restrict_self system call are, and it touches no memory
-        // but the descriptor it owns (close-on-exec, so the agent never
-        // holds it).
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                let rc = libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), 0u32);
-                if rc != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        Ok(())
+        // `None`: the kernel has no Landlock after all, nothing to enforce.
+        Option::<std::os::fd::OwnedFd>::from(created).ok_or(ConfineError::NoLandlock)
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let _ = (cmd, policy, abi);
+        let _ = (policy, abi);
         Err(ConfineError::NotLinux)
     }
 }

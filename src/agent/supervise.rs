@@ -21,9 +21,9 @@
 //! each child's process group.
 
 use std::io::{self, Read, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -161,43 +161,50 @@ pub fn run_watched<O: Sink, E: Sink>(
     err: E,
     watch: &mut dyn FnMut(Supervised),
 ) -> Result<(Finished, O, E), SpawnError> {
-    let mut cmd = Command::new(spec.program);
-    cmd.args(spec.args)
-        .current_dir(spec.cwd)
-        .stdin(if spec.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    // If ralph is killed with SIGKILL it can stop nothing: the kernel ends
-    // the child for it.
-    process::die_with_parent(&mut cmd);
+    let mut env: std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString> =
+        std::env::vars_os().collect();
     for k in spec.env_remove {
-        cmd.env_remove(k);
+        env.remove(std::ffi::OsStr::new(k));
     }
     for (k, v) in spec.env_set {
-        cmd.env(k, v);
+        env.insert(k.into(), v.into());
     }
     // What ralph's watchdog finds the child's leftovers by, if ralph dies.
     if let Some((k, v)) = crate::watchdog::env() {
-        cmd.env(k, v);
+        env.insert(k.into(), v.into());
     }
-    if let Some(sandbox) = spec.sandbox {
-        let (k, v) = sandbox.env();
-        cmd.env(k, v);
-        process::confine(&mut cmd, &sandbox.policy, sandbox.abi).map_err(|e| SpawnError {
-            program: spec.program.to_string(),
-            source: io::Error::other(e),
-        })?;
-    }
+    let spawn_error = |source| SpawnError { program: spec.program.to_string(), source };
+    let ruleset = match spec.sandbox {
+        Some(sandbox) => {
+            let (k, v) = sandbox.env();
+            env.insert(k.into(), v.into());
+            let fd = process::ruleset(&sandbox.policy, sandbox.abi)
+                .map_err(|e| spawn_error(io::Error::other(e)))?;
+            Some(fd)
+        }
+        None => None,
+    };
+    let env: Vec<_> = env.into_iter().collect();
     let start = Instant::now();
-    let mut child =
-        cmd.spawn().map_err(|source| SpawnError { program: spec.program.to_string(), source })?;
-    let pid = child.id();
+    let child = process::spawn::spawn(&process::spawn::Spec {
+        program: spec.program,
+        args: spec.args,
+        cwd: spec.cwd,
+        env: &env,
+        stdin: spec.stdin.is_some(),
+        // If ralph is killed with SIGKILL it can stop nothing: the kernel
+        // ends the child for it.
+        death_signal: libc::SIGKILL,
+        ruleset: ruleset.as_ref(),
+    })
+    .map_err(spawn_error)?;
+    drop(ruleset);
+    let pid = child.pid;
     let pgid = pid as i32;
     crate::watchdog::watch_group(pgid);
     watch(Supervised::Spawned(pid));
 
-    if let (Some(bytes), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
+    if let (Some(bytes), Some(mut stdin)) = (spec.stdin.clone(), child.stdin) {
         // A prompt that fits in the pipe's buffer cannot block: write it
         // here. A larger one gets its own thread, so it cannot deadlock
         // against an agent that writes before it reads. An agent that
@@ -215,16 +222,12 @@ pub fn run_watched<O: Sink, E: Sink>(
     let (pumps_tx, pumps_rx) = mpsc::channel::<()>();
     let out = Arc::new(Mutex::new(Some(out)));
     let err = Arc::new(Mutex::new(Some(err)));
-    if let Some(stdout) = child.stdout.take() {
-        spawn_pump(stdout, out.clone(), activity.clone(), start, pumps_tx.clone());
-    }
-    if let Some(stderr) = child.stderr.take() {
-        spawn_pump(stderr, err.clone(), activity.clone(), start, pumps_tx.clone());
-    }
+    spawn_pump(child.stdout, out.clone(), activity.clone(), start, pumps_tx.clone());
+    spawn_pump(child.stderr, err.clone(), activity.clone(), start, pumps_tx.clone());
     drop(pumps_tx);
     let (done_tx, done_rx) = mpsc::channel::<io::Result<ExitStatus>>();
     thread::spawn(move || {
-        let _ = done_tx.send(child.wait());
+        let _ = done_tx.send(process::spawn::wait(pid));
     });
 
     let limits = spec.limits;
