@@ -26,15 +26,12 @@ mod resolve;
 mod types;
 
 pub use error::ConfigError;
-pub(crate) use keys::{KEYS, Key, decides_trust, env_name};
+pub use keys::Config;
+pub(crate) use keys::{AgentConfig, KEYS, Key, decides_trust, env_name};
 pub(crate) use kind::parse_duration;
 pub use layers::Ignored;
 pub(crate) use layers::Layers;
-pub(crate) use types::{
-    AgentConfig, BudgetConfig, CircuitConfig, CostConfig, GateConfig, HooksConfig, LimitsConfig,
-    LogsConfig, MergeConfig, RunConfig, WorkerConfig,
-};
-pub use types::{Color, Config, Progress};
+pub use types::{Color, Progress};
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
