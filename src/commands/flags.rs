@@ -6,8 +6,9 @@
 //! `cli::DisplaySettingArgs`, a run's display options) and
 //! says what value each given flag puts on its key
 //! (`config::keys::given`). The tests below fail when the flag a row names
-//! is not the one clap made of its field, or when a flag's help shows
-//! another default than its key's.
+//! is not the one clap made of its field, when a flag's help shows another
+//! default than its key's, or when the `flag #N` places in `--help` are not
+//! 1..N each once.
 
 use std::path::Path;
 
