@@ -71,7 +71,9 @@ const FLAG_ORDER: usize = 99;
 /// field that is not one setting's value is written after the rows as
 /// `+ name: Type = function;`, `function(&Layers)` in `resolve.rs`; the
 /// fields of [`Config`] itself that are none, after the sections, as
-/// `+ Config { name: Type = function; }`.
+/// `+ Config { name: Type = function; }`. A row without `field` is read
+/// by such a function (`agent.sandbox`, the sandbox's `mode`); a test
+/// fails for a setting that reaches no field.
 ///
 /// From one row come the key's [`Setting`], its [`KEYS`] row (and with it
 /// validation, the environment variable, `config show`, the template and
@@ -85,7 +87,9 @@ const FLAG_ORDER: usize = 99;
 ///
 /// `flag #N` keeps `--help` listing the run options in the order people
 /// know, which is not the table's (the table's is the configuration
-/// file's); a flag without it comes after those that have one.
+/// file's): every flag but the positional count has one, 1..N each once
+/// (a test in `commands/flags.rs` says so), and a new one takes N+1 or
+/// moves those after it.
 macro_rules! settings {
     ($(
         $(#[$sattr:meta])*
