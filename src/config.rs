@@ -2,18 +2,20 @@
 //! < `.ralph/config.toml` < `RALPH_*` environment < command-line flags.
 //!
 //! Every setting is one row of the settings table (`settings!` in
-//! `config/keys.rs`): its TOML key, type, default, help and the
-//! command-line flag that sets it (if any), which makes its [`KEYS`] row,
-//! its `keys::Setting` and the flag. The same table drives validation, `ralph config show` (each value
-//! with the layer it came from), the commented `config.toml` that `ralph
-//! init` writes, the environment variable names, and which flag lands on
-//! which key. Unknown keys and values of the wrong type are errors that
-//! name the file (or flag) and the key.
+//! `config/keys.rs`): its TOML key, type, default, help, the field of the
+//! typed [`Config`] it becomes and the command-line flag that sets it (if
+//! any), which makes its [`KEYS`] row, its `keys::Setting`, its field, its
+//! line of [`Layers::resolve`] and the flag. The same table drives
+//! validation, `ralph config show` (each value with the layer it came
+//! from), the commented `config.toml` that `ralph init` writes, the
+//! environment variable names, and which flag lands on which key. Unknown
+//! keys and values of the wrong type are errors that name the file (or
+//! flag) and the key.
 //!
 //! The module is split by concern: `keys.rs` the table, `kind.rs` each
-//! type's checks and parsing, `error.rs` the
-//! errors that say where a bad value is, `layers.rs` reading the layers,
-//! `resolve.rs` turning them into the typed [`Config`] of `types.rs`.
+//! kind of value's checks and parsing, `error.rs` the errors that say where
+//! a bad value is, `layers.rs` reading the layers, `resolve.rs` how a value
+//! is read as its field's Rust type, `types.rs` the enums of `[ui]`.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -26,15 +28,12 @@ mod resolve;
 mod types;
 
 pub use error::ConfigError;
-pub(crate) use keys::{KEYS, Key, decides_trust, env_name};
+pub use keys::Config;
+pub(crate) use keys::{AgentConfig, KEYS, Key, decides_trust, env_name};
 pub(crate) use kind::parse_duration;
 pub use layers::Ignored;
 pub(crate) use layers::Layers;
-pub(crate) use types::{
-    AgentConfig, BudgetConfig, CircuitConfig, CostConfig, GateConfig, HooksConfig, LimitsConfig,
-    LogsConfig, MergeConfig, RunConfig, WorkerConfig,
-};
-pub use types::{Color, Config, Progress};
+pub use types::{Color, Progress};
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

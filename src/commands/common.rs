@@ -34,7 +34,7 @@ fn decide(g: &Global, config: &Config) -> (Mode, bool) {
         term_dumb: env("TERM").as_deref() == Some("dumb"),
         ci: env("CI").is_some_and(|v| !v.is_empty() && v != "false" && v != "0"),
     };
-    ui::decide(facts, config.color, config.progress)
+    ui::decide(facts, config.ui.color, config.ui.progress)
 }
 
 /// Whether a command's own output (`ralph status`) is coloured.

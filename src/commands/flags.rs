@@ -6,8 +6,9 @@
 //! `cli::DisplaySettingArgs`, a run's display options) and
 //! says what value each given flag puts on its key
 //! (`config::keys::given`). The tests below fail when the flag a row names
-//! is not the one clap made of its field, or when a flag's help shows
-//! another default than its key's.
+//! is not the one clap made of its field, when a flag's help shows another
+//! default than its key's, or when the `flag #N` places in `--help` are not
+//! 1..N each once.
 
 use std::path::Path;
 
@@ -116,6 +117,27 @@ mod tests {
             );
         }
         assert!(all.iter().any(|a| a == "--fresh"), "the command line was not enumerated: {all:?}");
+    }
+
+    /// `flag #N` numbers the setting flags in `--help`: each number once,
+    /// and no flag unnumbered, so none lands after the run's own options.
+    #[test]
+    fn the_setting_flags_have_each_their_own_place_in_help() {
+        let settings = SettingArgs::augment_args(clap::Command::new("s"));
+        let mut places: Vec<(usize, String)> = settings
+            .get_arguments()
+            .filter(|a| a.get_long().is_some())
+            .map(|a| (a.get_display_order(), shown(a)))
+            .collect();
+        places.sort();
+        for (i, (place, flag)) in places.iter().enumerate() {
+            assert_eq!(
+                *place,
+                100 + i,
+                "{flag} is not flag #{} of the settings table: {places:?}",
+                i + 1
+            );
+        }
     }
 
     #[test]

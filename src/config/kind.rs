@@ -45,6 +45,19 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
+    /// Whether it is one of `kinds` (a `const fn`, so the settings table
+    /// can check each row's type against its kind as it compiles).
+    pub(crate) const fn is_one_of(self, kinds: &[Kind]) -> bool {
+        let mut i = 0;
+        while i < kinds.len() {
+            if kinds[i] as u8 == self as u8 {
+                return true;
+            }
+            i += 1;
+        }
+        false
+    }
+
     fn expected(self) -> &'static str {
         match self {
             Kind::Str => "a string",

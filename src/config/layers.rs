@@ -53,16 +53,7 @@ impl fmt::Display for Ignored {
 impl Layers {
     /// Only the built-in defaults.
     pub(crate) fn defaults() -> Layers {
-        let values = KEYS
-            .iter()
-            .map(|k| {
-                let v: toml::Value = toml::from_str::<toml::Table>(&format!("v = {}", k.default))
-                    .ok()
-                    .and_then(|mut t| t.remove("v"))
-                    .unwrap_or_else(|| toml::Value::String(String::new()));
-                (v, Source::Default)
-            })
-            .collect();
+        let values = KEYS.iter().map(|k| (default_value(k), Source::Default)).collect();
         Layers { values, ignored: Vec::new() }
     }
 
@@ -269,4 +260,12 @@ impl Layers {
     pub(super) fn source(&self, setting: Setting) -> &Source {
         &self.values[setting as usize].1
     }
+}
+
+/// A key's default, parsed from its TOML text.
+pub(super) fn default_value(k: &Key) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {}", k.default))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(String::new()))
 }

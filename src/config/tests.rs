@@ -1,7 +1,7 @@
 use std::time::Duration;
 
 use super::keys::Setting;
-use super::kind::check;
+use super::kind::{Kind, check};
 use super::*;
 use crate::agent::Tool;
 
@@ -40,6 +40,52 @@ fn each_setting_is_its_row_and_named_after_its_key() {
         assert_eq!(Setting::find(key), Some(s));
     }
     assert_eq!(Setting::find("agent.timeuot"), None);
+}
+
+/// A value of each kind that differs from `default` (and passes `check`).
+fn another(kind: Kind, default: &toml::Value) -> toml::Value {
+    use toml::Value as V;
+    let s = |t: &str| V::String(t.into());
+    let list = |t: &str| V::Array(vec![s(t)]);
+    let candidates = match kind {
+        Kind::Bool => vec![V::Boolean(true), V::Boolean(false)],
+        Kind::Int => vec![V::Integer(7), V::Integer(9)],
+        Kind::Float => vec![V::Float(1.5), V::Float(2.5)],
+        Kind::Duration => vec![s("7m"), s("9m")],
+        Kind::Str => vec![s("x"), s("y")],
+        Kind::List | Kind::Command | Kind::AgentCommand => vec![list("x"), list("y")],
+        Kind::Tool | Kind::MaybeTool => vec![s("codex"), s("amp")],
+        Kind::Tools => vec![list("codex"), list("amp")],
+        Kind::Format => vec![s("claude"), s("amp")],
+        Kind::Color => vec![s("never"), s("always")],
+        Kind::Progress => vec![s("plain"), s("bar")],
+        Kind::Resolve => vec![s("redo"), s("agent")],
+        Kind::Sandbox => vec![s("off"), s("strict")],
+        Kind::Net => vec![s("any"), s("ports")],
+        Kind::Ports => vec![V::Array(vec![V::Integer(22)]), V::Array(vec![V::Integer(23)])],
+        Kind::Pr => vec![s("story"), s("run")],
+        Kind::Forge => vec![s("github"), s("gitlab")],
+    };
+    candidates.into_iter().find(|v| v != default).unwrap()
+}
+
+/// Every setting in the table reaches the typed `Config`: changing any one
+/// of them changes what `resolve` makes. (That every field of `Config` is
+/// some row's, the compiler checks: `resolve` is one struct literal the
+/// table makes.)
+#[test]
+fn every_setting_is_resolved_into_the_config() {
+    let defaults = Layers::defaults();
+    let before = format!("{:?}", defaults.resolve());
+    for &setting in Setting::ALL {
+        let key = setting.key();
+        let value = another(key.kind, defaults.get(setting));
+        check(key, &value).unwrap_or_else(|e| panic!("{}: {e}", key.key));
+        let mut layers = defaults.clone();
+        layers.values[setting as usize].0 = value.clone();
+        let after = format!("{:?}", layers.resolve());
+        assert_ne!(after, before, "{} = {value} does not change the resolved Config", key.key);
+    }
 }
 
 #[test]
