@@ -52,6 +52,7 @@ use crate::gate::Gate;
 use crate::git::Repo;
 use crate::limits::Limits;
 use crate::prd::Prd;
+use crate::process::Signal;
 use crate::state::RunState;
 
 pub use crate::paths::Paths;
@@ -168,8 +169,8 @@ impl End {
         End { outcome, code, message: message.into() }
     }
 
-    fn interrupted(signal: i32) -> End {
-        let message = if signal == libc::SIGINT {
+    fn interrupted(signal: Signal) -> End {
+        let message = if signal == Signal::Int {
             "interrupted (Ctrl-C); run ralph again to resume"
         } else {
             "terminated; run ralph again to resume"

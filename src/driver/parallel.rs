@@ -53,6 +53,7 @@ use crate::event::{Event, RunOutcome};
 use crate::learn::lessons;
 use crate::limits::Wait;
 use crate::prd::{Footprint, Prd};
+use crate::process::Signal;
 
 /// A story whose worker finished with it passing, waiting to be merged.
 #[derive(Debug, Clone)]
@@ -598,7 +599,7 @@ impl Run<'_> {
         if pool.slots.is_empty() {
             return end;
         }
-        let signal = crate::signals::pending().unwrap_or(libc::SIGTERM);
+        let signal = crate::signals::pending().unwrap_or(Signal::Term);
         for s in &pool.slots {
             workers::signal(s, signal);
         }
@@ -619,7 +620,7 @@ impl Run<'_> {
             }
         }
         for s in &pool.slots {
-            workers::signal(s, libc::SIGKILL);
+            workers::signal(s, Signal::Kill);
             self.warn(format!("worker {} ({}) did not stop: killed", s.no, s.story));
         }
         pool.slots.clear();

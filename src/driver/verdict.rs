@@ -12,6 +12,7 @@ use crate::error::Error;
 use crate::event::{IterationResult, RunOutcome};
 use crate::learn::lessons::Source;
 use crate::prd::Prd;
+use crate::process::Signal;
 use crate::state::{Best, Pending, Phase};
 
 /// Holds prd.json's claims from the moment an agent runs until its verdict
@@ -183,7 +184,7 @@ impl Run<'_> {
     fn go_on_after(&mut self, c: &Collected, j: &Judgement) -> Result<Option<End>, Error> {
         match &j.next {
             Next::Stop(Stop::Interrupted) => {
-                let signal = crate::signals::pending().unwrap_or(libc::SIGTERM);
+                let signal = crate::signals::pending().unwrap_or(Signal::Term);
                 return Ok(Some(End::interrupted(signal)));
             }
             Next::Stop(Stop::Environment { message }) => {
