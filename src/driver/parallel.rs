@@ -13,6 +13,7 @@
 //! batch.rs    pure: batch, then bisect, over a Merger
 //! resolve.rs  resolvers prepared, their turns judged; paths learnt
 //! board.rs    parallel.json: workers, queue, given up, learnt paths, journals
+//! error.rs    what stops the run that no turn can fix
 //! tidy.rs     worktrees: made, reused, recovered after a crash, removed at the end
 //! peers.rs    who else works the run: Alone, or Shared through the git remote
 //! sync.rs     keeping up with them: looking, following deliveries, claiming
@@ -21,6 +22,7 @@
 
 mod batch;
 mod board;
+mod error;
 mod merge;
 mod peers;
 mod plan;
@@ -40,6 +42,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 
 pub use board::Board;
+pub use error::ParallelError;
 use peers::Peers;
 use plan::GiveUp;
 pub use plan::{Overlap, waves};
