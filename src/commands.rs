@@ -30,6 +30,7 @@ use crate::cli::{Cli, Command, ConfigCommand, Global, RunArgs, StatusArgs};
 use crate::error::Error;
 
 pub(crate) use argv::parse;
+pub(crate) use monitor::MonitorError;
 
 /// Runs what the command line asks for.
 pub(crate) fn dispatch(cli: Cli) -> Result<u8, Error> {

@@ -52,15 +52,18 @@ use crate::gate::Gate;
 use crate::git::Repo;
 use crate::limits::Limits;
 use crate::prd::Prd;
+use crate::process::Signal;
 use crate::state::RunState;
 
 pub use crate::paths::Paths;
 pub use dry_run::dry_run;
 pub(crate) use judge::merge::ResolveMode;
 pub use parallel::{
-    Board, RemoteRun, StoryState, advance_journalled, finish_advance, remote_runs, waits,
+    Board, ParallelError, RemoteRun, StoryState, advance_journalled, finish_advance, remote_runs,
+    waits,
 };
 pub use resolve::{OtherStory, ResolveSpec};
+pub use verdict::CommitFailed;
 
 /// Everything a run needs beyond the paths.
 #[derive(Debug, Clone)]
@@ -168,8 +171,8 @@ impl End {
         End { outcome, code, message: message.into() }
     }
 
-    fn interrupted(signal: i32) -> End {
-        let message = if signal == libc::SIGINT {
+    fn interrupted(signal: Signal) -> End {
+        let message = if signal == Signal::Int {
             "interrupted (Ctrl-C); run ralph again to resume"
         } else {
             "terminated; run ralph again to resume"
@@ -483,7 +486,7 @@ impl Run<'_> {
 
     /// Removes git lock files a writer killed mid-write left behind (and
     /// says so), before ralph or an agent writes to the repository.
-    fn clear_stale_git_locks(&mut self) -> Result<(), Error> {
+    fn clear_stale_git_locks(&mut self) -> Result<(), crate::git::GitError> {
         let wait = std::time::Duration::from_secs(5);
         // Another git command at work is the machine's state: a failure
         // (exit 7), not a refusal.

@@ -58,9 +58,19 @@ pub enum Error {
     /// Another ralph holds the work tree's lock (whatever its PRD).
     #[error("another ralph{} is already running in this work tree", who(holder))]
     Locked { holder: crate::store::Holder, lock: std::path::PathBuf },
-    /// The agent or the gate cannot run, authentication failed.
-    #[error("{message}")]
-    Environment { message: String, hint: Option<String> },
+    /// A parallel run lost what it relies on: a branch, a file, the run
+    /// branch to someone else's commits.
+    #[error("{0}")]
+    Parallel(#[source] crate::driver::ParallelError),
+    /// ralph's commit of a story failed; the story is unfinished again.
+    #[error("{0}")]
+    Commit(#[source] crate::driver::CommitFailed),
+    /// `ralph monitor` has no tmux, or tmux refused a command.
+    #[error("{0}")]
+    Monitor(#[source] crate::commands::MonitorError),
+    /// `ralph serve` cannot listen where it was asked to.
+    #[error("{0}")]
+    Serve(#[source] crate::serve::BindError),
     /// A file or folder ralph needs cannot be read or written (the disk is
     /// full, a file-size limit, permissions): what it was doing, and why.
     /// The cause is part of the line a person reads; `source()` has it
@@ -113,14 +123,20 @@ impl Error {
                 | crate::learn::rules::RulesError::Io { .. },
             ) => exit::ENVIRONMENT,
             Error::Locked { .. } => exit::LOCKED,
-            Error::Environment { .. } | Error::Io { .. } => exit::ENVIRONMENT,
+            Error::Parallel(_) | Error::Commit(_) | Error::Monitor(_) | Error::Serve(_) => {
+                exit::ENVIRONMENT
+            }
+            Error::Io { .. } => exit::ENVIRONMENT,
         }
     }
 
     pub fn hint(&self) -> Option<String> {
         match self {
             Error::Git(e) => e.hint.clone(),
-            Error::Environment { hint, .. } => hint.clone(),
+            Error::Parallel(e) => e.hint().map(str::to_string),
+            Error::Commit(e) => Some(e.hint()),
+            Error::Monitor(e) => e.hint().map(str::to_string),
+            Error::Serve(e) => Some(e.hint().to_string()),
             Error::Locked { holder, lock } => Some(format!(
                 "wait for it to finish{}, or give the other work its own work tree \
                  (`git worktree add`); one run at a time per work tree, whatever its PRD, as \
@@ -213,6 +229,30 @@ impl From<crate::config::ConfigError> for Error {
 impl From<crate::git::GitError> for Error {
     fn from(e: crate::git::GitError) -> Error {
         Error::Git(e)
+    }
+}
+
+impl From<crate::driver::ParallelError> for Error {
+    fn from(e: crate::driver::ParallelError) -> Error {
+        Error::Parallel(e)
+    }
+}
+
+impl From<crate::driver::CommitFailed> for Error {
+    fn from(e: crate::driver::CommitFailed) -> Error {
+        Error::Commit(e)
+    }
+}
+
+impl From<crate::commands::MonitorError> for Error {
+    fn from(e: crate::commands::MonitorError) -> Error {
+        Error::Monitor(e)
+    }
+}
+
+impl From<crate::serve::BindError> for Error {
+    fn from(e: crate::serve::BindError) -> Error {
+        Error::Serve(e)
     }
 }
 
@@ -368,7 +408,33 @@ mod tests {
                 exit::ENVIRONMENT,
             ),
             (Error::Locked { holder, lock: "lock".into() }, exit::LOCKED),
-            (Error::Environment { message: "no agent".into(), hint: None }, exit::ENVIRONMENT),
+            (crate::driver::ParallelError::NoLayers.into(), exit::ENVIRONMENT),
+            (
+                crate::driver::ParallelError::Raced { branch: "ralph/x".into(), queue: vec![] }
+                    .into(),
+                exit::ENVIRONMENT,
+            ),
+            (
+                crate::driver::CommitFailed {
+                    story: "US-001".into(),
+                    source: crate::git::GitError::refused("HEAD moved", "check out ralph/x"),
+                }
+                .into(),
+                exit::ENVIRONMENT,
+            ),
+            (crate::commands::MonitorError::NoTmux.into(), exit::ENVIRONMENT),
+            (
+                crate::commands::MonitorError::Tmux { args: "new-session".into() }.into(),
+                exit::ENVIRONMENT,
+            ),
+            (
+                crate::serve::BindError {
+                    addr: "127.0.0.1:1".parse().unwrap(),
+                    source: std::io::Error::from_raw_os_error(libc::EADDRINUSE),
+                }
+                .into(),
+                exit::ENVIRONMENT,
+            ),
             (
                 Error::io("write x", std::io::Error::from_raw_os_error(libc::ENOSPC)),
                 exit::ENVIRONMENT,
@@ -376,6 +442,75 @@ mod tests {
         ];
         for (e, code) in table {
             assert_eq!(e.exit_code(), code, "{e:?}");
+        }
+    }
+
+    /// The errors that were once `Environment { message, hint }` say the
+    /// same words and hints, and no cause a second time.
+    #[test]
+    fn typed_environment_errors_keep_their_words() {
+        use crate::driver::{CommitFailed, ParallelError};
+        let raced = ParallelError::Raced {
+            branch: "ralph/x".into(),
+            queue: vec!["US-001".into(), "US-002".into()],
+        };
+        let git_io = crate::git::GitError::io("write .git/index", std::io::Error::other("EIO"));
+        let cases: Vec<(Error, &str, Option<&str>)> = vec![
+            (
+                raced.into(),
+                "the run branch ralph/x kept moving while ralph merged US-001, US-002",
+                Some("do not commit on the run branch during a parallel run"),
+            ),
+            (
+                ParallelError::NoPrd { path: "scripts/ralph/prd.json".into() }.into(),
+                "the run branch has no scripts/ralph/prd.json",
+                None,
+            ),
+            (
+                ParallelError::ResolveBranchGone { branch: "ralph/x--us-1".into() }.into(),
+                "the run branch or ralph/x--us-1 is gone",
+                None,
+            ),
+            (
+                CommitFailed {
+                    story: "US-001".into(),
+                    source: crate::git::GitError::refused("HEAD moved", "check out ralph/x"),
+                }
+                .into(),
+                "cannot commit US-001: HEAD moved; it is marked unfinished again",
+                Some("check out ralph/x"),
+            ),
+            (
+                CommitFailed { story: "US-001".into(), source: git_io }.into(),
+                "cannot commit US-001: cannot write .git/index: EIO; it is marked unfinished again",
+                Some("check the repository (`git status`), then run ralph again"),
+            ),
+            (
+                crate::commands::MonitorError::NoTmux.into(),
+                "ralph monitor needs tmux, which is not installed",
+                Some(
+                    "install it (apt install tmux / brew install tmux), or run `ralph` and \
+                     `ralph status --watch` in two terminals",
+                ),
+            ),
+            (
+                crate::commands::MonitorError::Tmux { args: "select-pane -t x".into() }.into(),
+                "tmux select-pane -t x failed",
+                None,
+            ),
+            (
+                crate::serve::BindError {
+                    addr: "[::1]:8080".parse().unwrap(),
+                    source: std::io::Error::other("Address in use"),
+                }
+                .into(),
+                "cannot listen on ::1:8080: Address in use",
+                Some("choose another --port (0 takes any free one)"),
+            ),
+        ];
+        for (e, message, hint) in cases {
+            assert_eq!((e.to_string().as_str(), e.hint().as_deref()), (message, hint), "{e:?}");
+            assert_eq!(causes(&e), Vec::<String>::new(), "{e:?}");
         }
     }
 

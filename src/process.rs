@@ -33,21 +33,154 @@ pub fn pid_alive(pid: u32) -> bool {
     rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// A signal, by name: those ralph sends (TERM, KILL), handles (INT, TERM,
+/// HUP) or ignores (XFSZ), and those it names when one ends an agent. The
+/// number crosses no module but this one: [`Signal::as_raw`] for libc,
+/// [`Signal::from_raw`] for what the kernel reports.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Signal {
+    Hup,
+    Int,
+    Quit,
+    Ill,
+    Trap,
+    Abrt,
+    Bus,
+    Fpe,
+    Kill,
+    Usr1,
+    Segv,
+    Usr2,
+    Pipe,
+    Alrm,
+    Term,
+    Cont,
+    Stop,
+    Xcpu,
+    Xfsz,
+    Sys,
+    /// A signal without a name here (a real-time one, SIGPROF, …): only
+    /// [`Signal::from_raw`] makes one, so it is never a named one's number.
+    Other(Unnamed),
+}
+
+/// The number of a [`Signal::Other`]; private, so none names a signal
+/// that has a variant of its own.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Unnamed(libc::c_int);
+
+impl Signal {
+    const NAMED: [Signal; 20] = [
+        Signal::Hup,
+        Signal::Int,
+        Signal::Quit,
+        Signal::Ill,
+        Signal::Trap,
+        Signal::Abrt,
+        Signal::Bus,
+        Signal::Fpe,
+        Signal::Kill,
+        Signal::Usr1,
+        Signal::Segv,
+        Signal::Usr2,
+        Signal::Pipe,
+        Signal::Alrm,
+        Signal::Term,
+        Signal::Cont,
+        Signal::Stop,
+        Signal::Xcpu,
+        Signal::Xfsz,
+        Signal::Sys,
+    ];
+
+    /// Its number, for libc.
+    pub fn as_raw(self) -> libc::c_int {
+        match self {
+            Signal::Hup => libc::SIGHUP,
+            Signal::Int => libc::SIGINT,
+            Signal::Quit => libc::SIGQUIT,
+            Signal::Ill => libc::SIGILL,
+            Signal::Trap => libc::SIGTRAP,
+            Signal::Abrt => libc::SIGABRT,
+            Signal::Bus => libc::SIGBUS,
+            Signal::Fpe => libc::SIGFPE,
+            Signal::Kill => libc::SIGKILL,
+            Signal::Usr1 => libc::SIGUSR1,
+            Signal::Segv => libc::SIGSEGV,
+            Signal::Usr2 => libc::SIGUSR2,
+            Signal::Pipe => libc::SIGPIPE,
+            Signal::Alrm => libc::SIGALRM,
+            Signal::Term => libc::SIGTERM,
+            Signal::Cont => libc::SIGCONT,
+            Signal::Stop => libc::SIGSTOP,
+            Signal::Xcpu => libc::SIGXCPU,
+            Signal::Xfsz => libc::SIGXFSZ,
+            Signal::Sys => libc::SIGSYS,
+            Signal::Other(Unnamed(raw)) => raw,
+        }
+    }
+
+    /// The signal numbered `raw` (as an exit status or a handler reports
+    /// it); `None` for 0 and below, which no signal is.
+    pub fn from_raw(raw: libc::c_int) -> Option<Signal> {
+        if raw <= 0 {
+            return None;
+        }
+        let named = Signal::NAMED.into_iter().find(|s| s.as_raw() == raw);
+        Some(named.unwrap_or(Signal::Other(Unnamed(raw))))
+    }
+
+    /// "KILL" for SIGKILL: the name without its `SIG`; `None` for
+    /// [`Signal::Other`].
+    pub fn name(self) -> Option<&'static str> {
+        Some(match self {
+            Signal::Hup => "HUP",
+            Signal::Int => "INT",
+            Signal::Quit => "QUIT",
+            Signal::Ill => "ILL",
+            Signal::Trap => "TRAP",
+            Signal::Abrt => "ABRT",
+            Signal::Bus => "BUS",
+            Signal::Fpe => "FPE",
+            Signal::Kill => "KILL",
+            Signal::Usr1 => "USR1",
+            Signal::Segv => "SEGV",
+            Signal::Usr2 => "USR2",
+            Signal::Pipe => "PIPE",
+            Signal::Alrm => "ALRM",
+            Signal::Term => "TERM",
+            Signal::Cont => "CONT",
+            Signal::Stop => "STOP",
+            Signal::Xcpu => "XCPU",
+            Signal::Xfsz => "XFSZ",
+            Signal::Sys => "SYS",
+            Signal::Other(_) => return None,
+        })
+    }
+}
+
+/// As its number, which is what the JSON of an agent's end has always said.
+impl serde::Serialize for Signal {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_i32(self.as_raw())
+    }
+}
+
 /// Sends `signal` to one process; a process that is gone is no error.
-pub fn signal_pid(pid: i32, signal: i32) {
+pub fn signal_pid(pid: i32, signal: Signal) {
     // SAFETY: kill(2) has no memory effects and fails harmlessly (ESRCH)
     // when the process is gone.
     unsafe {
-        libc::kill(pid, signal);
+        libc::kill(pid, signal.as_raw());
     }
 }
 
 /// Sends `signal` to every process of group `pgid`.
-pub fn signal_group(pgid: i32, signal: i32) {
+pub fn signal_group(pgid: i32, signal: Signal) {
     // SAFETY: kill(2) with a negative pid signals that process group; it has
     // no memory effects and fails harmlessly (ESRCH) when the group is gone.
     unsafe {
-        libc::kill(-pgid, signal);
+        libc::kill(-pgid, signal.as_raw());
     }
 }
 
@@ -175,11 +308,12 @@ pub fn reap(procs: &[Proc], me: i32) {
 /// Makes the kernel send `signal` to the child `cmd` starts when ralph
 /// dies: SIGTERM lets a worker of a parallel run stop its own agent and
 /// keep its story resumable. Linux only.
-pub fn signal_on_parent_death(cmd: &mut Command, signal: libc::c_int) {
+pub fn signal_on_parent_death(cmd: &mut Command, signal: Signal) {
     #[cfg(target_os = "linux")]
     {
         use std::os::unix::process::CommandExt;
         let parent = std::process::id() as libc::pid_t;
+        let signal = signal.as_raw();
         // SAFETY: the closure runs between fork and exec, where only
         // async-signal-safe calls are allowed: prctl, getppid and _exit
         // are, and it touches no memory but its copied argument.
@@ -397,8 +531,9 @@ pub fn set_nonblocking(fd: &impl AsRawFd) {
 }
 
 /// Runs `handler` on each of `signals` (with SA_RESTART, so interrupted
-/// reads and writes resume). The handler must be async-signal-safe.
-pub fn on_signals(signals: &[i32], handler: extern "C" fn(i32)) {
+/// reads and writes resume). The handler must be async-signal-safe; it is
+/// given the signal's number, which [`Signal::from_raw`] reads.
+pub fn on_signals(signals: &[Signal], handler: extern "C" fn(libc::c_int)) {
     for &signal in signals {
         // SAFETY: a zeroed sigaction is a valid starting value, and the
         // caller's handler is async-signal-safe (its contract above).
@@ -407,16 +542,16 @@ pub fn on_signals(signals: &[i32], handler: extern "C" fn(i32)) {
             action.sa_sigaction = handler as *const () as libc::sighandler_t;
             action.sa_flags = libc::SA_RESTART;
             libc::sigemptyset(&mut action.sa_mask);
-            libc::sigaction(signal, &action, std::ptr::null_mut());
+            libc::sigaction(signal.as_raw(), &action, std::ptr::null_mut());
         }
     }
 }
 
 /// Ignores `signal` from now on.
-pub fn ignore_signal(signal: i32) {
+pub fn ignore_signal(signal: Signal) {
     // SAFETY: setting a signal's disposition to SIG_IGN has no preconditions.
     unsafe {
-        libc::signal(signal, libc::SIG_IGN);
+        libc::signal(signal.as_raw(), libc::SIG_IGN);
     }
 }
 
@@ -565,6 +700,52 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_signal_is_its_number_and_back() {
+        let cases = [
+            (libc::SIGHUP, Some(Signal::Hup), Some("HUP")),
+            (libc::SIGINT, Some(Signal::Int), Some("INT")),
+            (libc::SIGKILL, Some(Signal::Kill), Some("KILL")),
+            (libc::SIGTERM, Some(Signal::Term), Some("TERM")),
+            (libc::SIGSEGV, Some(Signal::Segv), Some("SEGV")),
+            (libc::SIGXFSZ, Some(Signal::Xfsz), Some("XFSZ")),
+            (libc::SIGSTOP, Some(Signal::Stop), Some("STOP")),
+            (libc::SIGPROF, None, None),
+            (libc::SIGRTMIN() + 3, None, None),
+        ];
+        for (raw, named, name) in cases {
+            let s = Signal::from_raw(raw).unwrap();
+            assert_eq!((s.as_raw(), s.name()), (raw, name), "{raw}");
+            if let Some(named) = named {
+                assert_eq!(s, named, "{raw}");
+            } else {
+                assert!(matches!(s, Signal::Other(_)), "{raw}: {s:?}");
+            }
+        }
+        for s in Signal::NAMED {
+            assert_eq!(Signal::from_raw(s.as_raw()), Some(s), "{s:?}");
+            assert_eq!(serde_json::to_string(&s).unwrap(), s.as_raw().to_string());
+        }
+        assert_eq!((Signal::from_raw(0), Signal::from_raw(-9)), (None, None));
+        // Every variant is in NAMED: the classic signals without a name here are these.
+        let unnamed: Vec<i32> =
+            (1..32).filter(|&r| matches!(Signal::from_raw(r), Some(Signal::Other(_)))).collect();
+        let want = [
+            libc::SIGSTKFLT,
+            libc::SIGCHLD,
+            libc::SIGTSTP,
+            libc::SIGTTIN,
+            libc::SIGTTOU,
+            libc::SIGURG,
+            libc::SIGVTALRM,
+            libc::SIGPROF,
+            libc::SIGWINCH,
+            libc::SIGIO,
+            libc::SIGPWR,
+        ];
+        assert_eq!(unnamed, want);
+    }
+
+    #[test]
     fn stat_lines() {
         let cases = [
             ("1234 (sh) S 1 1234 1234 0 -1", Some((1, 1234, false))),
@@ -589,7 +770,7 @@ mod tests {
         assert!(pid_alive(child.id()) && group_alive(pid));
         let found = descendants(me).into_iter().find(|p| p.pid == pid).expect("the child");
         assert_eq!((found.ppid, found.pgid, found.zombie), (me, pid, false));
-        signal_group(pid, libc::SIGKILL);
+        signal_group(pid, Signal::Kill);
         let until = Instant::now() + Duration::from_secs(10);
         while descendants(me).iter().any(|p| p.pid == pid) && Instant::now() < until {
             reap(&descendants(me), me);

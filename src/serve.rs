@@ -111,9 +111,24 @@ pub struct Server {
     ctx: Arc<Context>,
 }
 
+/// The page cannot listen where it was asked to (exit 7).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot listen on {}:{}: {source}", addr.ip(), addr.port())]
+pub struct BindError {
+    pub addr: SocketAddr,
+    pub source: io::Error,
+}
+
+impl BindError {
+    pub fn hint(&self) -> &'static str {
+        "choose another --port (0 takes any free one)"
+    }
+}
+
 impl Server {
-    pub fn bind(addr: SocketAddr, settings: Settings) -> io::Result<Server> {
-        let http = tiny_http::Server::http(addr).map_err(io::Error::other)?;
+    pub fn bind(addr: SocketAddr, settings: Settings) -> Result<Server, BindError> {
+        let http = tiny_http::Server::http(addr)
+            .map_err(|e| BindError { addr, source: io::Error::other(e) })?;
         let addr = http.server_addr().to_ip().unwrap_or(addr);
         let ctx = Arc::new(Context {
             store: settings.store,

@@ -8,6 +8,9 @@
 
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 
+use crate::process::Signal;
+
+/// The first signal's number; 0 until one arrives.
 static FIRST: AtomicI32 = AtomicI32::new(0);
 static COUNT: AtomicU32 = AtomicU32::new(0);
 
@@ -21,16 +24,13 @@ extern "C" fn record(signal: i32) {
 /// limit makes the write fail with EFBIG (which ralph reports) instead of
 /// killing ralph between a temp-file write and its rename.
 pub fn install() {
-    crate::process::on_signals(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP], record);
-    crate::process::ignore_signal(libc::SIGXFSZ);
+    crate::process::on_signals(&[Signal::Int, Signal::Term, Signal::Hup], record);
+    crate::process::ignore_signal(Signal::Xfsz);
 }
 
 /// The first signal received, if any.
-pub fn pending() -> Option<i32> {
-    match FIRST.load(Ordering::SeqCst) {
-        0 => None,
-        s => Some(s),
-    }
+pub fn pending() -> Option<Signal> {
+    Signal::from_raw(FIRST.load(Ordering::SeqCst))
 }
 
 /// How many signals have arrived: the second one means "stop now".
@@ -39,10 +39,10 @@ pub fn count() -> u32 {
 }
 
 /// The exit code for a run stopped by `signal`.
-pub fn exit_code(signal: i32) -> u8 {
+pub fn exit_code(signal: Signal) -> u8 {
     match signal {
-        libc::SIGINT => crate::exit::INTERRUPTED,
-        libc::SIGHUP => crate::exit::HANGUP,
+        Signal::Int => crate::exit::INTERRUPTED,
+        Signal::Hup => crate::exit::HANGUP,
         _ => crate::exit::TERMINATED,
     }
 }

@@ -36,7 +36,7 @@ use std::process::{ChildStdin, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::process;
+use crate::process::{self, Signal};
 
 /// The variable every child of ralph's carries: the [`process::instance`]
 /// of the ralph that started it.
@@ -157,7 +157,7 @@ fn end(instance: &str, groups: &BTreeSet<i32>) {
     if found.0.is_empty() && found.1.is_empty() {
         return;
     }
-    signal(&found, libc::SIGTERM);
+    signal(&found, Signal::Term);
     let until = Instant::now() + GRACE;
     let gone = |(live, pids): &(Vec<i32>, Vec<i32>)| live.is_empty() && pids.is_empty();
     while Instant::now() < until && !gone(&left()) {
@@ -168,7 +168,7 @@ fn end(instance: &str, groups: &BTreeSet<i32>) {
         if gone(&now) {
             break;
         }
-        signal(&now, libc::SIGKILL);
+        signal(&now, Signal::Kill);
         std::thread::sleep(Duration::from_millis(20));
     }
 }

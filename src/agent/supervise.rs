@@ -31,7 +31,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::analyze::StopReason;
-use crate::process;
+use crate::process::{self, Signal};
 
 pub mod brief;
 pub use brief::run_brief;
@@ -92,7 +92,7 @@ pub struct Spec<'a> {
 #[derive(Debug, Clone)]
 pub struct Finished {
     pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
+    pub signal: Option<Signal>,
     pub stopped: Option<StopReason>,
     pub duration: Duration,
     /// Processes it left behind that ralph had to end.
@@ -194,7 +194,7 @@ pub fn run_watched<O: Sink, E: Sink>(
         stdin: spec.stdin.is_some(),
         // If ralph is killed with SIGKILL it can stop nothing: the kernel
         // ends the child for it.
-        death_signal: libc::SIGKILL,
+        death_signal: Some(process::Signal::Kill),
         ruleset: ruleset.as_ref(),
     })
     .map_err(spawn_error)?;
@@ -294,7 +294,7 @@ pub fn run_watched<O: Sink, E: Sink>(
     err.finish();
     let finished = Finished {
         exit_code: status.and_then(|s| s.code()),
-        signal: status.and_then(|s| s.signal()),
+        signal: status.and_then(|s| s.signal()).and_then(Signal::from_raw),
         stopped,
         duration: start.elapsed(),
         leftovers,
@@ -349,12 +349,12 @@ fn terminate(
     done: &mpsc::Receiver<io::Result<ExitStatus>>,
     watch: &mut dyn FnMut(Supervised),
 ) -> Option<ExitStatus> {
-    process::signal_group(pgid, libc::SIGTERM);
+    process::signal_group(pgid, Signal::Term);
     // Processes that left the group (new sessions) hear it now too, so
     // the one grace period covers them as well.
     let me = std::process::id() as i32;
     for p in process::descendants(me).iter().filter(|p| !p.zombie && p.pgid != pgid) {
-        process::signal_pid(p.pid, libc::SIGTERM);
+        process::signal_pid(p.pid, Signal::Term);
     }
     let signals_before = crate::signals::count();
     loop {
@@ -368,7 +368,7 @@ fn terminate(
             Err(mpsc::RecvTimeoutError::Timeout) => watch(Supervised::Tick),
         }
     }
-    process::signal_group(pgid, libc::SIGKILL);
+    process::signal_group(pgid, Signal::Kill);
     // SIGKILL cannot be ignored; only a process stuck in the kernel survives it.
     done.recv_timeout(Duration::from_secs(10)).ok().and_then(Result::ok)
 }
@@ -389,9 +389,9 @@ pub fn sweep(pgid: i32, grace: Duration) -> usize {
     if count == 0 {
         return 0;
     }
-    signal_group(pgid, libc::SIGTERM);
+    signal_group(pgid, Signal::Term);
     for p in procs.iter().filter(|p| !p.zombie) {
-        signal_pid(p.pid, libc::SIGTERM);
+        signal_pid(p.pid, Signal::Term);
     }
     let until = Instant::now() + grace;
     loop {
@@ -406,10 +406,10 @@ pub fn sweep(pgid: i32, grace: Duration) -> usize {
         thread::sleep(Duration::from_millis(20));
     }
     for _ in 0..100 {
-        signal_group(pgid, libc::SIGKILL);
+        signal_group(pgid, Signal::Kill);
         let procs = descendants(me);
         for p in procs.iter().filter(|p| !p.zombie) {
-            signal_pid(p.pid, libc::SIGKILL);
+            signal_pid(p.pid, Signal::Kill);
         }
         reap(&procs, me);
         if descendants(me).is_empty() && !group_alive(pgid) {
@@ -501,7 +501,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(f.stopped, Some(StopReason::Timeout));
-        assert_eq!(f.signal, Some(libc::SIGKILL));
+        assert_eq!(f.signal, Some(Signal::Kill));
         assert!(f.duration < Duration::from_secs(20), "{:?}", f.duration);
     }
 

@@ -32,6 +32,7 @@ use super::tail::{Tail, suffix};
 use super::tool_errors::ToolErrors;
 use super::tools::ToolTally;
 use super::{PROMISE_COMPLETE, aider, claude, codex, gemini, opencode, reset, signature, text};
+use crate::process::Signal;
 
 /// How the agent CLI formats its stdout. Config spells it in kebab case
 /// (`format = "claude"`).
@@ -85,7 +86,7 @@ pub struct ProcessEnd {
     /// Exit code, when it exited normally.
     pub exit_code: Option<i32>,
     /// The signal that ended it, if any.
-    pub signal: Option<i32>,
+    pub signal: Option<Signal>,
     /// Why ralph stopped it, if ralph did.
     pub stopped: Option<StopReason>,
     /// The last lines of its stderr.
@@ -668,7 +669,7 @@ impl Analyzer {
         let missing = (facts.terminal == Terminal::None && self.format.needs_terminal())
             .then(|| format!("{} ended without a result event", self.format.name()));
         let ended = match (end.exit_code, end.signal) {
-            (_, Some(signal)) => format!("killed by signal {signal}"),
+            (_, Some(signal)) => format!("killed by signal {}", signal.as_raw()),
             (Some(code), None) => format!("exited with code {code}"),
             (None, None) => "failed".to_string(),
         };
@@ -755,46 +756,21 @@ fn error_of(kind: PatternKind, message: String, resets_at: Option<DateTime<Utc>>
 /// signal (its timeouts and stops are [`AgentError::Stopped`]): "stopped
 /// by signal 9 (KILL), sent by someone other than ralph"; a crash or a
 /// resource limit is named as such.
-fn killed(signal: i32) -> String {
-    let name = signal_name(signal).map(|n| format!(" ({n})")).unwrap_or_default();
+fn killed(signal: Signal) -> String {
+    let name = signal.name().map(|n| format!(" ({n})")).unwrap_or_default();
     let by = match signal {
-        libc::SIGSEGV
-        | libc::SIGBUS
-        | libc::SIGILL
-        | libc::SIGFPE
-        | libc::SIGABRT
-        | libc::SIGTRAP
-        | libc::SIGSYS => ": the agent crashed",
-        libc::SIGXCPU | libc::SIGXFSZ => ": it hit a resource limit (ulimit)",
-        libc::SIGPIPE => ": its output was closed",
+        Signal::Segv
+        | Signal::Bus
+        | Signal::Ill
+        | Signal::Fpe
+        | Signal::Abrt
+        | Signal::Trap
+        | Signal::Sys => ": the agent crashed",
+        Signal::Xcpu | Signal::Xfsz => ": it hit a resource limit (ulimit)",
+        Signal::Pipe => ": its output was closed",
         _ => ", sent by someone other than ralph",
     };
-    format!("stopped by signal {signal}{name}{by}")
-}
-
-/// "KILL" for 9: the name without its `SIG`.
-fn signal_name(signal: i32) -> Option<&'static str> {
-    Some(match signal {
-        libc::SIGHUP => "HUP",
-        libc::SIGINT => "INT",
-        libc::SIGQUIT => "QUIT",
-        libc::SIGILL => "ILL",
-        libc::SIGTRAP => "TRAP",
-        libc::SIGABRT => "ABRT",
-        libc::SIGBUS => "BUS",
-        libc::SIGFPE => "FPE",
-        libc::SIGKILL => "KILL",
-        libc::SIGUSR1 => "USR1",
-        libc::SIGSEGV => "SEGV",
-        libc::SIGUSR2 => "USR2",
-        libc::SIGPIPE => "PIPE",
-        libc::SIGALRM => "ALRM",
-        libc::SIGTERM => "TERM",
-        libc::SIGXCPU => "XCPU",
-        libc::SIGXFSZ => "XFSZ",
-        libc::SIGSYS => "SYS",
-        _ => return None,
-    })
+    format!("stopped by signal {}{name}{by}", signal.as_raw())
 }
 
 fn first_line(text: &str) -> String {

@@ -650,7 +650,7 @@ fn a_run_stopped_mid_retry_is_judged_by_what_the_cli_retried() {
             analyzer.stopping();
             let end = ProcessEnd {
                 exit_code: None,
-                signal: Some(15),
+                signal: Some(crate::process::Signal::Term),
                 stopped: Some(stopped),
                 stderr_tail: String::new(),
             };

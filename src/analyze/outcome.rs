@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::status_block::StatusBlock;
+use crate::process::Signal;
 
 /// Token counts the agent CLI reported. The four parts do not overlap, so
 /// [`Tokens::total`] counts each token once (Codex and Gemini report cached
@@ -57,7 +58,7 @@ pub(crate) enum AgentError {
     Stopped { reason: super::StopReason },
     /// A signal ralph did not send ended it: someone's `kill`, the OOM
     /// killer, a crash. `message` says which, as far as ralph can tell.
-    Killed { signal: i32, message: String },
+    Killed { signal: Signal, message: String },
 }
 
 /// A one-line description: "authentication failed: Invalid API key".

@@ -10,6 +10,7 @@ use chrono_tz::Tz;
 
 use super::*;
 use crate::analyze::patterns::Zone;
+use crate::process::Signal;
 
 const CLAUDE_SESSION: &str = "4f1c2d9e-7a0b-4c3e-9d21-0b5e8a6f1c11";
 const AMP_SESSION: &str = "T-5f0e2a1c-9b7d-4e3f-a2c1-6d8e0f1b3a55";
@@ -1239,20 +1240,21 @@ fn a_result_printed_after_the_stop_does_not_undo_it() {
 #[test]
 fn a_killed_agent_is_named_as_killed() {
     let kill = |signal: i32| format!("stopped by signal {signal}");
+    let sig = |raw: i32| Signal::from_raw(raw).unwrap();
     #[rustfmt::skip]
     let cases: &[(&str, Format, &[&str], &str, Option<i32>, Option<StopReason>, Option<AgentError>)] = &[
         ("SIGKILL from outside, text", Format::Text, &["working on it"], "argv: my-agent --fast\n", Some(libc::SIGKILL), None,
-            Some(AgentError::Killed { signal: 9, message: format!("{} (KILL), sent by someone other than ralph", kill(9)) })),
+            Some(AgentError::Killed { signal: sig(9), message: format!("{} (KILL), sent by someone other than ralph", kill(9)) })),
         ("SIGKILL from outside, claude without a result", Format::Claude, &[r#"{"type":"system","subtype":"init","session_id":"s"}"#], "", Some(libc::SIGKILL), None,
-            Some(AgentError::Killed { signal: 9, message: format!("{} (KILL), sent by someone other than ralph", kill(9)) })),
+            Some(AgentError::Killed { signal: sig(9), message: format!("{} (KILL), sent by someone other than ralph", kill(9)) })),
         ("SIGTERM from outside", Format::Text, &[], "Terminated\n", Some(libc::SIGTERM), None,
-            Some(AgentError::Killed { signal: 15, message: format!("{} (TERM), sent by someone other than ralph", kill(15)) })),
+            Some(AgentError::Killed { signal: sig(15), message: format!("{} (TERM), sent by someone other than ralph", kill(15)) })),
         ("a crash", Format::Text, &["error: boom"], "", Some(libc::SIGSEGV), None,
-            Some(AgentError::Killed { signal: 11, message: format!("{} (SEGV): the agent crashed", kill(11)) })),
+            Some(AgentError::Killed { signal: sig(11), message: format!("{} (SEGV): the agent crashed", kill(11)) })),
         ("a ulimit", Format::Text, &[], "", Some(libc::SIGXCPU), None,
-            Some(AgentError::Killed { signal: 24, message: format!("{} (XCPU): it hit a resource limit (ulimit)", kill(24)) })),
+            Some(AgentError::Killed { signal: sig(24), message: format!("{} (XCPU): it hit a resource limit (ulimit)", kill(24)) })),
         ("an unnamed signal", Format::Text, &[], "", Some(40), None,
-            Some(AgentError::Killed { signal: 40, message: format!("{}, sent by someone other than ralph", kill(40)) })),
+            Some(AgentError::Killed { signal: sig(40), message: format!("{}, sent by someone other than ralph", kill(40)) })),
         ("ralph's timeout", Format::Text, &[], "argv: x\n", Some(libc::SIGKILL), Some(StopReason::Timeout),
             Some(AgentError::Stopped { reason: StopReason::Timeout })),
         ("ralph's idle timeout", Format::Claude, &[], "", Some(libc::SIGTERM), Some(StopReason::Idle),
@@ -1265,7 +1267,7 @@ fn a_killed_agent_is_named_as_killed() {
         lines.iter().for_each(|l| analyzer.feed(l.as_bytes()));
         let end = ProcessEnd {
             exit_code: signal.is_none().then_some(1),
-            signal: *signal,
+            signal: signal.and_then(Signal::from_raw),
             stopped: *stopped,
             stderr_tail: stderr.to_string(),
         };
@@ -1275,7 +1277,7 @@ fn a_killed_agent_is_named_as_killed() {
     // A usage limit the CLI reported still wins: it decides when to retry.
     let mut analyzer = Analyzer::new(Format::Claude);
     analyzer.feed(br#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1764669600,"rateLimitType":"five_hour"}}"#);
-    let end = ProcessEnd { signal: Some(libc::SIGKILL), ..ProcessEnd::default() };
+    let end = ProcessEnd { signal: Some(Signal::Kill), ..ProcessEnd::default() };
     let outcome = analyzer.finish(&end, now());
     assert!(matches!(outcome.error, Some(AgentError::UsageLimit { .. })), "{:?}", outcome.error);
 }

@@ -9,6 +9,27 @@ use crate::error::Error;
 
 use super::common::{print, project_dir};
 
+/// Why `ralph monitor` cannot set up its session (exit 7).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum MonitorError {
+    #[error("ralph monitor needs tmux, which is not installed")]
+    NoTmux,
+    /// `args` is the tmux command line, without `tmux`.
+    #[error("tmux {args} failed")]
+    Tmux { args: String },
+}
+
+impl MonitorError {
+    pub(crate) fn hint(&self) -> Option<&'static str> {
+        match self {
+            MonitorError::NoTmux => Some(
+                "install it (apt install tmux / brew install tmux), or run `ralph` and `ralph status --watch` in two terminals",
+            ),
+            MonitorError::Tmux { .. } => None,
+        }
+    }
+}
+
 /// The arguments of this ralph, turned into the loop's own command line:
 /// `monitor` becomes `run`, `--monitor` is dropped.
 fn loop_args() -> Vec<String> {
@@ -37,10 +58,7 @@ fn quote(s: &str) -> String {
 }
 
 pub(crate) fn run(g: &Global) -> Result<u8, Error> {
-    let tmux = which::which("tmux").map_err(|_| Error::Environment {
-        message: "ralph monitor needs tmux, which is not installed".into(),
-        hint: Some("install it (apt install tmux / brew install tmux), or run `ralph` and `ralph status --watch` in two terminals".into()),
-    })?;
+    let tmux = which::which("tmux").map_err(|_| MonitorError::NoTmux)?;
     let project = project_dir(g)?
         .canonicalize()
         .map_err(|e| Error::Usage(format!("cannot use the project directory: {e}")))?;
@@ -101,10 +119,7 @@ pub(crate) fn run(g: &Global) -> Result<u8, Error> {
         if status.success() {
             Ok(())
         } else {
-            Err(Error::Environment {
-                message: format!("tmux {} failed", args.join(" ")),
-                hint: None,
-            })
+            Err(MonitorError::Tmux { args: args.join(" ") }.into())
         }
     };
     tmux_run(&["new-session", "-d", "-s", &name, "-c", &dir, "-n", "ralph", &loop_pane])?;

@@ -49,12 +49,7 @@ pub(crate) fn run(g: &Global, args: &ServeArgs) -> Result<u8, Error> {
         }),
         budget,
     };
-    let server = Server::bind(SocketAddr::new(args.bind, args.port), settings).map_err(|e| {
-        Error::Environment {
-            message: format!("cannot listen on {}:{}: {e}", args.bind, args.port),
-            hint: Some("choose another --port (0 takes any free one)".into()),
-        }
-    })?;
+    let server = Server::bind(SocketAddr::new(args.bind, args.port), settings)?;
     let addr = server.addr();
     let query = token.as_ref().map(|t| format!("?token={t}")).unwrap_or_default();
     let url = format!("http://{addr}/{query}");

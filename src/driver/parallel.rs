@@ -13,6 +13,7 @@
 //! batch.rs    pure: batch, then bisect, over a Merger
 //! resolve.rs  resolvers prepared, their turns judged; paths learnt
 //! board.rs    parallel.json: workers, queue, given up, learnt paths, journals
+//! error.rs    what stops the run that no turn can fix
 //! tidy.rs     worktrees: made, reused, recovered after a crash, removed at the end
 //! peers.rs    who else works the run: Alone, or Shared through the git remote
 //! sync.rs     keeping up with them: looking, following deliveries, claiming
@@ -21,6 +22,7 @@
 
 mod batch;
 mod board;
+mod error;
 mod merge;
 mod peers;
 mod plan;
@@ -40,6 +42,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 
 pub use board::Board;
+pub use error::ParallelError;
 use peers::Peers;
 use plan::GiveUp;
 pub use plan::{Overlap, waves};
@@ -53,6 +56,7 @@ use crate::event::{Event, RunOutcome};
 use crate::learn::lessons;
 use crate::limits::Wait;
 use crate::prd::{Footprint, Prd};
+use crate::process::Signal;
 
 /// A story whose worker finished with it passing, waiting to be merged.
 #[derive(Debug, Clone)]
@@ -598,7 +602,7 @@ impl Run<'_> {
         if pool.slots.is_empty() {
             return end;
         }
-        let signal = crate::signals::pending().unwrap_or(libc::SIGTERM);
+        let signal = crate::signals::pending().unwrap_or(Signal::Term);
         for s in &pool.slots {
             workers::signal(s, signal);
         }
@@ -619,7 +623,7 @@ impl Run<'_> {
             }
         }
         for s in &pool.slots {
-            workers::signal(s, libc::SIGKILL);
+            workers::signal(s, Signal::Kill);
             self.warn(format!("worker {} ({}) did not stop: killed", s.no, s.story));
         }
         pool.slots.clear();

@@ -11,6 +11,7 @@ use crate::git::GitError;
 use crate::oracle::base::{self, RedRecord};
 use crate::oracle::red::{self, BaseRun, OnBase, RedEvidence};
 use crate::prd::{Prd, Story};
+use crate::process::Signal;
 
 /// The base a run's stories are checked on.
 struct Base {
@@ -125,7 +126,7 @@ impl Run<'_> {
                 if let Ok(v) = &run
                     && v.interrupted
                 {
-                    let signal = crate::signals::pending().unwrap_or(libc::SIGTERM);
+                    let signal = crate::signals::pending().unwrap_or(Signal::Term);
                     return Err(End::interrupted(signal));
                 }
                 let (how, detail) = match run {

@@ -568,7 +568,9 @@ impl Run<'_> {
     /// their own): TERM, one grace period for all of them, KILL. A Ctrl-C
     /// while it waits kills them at once.
     fn end_what_the_dead_run_left(&mut self, old: &RunState) {
-        use crate::process::{group_alive, processes_of_run, running, signal_group, signal_pid};
+        use crate::process::{
+            Signal, group_alive, processes_of_run, running, signal_group, signal_pid,
+        };
         let project = &self.paths.project;
         let group = old.agent_pgid.filter(|&p| p > 1 && crate::process::group_works_in(p, project));
         let strays = processes_of_run(&old.run_id, project);
@@ -582,9 +584,9 @@ impl Run<'_> {
             "what the interrupted run left running",
         ));
         if let Some(pgid) = group {
-            signal_group(pgid, libc::SIGTERM);
+            signal_group(pgid, Signal::Term);
         }
-        strays.iter().for_each(|&pid| signal_pid(pid, libc::SIGTERM));
+        strays.iter().for_each(|&pid| signal_pid(pid, Signal::Term));
         let until = Instant::now() + grace;
         let signals = crate::signals::count();
         while Instant::now() < until
@@ -594,11 +596,11 @@ impl Run<'_> {
             std::thread::sleep(Duration::from_millis(20));
         }
         if let Some(pgid) = group {
-            signal_group(pgid, libc::SIGKILL);
+            signal_group(pgid, Signal::Kill);
             self.warn(format!("ended process group {pgid}, left running by the interrupted run"));
         }
         let left = processes_of_run(&old.run_id, project);
-        left.iter().for_each(|&pid| signal_pid(pid, libc::SIGKILL));
+        left.iter().for_each(|&pid| signal_pid(pid, Signal::Kill));
         if !strays.is_empty() {
             let n = crate::text::count(strays.len(), "process", "processes");
             self.warn(format!("ended {n} of the interrupted run that had left its process group"));

@@ -10,9 +10,30 @@ use super::judge::{Commit, GateRun, Judgement, Lesson, Next, Stop};
 use super::{End, Run};
 use crate::error::Error;
 use crate::event::{IterationResult, RunOutcome};
+use crate::git::GitError;
 use crate::learn::lessons::Source;
 use crate::prd::Prd;
+use crate::process::Signal;
 use crate::state::{Best, Pending, Phase};
+
+/// ralph's commit of a story failed: the story is marked unfinished again
+/// and the run stops (exit 7), git's hint or ours said.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot commit {story}: {source}; it is marked unfinished again")]
+pub struct CommitFailed {
+    pub story: String,
+    #[source]
+    pub source: GitError,
+}
+
+impl CommitFailed {
+    pub fn hint(&self) -> String {
+        self.source
+            .hint
+            .clone()
+            .unwrap_or_else(|| "check the repository (`git status`), then run ralph again".into())
+    }
+}
 
 /// Holds prd.json's claims from the moment an agent runs until its verdict
 /// is carried out. Dropped without [`ClaimGuard::settle`] — an error cut
@@ -183,7 +204,7 @@ impl Run<'_> {
     fn go_on_after(&mut self, c: &Collected, j: &Judgement) -> Result<Option<End>, Error> {
         match &j.next {
             Next::Stop(Stop::Interrupted) => {
-                let signal = crate::signals::pending().unwrap_or(libc::SIGTERM);
+                let signal = crate::signals::pending().unwrap_or(Signal::Term);
                 return Ok(Some(End::interrupted(signal)));
             }
             Next::Stop(Stop::Environment { message }) => {
@@ -317,7 +338,7 @@ impl Run<'_> {
     ) -> Result<(), Error> {
         self.kit.reusable_snapshot = None;
         if let Err(e) = self.clear_stale_git_locks() {
-            return self.commit_failed(id, kind, &e.to_string(), e.hint());
+            return self.commit_failed(id, kind, e);
         }
         let result = match &self.kit.branch {
             Some(branch) if self.repo.current_branch().as_deref() != Some(branch.as_str()) => {
@@ -333,17 +354,11 @@ impl Run<'_> {
         };
         match result {
             Ok(()) => Ok(()),
-            Err(e) => self.commit_failed(id, kind, &e.message, e.hint),
+            Err(e) => self.commit_failed(id, kind, e),
         }
     }
 
-    fn commit_failed(
-        &mut self,
-        id: &str,
-        kind: Commit,
-        e: &str,
-        hint: Option<String>,
-    ) -> Result<(), Error> {
+    fn commit_failed(&mut self, id: &str, kind: Commit, e: GitError) -> Result<(), Error> {
         if kind == Commit::Unmark {
             self.warn(format!("cannot commit prd.json: {e}"));
             return Ok(());
@@ -353,12 +368,7 @@ impl Run<'_> {
         self.save_prd(&prd)?;
         self.state.note_verified(id, false);
         self.state.pending = None;
-        Err(Error::Environment {
-            message: format!("cannot commit {id}: {e}; it is marked unfinished again"),
-            hint: hint.or_else(|| {
-                Some("check the repository (`git status`), then run ralph again".into())
-            }),
-        })
+        Err(CommitFailed { story: id.to_string(), source: e }.into())
     }
 
     /// Events, rule cards and lessons of what the iteration taught.

@@ -3,7 +3,7 @@
 //! failure reported once.
 
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{Channel, Job, Kind, Target};
 use crate::event::Event;
@@ -178,28 +178,91 @@ impl Sender {
             .map_err(|e| Failure::Request(describe(&e, url, self.timeout)))
     }
 
+    /// notify-send through the one runner of helper commands: its own
+    /// process group, ended whole when it outlives `notify.timeout`.
     fn desktop(&self, program: &std::path::Path, job: &Job) -> Result<(), Failure> {
-        let mut child = std::process::Command::new(program)
-            .args(["--app-name=ralph", title(job.kind), &text(&job.event)])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
+        let mut cmd = std::process::Command::new(program);
+        cmd.args(["--app-name=ralph", title(job.kind), &text(&job.event)]);
+        let brief = crate::agent::supervise::run_brief(&mut cmd, self.timeout)
             .map_err(|source| Failure::Start { program: program.to_path_buf(), source })?;
-        let until = Instant::now() + self.timeout;
-        loop {
-            match child.try_wait() {
-                Ok(Some(s)) if s.success() => return Ok(()),
-                Ok(Some(s)) => return Err(Failure::Ended(s)),
-                // Reaped by ralph's sweep of its children: nothing to tell.
-                Err(_) => return Ok(()),
-                Ok(None) if Instant::now() >= until => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(Failure::TimedOut);
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            }
+        match brief.status {
+            Some(s) if s.success() => Ok(()),
+            Some(s) => Err(Failure::Ended(s)),
+            None => Err(Failure::TimedOut),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+    use std::time::Instant;
+
+    use super::*;
+
+    fn notify_send(dir: &std::path::Path, script: &str) -> std::path::PathBuf {
+        let program = dir.join("notify-send");
+        std::fs::write(&program, format!("#!/bin/sh\n{script}\n")).unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        program
+    }
+
+    fn sender(program: &std::path::Path, timeout: Duration) -> Sender {
+        let target =
+            Target { channel: Channel::Desktop(program.into()), wants: vec![Kind::RunEnd] };
+        Sender::new(vec![target], timeout, mpsc::channel().0)
+    }
+
+    fn job() -> Job {
+        let event = Event::Notice { level: crate::event::Level::Warn, message: "m".into() };
+        Job { target: 0, kind: Kind::RunEnd, event, line: String::new() }
+    }
+
+    #[test]
+    fn notify_send_gets_the_title_and_the_text_and_its_status_counts() {
+        let _serial = crate::agent::supervise::serial();
+        let dir = tempfile::tempdir().unwrap();
+        let said = dir.path().join("said");
+        let ok = notify_send(dir.path(), &format!("printf '%s\\n' \"$@\" > '{}'", said.display()));
+        assert!(sender(&ok, Duration::from_secs(30)).deliver(&job()).is_ok());
+        let args = std::fs::read_to_string(&said).unwrap();
+        assert!(args.starts_with("--app-name=ralph\nralph: the run ended\n"), "{args}");
+
+        let failing = notify_send(dir.path(), "exit 3");
+        let e = sender(&failing, Duration::from_secs(30)).deliver(&job()).unwrap_err();
+        assert!(matches!(e, Failure::Ended(s) if s.code() == Some(3)), "{e}");
+    }
+
+    #[test]
+    fn a_hanging_notify_send_is_ended_with_its_group_when_its_time_is_up() {
+        let _serial = crate::agent::supervise::serial();
+        let dir = tempfile::tempdir().unwrap();
+        let pids = dir.path().join("pids");
+        // It and a child of its own both hang; the child holds the pipes.
+        let hang =
+            notify_send(dir.path(), &format!("sleep 60 & echo $$ $! > '{}'; wait", pids.display()));
+        let started = Instant::now();
+        let e = sender(&hang, Duration::from_millis(300)).deliver(&job()).unwrap_err();
+        assert!(matches!(e, Failure::TimedOut), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+        let pids = std::fs::read_to_string(&pids).unwrap();
+        for pid in pids.split_whitespace() {
+            let pid: i32 = pid.parse().unwrap();
+            // The child, orphaned, may wait a moment for its reaper.
+            let until = Instant::now() + Duration::from_secs(5);
+            while crate::process::running(pid) && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            assert!(!crate::process::running(pid), "{pid} of {pids} still runs");
+        }
+    }
+
+    #[test]
+    fn a_notify_send_that_cannot_start_says_which() {
+        let _serial = crate::agent::supervise::serial();
+        let e = sender(std::path::Path::new("/nonexistent/notify-send"), Duration::from_secs(1))
+            .deliver(&job())
+            .unwrap_err();
+        assert!(e.to_string().starts_with("cannot start /nonexistent/notify-send: "), "{e}");
     }
 }

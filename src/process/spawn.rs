@@ -38,8 +38,8 @@ pub struct Spec<'a> {
     /// A pipe to its stdin; otherwise `/dev/null`.
     pub stdin: bool,
     /// Sent by the kernel to the child when the thread that started it
-    /// ends (ralph dies); 0: none.
-    pub death_signal: libc::c_int,
+    /// ends (ralph dies).
+    pub death_signal: Option<super::Signal>,
     /// A Landlock ruleset the child is confined to before `execve`.
     pub ruleset: Option<&'a OwnedFd>,
 }
@@ -113,7 +113,7 @@ pub fn spawn(spec: &Spec<'_>) -> std::io::Result<Spawned> {
         stdio: [child_in.as_raw_fd(), out_write.as_raw_fd(), err_write.as_raw_fd()],
         // SAFETY: getpid has no preconditions and cannot fail.
         parent: unsafe { libc::getpid() },
-        death_signal: spec.death_signal,
+        death_signal: spec.death_signal.map_or(0, super::Signal::as_raw),
         ruleset: spec.ruleset.map_or(-1, AsRawFd::as_raw_fd),
         error: AtomicI32::new(0),
     };
@@ -284,6 +284,7 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::process::Signal;
     use std::io::{Read, Write};
 
     fn env() -> Vec<(OsString, OsString)> {
@@ -313,7 +314,7 @@ mod tests {
             cwd: dir.path(),
             env: &env,
             stdin: true,
-            death_signal: libc::SIGKILL,
+            death_signal: Some(Signal::Kill),
             ruleset: None,
         };
         let (status, out, err) = run(&spec);
@@ -336,7 +337,7 @@ mod tests {
             cwd: dir.path(),
             env: &env,
             stdin: false,
-            death_signal: 0,
+            death_signal: None,
             ruleset: None,
         };
         let missing = spawn(&spec("ralph-no-such-program")).err().unwrap();
@@ -365,7 +366,7 @@ mod tests {
             cwd: dir.path(),
             env: &env,
             stdin: false,
-            death_signal: 0,
+            death_signal: None,
             ruleset: None,
         };
         let (status, out, _) = run(&spec);

@@ -14,7 +14,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::process;
+use crate::process::{self, Signal};
 
 /// Between SIGTERM and SIGKILL for a helper that ran out of time.
 const GRACE: Duration = Duration::from_millis(500);
@@ -67,12 +67,12 @@ pub fn run_brief(cmd: &mut Command, timeout: Duration) -> std::io::Result<Brief>
             }
             // Out of time, or it cannot be waited for.
             _ => {
-                process::signal_group(pgid, libc::SIGTERM);
+                process::signal_group(pgid, Signal::Term);
                 let until = Instant::now() + GRACE;
                 while Instant::now() < until && matches!(child.try_wait(), Ok(None)) {
                     thread::sleep(Duration::from_millis(5));
                 }
-                process::signal_group(pgid, libc::SIGKILL);
+                process::signal_group(pgid, Signal::Kill);
                 let _ = child.wait();
                 break None;
             }
@@ -80,7 +80,7 @@ pub fn run_brief(cmd: &mut Command, timeout: Duration) -> std::io::Result<Brief>
     };
     // Whatever it left in its group would hold the pipes open.
     if process::group_alive(pgid) {
-        process::signal_group(pgid, libc::SIGKILL);
+        process::signal_group(pgid, Signal::Kill);
     }
     process::release(pgid);
     let stdout = out.join().unwrap_or_default();

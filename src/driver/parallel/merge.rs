@@ -15,7 +15,7 @@ use git2::Oid;
 use super::batch::{self, Fate, Gated, Merger};
 use super::plan::{self, GiveUp};
 use super::remote::Delivery;
-use super::{Pool, Queued};
+use super::{ParallelError, Pool, Queued};
 use crate::driver::Run;
 use crate::driver::judge::merge::{
     MergeAction, MergeFacts, MergeGate, MergeJudgement, MergeSignal, Met, judge_merge,
@@ -85,14 +85,8 @@ impl Run<'_> {
             }
             Tried::Raced => {
                 requeue(pool, batch);
-                Err(Error::Environment {
-                    message: format!(
-                        "the run branch {} kept moving while ralph merged {}",
-                        pool.branch,
-                        pool.board.queue.join(", ")
-                    ),
-                    hint: Some("do not commit on the run branch during a parallel run".into()),
-                })
+                let queue = pool.board.queue.clone();
+                Err(ParallelError::Raced { branch: pool.branch.clone(), queue }.into())
             }
             Tried::Unreachable(why) => {
                 self.remote_unreachable(pool, &why);
@@ -157,10 +151,10 @@ impl Run<'_> {
         if !self.sync_peers(pool, std::time::Duration::ZERO) {
             return Ok(Tried::Unreachable("fetch failed".into()));
         }
-        let tip = self.repo.branch_tip(&pool.branch).ok_or_else(|| Error::Environment {
-            message: format!("the run branch {} is gone", pool.branch),
-            hint: None,
-        })?;
+        let tip = self
+            .repo
+            .branch_tip(&pool.branch)
+            .ok_or_else(|| ParallelError::RunBranchGone { branch: pool.branch.clone() })?;
         let (there, todo): (Vec<usize>, Vec<usize>) =
             (0..batch.len()).partition(|&i| self.passes_on_tip(pool, &batch[i].story));
         let mut merger =
@@ -407,10 +401,9 @@ impl Run<'_> {
         let text = |oid: Oid, rel: &std::path::Path| {
             repo.file_at(oid, rel).map(|b| String::from_utf8_lossy(&b).into_owned())
         };
-        let prd_bytes = repo.file_at(tip, &pool.prd_rel).ok_or_else(|| Error::Environment {
-            message: format!("the run branch has no {}", pool.prd_rel.display()),
-            hint: None,
-        })?;
+        let prd_bytes = repo
+            .file_at(tip, &pool.prd_rel)
+            .ok_or_else(|| ParallelError::NoPrd { path: pool.prd_rel.clone() })?;
         let mut prd = Prd::parse(&prd_bytes, &self.paths.prd)?;
         prd.set_passes(&q.story, true);
         let base = repo.merge_base(tip, work).and_then(|b| text(b, &pool.progress_rel));
@@ -476,10 +469,10 @@ impl Merger for GitMerger<'_, '_> {
 
     fn squash(&mut self, tip: &Oid, i: usize) -> Result<Result<Oid, Vec<String>>, Error> {
         let (run, pool, q) = (&*self.run, self.pool, &self.items[i]);
-        let work = run.repo.branch_tip(&q.branch).ok_or_else(|| Error::Environment {
-            message: format!("the story branch {} is gone", q.branch),
-            hint: None,
-        })?;
+        let work = run
+            .repo
+            .branch_tip(&q.branch)
+            .ok_or_else(|| ParallelError::StoryBranchGone { branch: q.branch.clone() })?;
         let skip = [pool.prd_rel.clone(), pool.progress_rel.clone()];
         let tree = match run.repo.squash(*tip, work, &skip)? {
             Ok(tree) => tree,

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::plan::{self, Turn};
 use super::workers::{Job, Slot};
-use super::{Pool, Queued};
+use super::{ParallelError, Pool, Queued};
 use crate::config::keys::Setting;
 use crate::driver::judge::merge::{MergeGate, Met, judge_merge};
 use crate::driver::{End, OtherStory, ResolveSpec, Run};
@@ -32,10 +32,7 @@ impl Run<'_> {
         let (Some(tip), Some(work)) =
             (self.repo.branch_tip(&pool.branch), self.repo.branch_tip(&branch))
         else {
-            return Err(Error::Environment {
-                message: format!("the run branch or {branch} is gone"),
-                hint: None,
-            });
+            return Err(ParallelError::ResolveBranchGone { branch }.into());
         };
         let base = self.repo.merge_base(tip, work).unwrap_or(tip);
         let with = self.stories_merged_since(pool, base, tip, &files);
@@ -55,10 +52,9 @@ impl Run<'_> {
         };
         // The work as it was, before the worktree is reset: a failed
         // resolution, a crash or a stop puts the branch back there.
-        let kept = pool.keep_attempt_ref(&self.repo, &q).ok_or_else(|| Error::Environment {
-            message: format!("{branch} has no commit to keep"),
-            hint: None,
-        })?;
+        let kept = pool
+            .keep_attempt_ref(&self.repo, &q)
+            .ok_or_else(|| ParallelError::NothingToKeep { branch: branch.clone() })?;
         let progress_rel = pool.progress_rel.clone();
         let text = |oid| {
             self.repo.file_at(oid, &progress_rel).map(|b| String::from_utf8_lossy(&b).into_owned())
@@ -93,10 +89,11 @@ impl Run<'_> {
         let json = serde_json::to_vec_pretty(&spec)
             .map_err(|e| Error::io("write a resolver's task", std::io::Error::other(e)))?;
         std::fs::write(&file, json).map_err(|e| Error::io("write a resolver's task", e))?;
-        let story = self.good_prd.story(&q.story).cloned().ok_or_else(|| Error::Environment {
-            message: format!("{} is no longer a story of prd.json", q.story),
-            hint: None,
-        })?;
+        let story = self
+            .good_prd
+            .story(&q.story)
+            .cloned()
+            .ok_or_else(|| ParallelError::NotAStory { story: q.story.clone() })?;
         let job = Job::Resolve { with, files: conflict.files, spec: file };
         let slot = pool.slot(&story, dir, branch, job);
         self.launch(pool, slot, None, None)

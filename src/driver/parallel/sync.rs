@@ -9,6 +9,7 @@ use chrono::Utc;
 use super::peers::Look;
 use super::{Pool, board, remote, workers};
 use crate::driver::{End, Run};
+use crate::process::Signal;
 
 impl Run<'_> {
     /// Looks at what the other workers did (at most every `every`): brings
@@ -55,7 +56,7 @@ impl Run<'_> {
         let here = pool.in_flight();
         for story in pool.peers.renew(&self.repo, &here, Utc::now()) {
             if let Some(s) = pool.slots.iter().find(|s| s.story == story) {
-                workers::signal(s, libc::SIGTERM);
+                workers::signal(s, Signal::Term);
             }
             pool.not_before.insert(story.clone(), Instant::now() + Duration::from_secs(5));
             self.warn(format!("lost the claim on {story} to another worker: stopping it here"));

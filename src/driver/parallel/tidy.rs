@@ -10,6 +10,7 @@ use toml::Value;
 use super::board::Board;
 use super::{Pool, Queued, plan, relative_to, worktrees_dir};
 use crate::config::keys::Setting;
+use crate::driver::ParallelError;
 use crate::driver::{End, Run};
 use crate::error::Error;
 use crate::event::RunOutcome;
@@ -144,10 +145,7 @@ impl Run<'_> {
     /// for what the run itself keeps for all of them (calls per hour,
     /// budgets, the baseline gate, the end hooks, notifications).
     fn worker_settings(&self) -> Result<PathBuf, Error> {
-        let mut layers = self.opts.layers.clone().ok_or_else(|| Error::Environment {
-            message: "a parallel run needs its configuration layers".into(),
-            hint: None,
-        })?;
+        let mut layers = self.opts.layers.clone().ok_or(ParallelError::NoLayers)?;
         layers.set(Setting::RunJobs, Value::Integer(1));
         layers.set(Setting::LimitsCallsPerHour, Value::Integer(0));
         layers.set(Setting::GateBaseline, Value::Boolean(false));
@@ -251,10 +249,10 @@ impl Run<'_> {
                 r.worktree_ready() && r.current_branch().as_deref() == Some(&branch)
             });
         if !reusable {
-            let tip = self.repo.branch_tip(&pool.branch).ok_or_else(|| Error::Environment {
-                message: format!("the run branch {} has no commit", pool.branch),
-                hint: None,
-            })?;
+            let tip = self
+                .repo
+                .branch_tip(&pool.branch)
+                .ok_or_else(|| ParallelError::RunBranchEmpty { branch: pool.branch.clone() })?;
             // Taking over another machine's story: from what it pushed.
             let pushed = pool.peers.pushed_branch(&self.repo, &branch);
             if let Some(at) = pushed.filter(|_| self.repo.branch_tip(&branch).is_none()) {

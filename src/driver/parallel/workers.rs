@@ -3,6 +3,7 @@
 //! channel, its end reported the same way.
 
 use crate::event::Event;
+use crate::process::Signal;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -96,7 +97,7 @@ pub(super) fn spawn(
         .stderr(std::fs::File::create(stderr)?)
         .process_group(0);
     // ralph killed: each worker stops its agent and keeps its story resumable.
-    crate::process::signal_on_parent_death(&mut cmd, libc::SIGTERM);
+    crate::process::signal_on_parent_death(&mut cmd, Signal::Term);
     let mut child = cmd.spawn()?;
     let pid = child.id() as i32;
     let stdout = child.stdout.take();
@@ -120,6 +121,6 @@ pub(super) fn spawn(
 
 /// Sends `signal` to a worker's process group (the worker alone: its agent
 /// has a group of its own, which the worker ends itself).
-pub(super) fn signal(slot: &Slot, signal: libc::c_int) {
+pub(super) fn signal(slot: &Slot, signal: Signal) {
     crate::process::signal_group(slot.pid, signal);
 }
