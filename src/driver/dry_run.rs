@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::Options;
 use super::context::{PromptInputs, gate_command, render};
 use crate::agent::Backend;
-use crate::agent::backend::PromptChannel;
+use crate::agent::backend::{InheritedEnv, PromptChannel};
 use crate::error::Error;
 use crate::paths::Paths;
 use crate::prd::Prd;
@@ -141,7 +141,8 @@ pub fn dry_run(paths: &Paths, opts: &Options) -> Result<DryRun, Error> {
     warnings.extend(rendered.warnings);
     let log_dir = paths.store.run_log_dir(run_id.as_deref().unwrap_or("<new run>"));
     let prompt_file = log_dir.join(format!("iter-{n}.prompt.md"));
-    let invocation = backend.invocation(&rendered.text, &prompt_file)?;
+    let invocation =
+        backend.invocation_in(&rendered.text, &prompt_file, InheritedEnv::current())?;
     let mut env_set = invocation.env_set.clone();
     let run_id = run_id.unwrap_or_else(|| "(a new run id)".into());
     env_set.extend(super::iteration::agent_env(&run_id, paths, n, &story.id));

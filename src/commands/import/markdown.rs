@@ -88,7 +88,8 @@ pub(super) fn run(g: &Global, paths: &Paths, md: &Path, opts: &Options) -> Resul
     let text = prompt(&rel, &text, &out);
     crate::store::write_replace(&prompt_file, text.as_bytes())
         .map_err(|e| Error::io(format!("write {}", prompt_file.display()), e))?;
-    let mut invocation = backend.invocation(&text, &prompt_file)?;
+    let mut invocation =
+        backend.invocation_in(&text, &prompt_file, agent::backend::InheritedEnv::current())?;
     invocation.env_set.extend([
         ("RALPH_PROJECT_DIR".to_string(), paths.project.display().to_string()),
         ("RALPH_PRD".to_string(), out.display().to_string()),
