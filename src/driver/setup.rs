@@ -577,21 +577,7 @@ impl Run<'_> {
         // The branch comes before any change of ralph's own: it may refuse
         // (uncommitted changes), and then nothing must have been touched.
         if let Some(branch) = prd.branch_name() {
-            let carry: Vec<_> =
-                [&p.prd, &p.progress].into_iter().filter_map(|f| self.repo.relative(f)).collect();
-            match self.repo.ensure_branch_carrying(branch, &carry)? {
-                BranchAction::AlreadyOn => {}
-                BranchAction::SwitchedTo => self.notice(format!("switched to branch {branch}")),
-                BranchAction::Created { from } => {
-                    // The run's base (a branch, not a detached commit or an
-                    // empty repository): where its trusted settings are read
-                    // from, and what its pull requests are opened against.
-                    if self.repo.branch_tip(&from).is_some() {
-                        crate::oracle::base::record_base(&p.project, branch, &from);
-                    }
-                    self.notice(format!("created branch {branch} from {from}"));
-                }
-            }
+            self.check_out(branch)?;
         }
         if let (Some(last), Some((old_prd, old_progress))) = (&changed, &previous) {
             let archived = crate::archive::archive_previous(
@@ -628,6 +614,28 @@ impl Run<'_> {
                 .map_err(|e| Error::io(format!("create {}", p.progress.display()), e))?
         {
             self.notice(format!("created {}", p.progress.display()));
+        }
+        Ok(())
+    }
+
+    /// The run's branch checked out (made when there is none), carrying
+    /// prd.json and progress.txt along.
+    fn check_out(&mut self, branch: &str) -> Result<(), Error> {
+        let p = self.paths;
+        let carry: Vec<_> =
+            [&p.prd, &p.progress].into_iter().filter_map(|f| self.repo.relative(f)).collect();
+        match self.repo.ensure_branch_carrying(branch, &carry)? {
+            BranchAction::AlreadyOn => {}
+            BranchAction::SwitchedTo => self.notice(format!("switched to branch {branch}")),
+            BranchAction::Created { from } => {
+                // The run's base (a branch, not a detached commit or an
+                // empty repository): where its trusted settings are read
+                // from, and what its pull requests are opened against.
+                if self.repo.branch_tip(&from).is_some() {
+                    crate::oracle::base::record_base(&p.project, branch, &from);
+                }
+                self.notice(format!("created branch {branch} from {from}"));
+            }
         }
         Ok(())
     }
