@@ -271,6 +271,31 @@ impl Breaker {
         }
         self.last_iteration = Some(signals.iteration);
         let stagnant = !signals.progress && !signals.asking_questions;
+        self.count(signals, stagnant);
+        let (c, t) = (self.counters, thresholds);
+        let iteration = Some(signals.iteration);
+        if let Some((cause, reason)) = trip(&c, t, stagnant) {
+            let reason = self.naming_the_error(cause, reason);
+            self.cause = Some(cause);
+            self.opened_at = Some(now);
+            self.total_opens += 1;
+            return Some(self.go(State::Open, reason, now, iteration));
+        }
+        match self.state {
+            State::HalfOpen if signals.progress => {
+                self.cause = None;
+                Some(self.go(State::Closed, "progress made: recovered".into(), now, iteration))
+            }
+            State::Closed if stagnant && reached(c.no_progress, t.half_open_after) => {
+                let reason = format!("no progress in {} iterations in a row", c.no_progress);
+                Some(self.go(State::HalfOpen, reason, now, iteration))
+            }
+            _ => None,
+        }
+    }
+
+    /// The streaks one iteration extends or ends, and the error it repeats.
+    fn count(&mut self, signals: &Signals, stagnant: bool) {
         let c = &mut self.counters;
         if signals.progress {
             c.no_progress = 0;
@@ -302,60 +327,6 @@ impl Breaker {
             Some(_) => signals.error_example.clone().or(self.last_error_example.take()),
             None => None,
         };
-
-        let c = self.counters;
-        let t = thresholds;
-        // Each rule fires only on an iteration that itself counted towards
-        // it, so counters kept through a cooldown cannot re-open the breaker
-        // on an iteration that was fine (a question, say).
-        let trip = if reached(c.permission_denials, t.permission_denials) {
-            Some((
-                Cause::PermissionDenied,
-                format!("permission denied in {} iterations in a row", c.permission_denials),
-            ))
-        } else if reached(c.failures, t.failures) {
-            Some((Cause::Failures, format!("the agent failed {} runs in a row", c.failures)))
-        } else if stagnant && reached(c.no_progress, t.no_progress) && c.no_handoff >= c.no_progress
-        {
-            Some((
-                Cause::NoHandoff,
-                format!(
-                    "no progress and no valid handoff in {} iterations in a row",
-                    c.no_progress
-                ),
-            ))
-        } else if stagnant && reached(c.no_progress, t.no_progress) {
-            Some((
-                Cause::NoProgress,
-                format!("no progress in {} iterations in a row", c.no_progress),
-            ))
-        } else if reached(c.same_error, t.same_error) {
-            Some((
-                Cause::SameError,
-                format!("the same error in {} iterations in a row", c.same_error),
-            ))
-        } else {
-            None
-        };
-        let iteration = Some(signals.iteration);
-        if let Some((cause, reason)) = trip {
-            let reason = self.naming_the_error(cause, reason);
-            self.cause = Some(cause);
-            self.opened_at = Some(now);
-            self.total_opens += 1;
-            return Some(self.go(State::Open, reason, now, iteration));
-        }
-        match self.state {
-            State::HalfOpen if signals.progress => {
-                self.cause = None;
-                Some(self.go(State::Closed, "progress made: recovered".into(), now, iteration))
-            }
-            State::Closed if stagnant && reached(c.no_progress, t.half_open_after) => {
-                let reason = format!("no progress in {} iterations in a row", c.no_progress);
-                Some(self.go(State::HalfOpen, reason, now, iteration))
-            }
-            _ => None,
-        }
     }
 
     /// A streak of iterations that all failed with the same error is named
@@ -561,6 +532,32 @@ impl fmt::Display for Report {
             }
         }
         Ok(())
+    }
+}
+
+/// The rule the counters break, first match wins, and why in words. Each
+/// rule fires only on an iteration that itself counted towards it, so
+/// counters kept through a cooldown cannot re-open the breaker on an
+/// iteration that was fine (a question, say).
+fn trip(c: &Counters, t: &Thresholds, stagnant: bool) -> Option<(Cause, String)> {
+    if reached(c.permission_denials, t.permission_denials) {
+        Some((
+            Cause::PermissionDenied,
+            format!("permission denied in {} iterations in a row", c.permission_denials),
+        ))
+    } else if reached(c.failures, t.failures) {
+        Some((Cause::Failures, format!("the agent failed {} runs in a row", c.failures)))
+    } else if stagnant && reached(c.no_progress, t.no_progress) && c.no_handoff >= c.no_progress {
+        Some((
+            Cause::NoHandoff,
+            format!("no progress and no valid handoff in {} iterations in a row", c.no_progress),
+        ))
+    } else if stagnant && reached(c.no_progress, t.no_progress) {
+        Some((Cause::NoProgress, format!("no progress in {} iterations in a row", c.no_progress)))
+    } else if reached(c.same_error, t.same_error) {
+        Some((Cause::SameError, format!("the same error in {} iterations in a row", c.same_error)))
+    } else {
+        None
     }
 }
 

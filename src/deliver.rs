@@ -310,23 +310,12 @@ fn deliver_want(
         None => None,
     };
     let step = plan::step(want, known.as_ref());
-    let result = match step {
-        Step::Keep { .. } => {
-            done.kept += 1;
-            if let Some(k) = known {
-                rec.put(&job.branch, &key, k);
-            }
-            return Ok(());
+    let Some(result) = take_step(client, want, step, known.as_ref()) else {
+        done.kept += 1;
+        if let Some(k) = known {
+            rec.put(&job.branch, &key, k);
         }
-        Step::Create => create(client, want),
-        Step::Update { number, ready } => {
-            update(client, want, number, ready, known.as_ref().and_then(|k| k.node_id.clone()))
-                .map(|pr| (pr, false))
-        }
-        Step::Restack { number } => client
-            .ask(&Ask::Retarget { number, base: &want.base })
-            .and_then(|v| forge::read_pr(client.target.forge, &v))
-            .map(|pr| (pr, false)),
+        return Ok(());
     };
     match result {
         Ok((pr, adopted)) => {
@@ -335,23 +324,7 @@ fn deliver_want(
             } else {
                 done.updated += 1;
             }
-            let (verb, onto, now) = match (step, known) {
-                // Only its base is this delivery's: the rest stays as recorded.
-                (Step::Restack { .. }, Some(k)) => (
-                    "restacked",
-                    format!(" onto {}", want.base),
-                    Known {
-                        base: want.base.clone(),
-                        state: pr.state,
-                        draft: pr.draft,
-                        url: pr.url.clone(),
-                        checked_at: chrono::Utc::now(),
-                        ..k
-                    },
-                ),
-                (_, None) if !adopted => ("opened", String::new(), known_from(&pr, want)),
-                _ => ("updated", String::new(), known_from(&pr, want)),
-            };
+            let (verb, onto, now) = after_step(step, known, &pr, adopted, want);
             say(format!(
                 "{verb} {} #{} for {}{onto}: {}{}",
                 client.target.forge.noun(),
@@ -379,6 +352,58 @@ fn deliver_want(
         }
     }
     Ok(())
+}
+
+/// The forge asked to open, update or restack the pull request: the pull
+/// request it returns, and whether it was one already open for the branch
+/// (adopted rather than opened). `None` for one kept as it is: nothing to
+/// ask.
+fn take_step(
+    client: &client::Client,
+    want: &Want,
+    step: Step,
+    known: Option<&Known>,
+) -> Option<Result<(forge::Pr, bool), ForgeError>> {
+    Some(match step {
+        Step::Keep { .. } => return None,
+        Step::Create => create(client, want),
+        Step::Update { number, ready } => {
+            update(client, want, number, ready, known.and_then(|k| k.node_id.clone()))
+                .map(|pr| (pr, false))
+        }
+        Step::Restack { number } => client
+            .ask(&Ask::Retarget { number, base: &want.base })
+            .and_then(|v| forge::read_pr(client.target.forge, &v))
+            .map(|pr| (pr, false)),
+    })
+}
+
+/// What was done, in a word ("opened", "updated", "restacked"), the new
+/// base when that was all, and what the record keeps of the pull request.
+fn after_step(
+    step: Step,
+    known: Option<Known>,
+    pr: &forge::Pr,
+    adopted: bool,
+    want: &Want,
+) -> (&'static str, String, Known) {
+    match (step, known) {
+        // Only its base is this delivery's: the rest stays as recorded.
+        (Step::Restack { .. }, Some(k)) => (
+            "restacked",
+            format!(" onto {}", want.base),
+            Known {
+                base: want.base.clone(),
+                state: pr.state,
+                draft: pr.draft,
+                url: pr.url.clone(),
+                checked_at: chrono::Utc::now(),
+                ..k
+            },
+        ),
+        (_, None) if !adopted => ("opened", String::new(), known_from(pr, want)),
+        _ => ("updated", String::new(), known_from(pr, want)),
+    }
 }
 
 /// Step 1 of a delivery: the branches, with git's credentials. Whatever

@@ -442,30 +442,76 @@ impl Gate {
         cwd: &Path,
         log: Option<&Path>,
     ) -> Result<Verdict, NotRun> {
-        let Some((program, args)) = command.split_first() else {
+        let Some((program, _)) = command.split_first() else {
             return Err(NotRun {
                 message: "the gate command is empty".into(),
                 hint: "set gate.command".into(),
             });
         };
-        let cannot_confine = |e: std::io::Error| NotRun {
-            message: format!("the gate cannot run: cannot make its sandbox's temp dir: {e}"),
-            hint: "check that the temp dir (TMPDIR) is writable".into(),
-        };
-        let child = match &self.sandbox {
-            Some(s) => s.child(None, cwd, program, &[]).map_err(cannot_confine)?,
-            None => None,
-        };
-        let denials = || child.as_ref().map(|c| c.denials()).unwrap_or_default();
+        let child = self.confine(program, cwd)?;
         let log_file = log.and_then(|p| std::fs::File::create(p).ok());
         let log_written = log_file.is_some();
         let shared = log_file.map(|f| Log::capped(Some(f), self.redactor.clone(), self.log_cap));
+        let (finished, out, err) = self.supervise(command, cwd, child.as_ref(), &shared)?;
+        let stdout_tail = self.clean(out.tail.text());
+        let stderr_tail = self.clean(err.tail.text());
+        if let Some(sig) = self.fatal_signature(&stdout_tail, &stderr_tail) {
+            finish_log(&shared, &[]);
+            return Err(NotRun {
+                message: format!("the gate's output contains the fatal signature {sig:?}"),
+                hint: "the environment is broken (see gate.fatal_signatures): fix it and run ralph again".into(),
+            });
+        }
+        let found = Findings::of(out, err);
+        finish_log(&shared, &found.sandbox_denials);
+        let interrupted = finished.stopped == Some(crate::analyze::StopReason::Interrupted);
+        let log =
+            log.filter(|_| log_written).map(|p| p.strip_prefix(cwd).unwrap_or(p).to_path_buf());
+        Ok(Verdict {
+            sandbox_denials: found.sandbox_denials,
+            passed: finished.success(),
+            exit_code: finished.exit_code,
+            timed_out: finished.stopped.is_some() && !interrupted,
+            interrupted,
+            duration: finished.duration,
+            score: Score {
+                exit_code: finished.exit_code,
+                failed: found.failed,
+                passed_tests: found.passed,
+            },
+            stdout_tail,
+            stderr_tail,
+            failing: found.failing,
+            log,
+            counts: found.counts,
+        })
+    }
+
+    /// The sandbox the gate runs in, when children are confined.
+    fn confine(&self, program: &str, cwd: &Path) -> Result<Option<crate::sandbox::Child>, NotRun> {
+        let Some(sandbox) = &self.sandbox else { return Ok(None) };
+        sandbox.child(None, cwd, program, &[]).map_err(|e| NotRun {
+            message: format!("the gate cannot run: cannot make its sandbox's temp dir: {e}"),
+            hint: "check that the temp dir (TMPDIR) is writable".into(),
+        })
+    }
+
+    /// Runs the command to its end (or its timeout), stdout and stderr
+    /// each read by a [`GateSink`] that shares `log`.
+    fn supervise(
+        &self,
+        command: &[String],
+        cwd: &Path,
+        child: Option<&crate::sandbox::Child>,
+        log: &Option<SharedLog>,
+    ) -> Result<(supervise::Finished, GateSink, GateSink), NotRun> {
+        let (program, args) = command.split_first().expect("the caller checked it is not empty");
         let sink = || GateSink {
             tail: Tail::new(self.tail_bytes),
             splitter: LineSplitter::default(),
             summaries: Summaries::default(),
-            log: shared.clone(),
-            denials: denials(),
+            log: log.clone(),
+            denials: child.map(|c| c.denials()).unwrap_or_default(),
         };
         let spec = Spec {
             program,
@@ -481,48 +527,62 @@ impl Gate {
                 deadline: None,
                 interruptible: true,
             },
-            sandbox: child.as_ref(),
+            sandbox: child,
         };
-        let (finished, out, err) = supervise::run(&spec, sink(), sink(), &mut || {})
-            .map_err(|e| NotRun {
-                message: format!("the gate cannot run: {e}"),
-                hint: format!(
-                    "check gate.command ({}) — ralph stops here because no agent can fix a gate that does not start",
-                    display(command)
-                ),
-            })?;
-        let end_log = |lines: &[String]| {
-            if let Some(log) = &shared {
-                let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
-                for line in lines {
-                    log.write(format!("[ralph] {line}\n").as_bytes());
-                }
-                log.finish();
-            }
-        };
-        let clean = |t: String| match &self.redactor {
-            Some(r) => r.text(&t).into_owned(),
-            None => t,
-        };
-        let stdout_tail = clean(out.tail.text());
-        let stderr_tail = clean(err.tail.text());
-        if let Some(sig) = self.fatal_signature(&stdout_tail, &stderr_tail) {
-            end_log(&[]);
-            return Err(NotRun {
-                message: format!("the gate's output contains the fatal signature {sig:?}"),
-                hint: "the environment is broken (see gate.fatal_signatures): fix it and run ralph again".into(),
-            });
+        supervise::run(&spec, sink(), sink(), &mut || {}).map_err(|e| NotRun {
+            message: format!("the gate cannot run: {e}"),
+            hint: format!(
+                "check gate.command ({}) — ralph stops here because no agent can fix a gate that does not start",
+                display(command)
+            ),
+        })
+    }
+
+    /// Output as it may be kept: with secrets redacted.
+    fn clean(&self, text: String) -> String {
+        match &self.redactor {
+            Some(r) => r.text(&text).into_owned(),
+            None => text,
         }
-        let interrupted = finished.stopped == Some(crate::analyze::StopReason::Interrupted);
-        let timed_out = finished.stopped.is_some() && !interrupted;
-        let failed = match (out.summaries.failed, err.summaries.failed) {
-            (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
-        };
-        let passed_tests = match (out.summaries.passed, err.summaries.passed) {
-            (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
-        };
+    }
+
+    fn fatal_signature(&self, out: &str, err: &str) -> Option<String> {
+        let (out, err) = (out.to_lowercase(), err.to_lowercase());
+        self.fatal_signatures
+            .iter()
+            .find(|s| {
+                let s = s.to_lowercase();
+                !s.is_empty() && (out.contains(&s) || err.contains(&s))
+            })
+            .cloned()
+    }
+}
+
+/// The gate's log ended: ralph's own lines (the sandbox's denials) after
+/// the gate's output.
+fn finish_log(log: &Option<SharedLog>, lines: &[String]) {
+    if let Some(log) = log {
+        let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
+        for line in lines {
+            log.write(format!("[ralph] {line}\n").as_bytes());
+        }
+        log.finish();
+    }
+}
+
+/// What the gate's stdout and stderr said, taken together: the test
+/// runners' counts added up, the failing tests they named (stdout's first)
+/// and what the sandbox denied.
+struct Findings {
+    failed: Option<u32>,
+    passed: Option<u32>,
+    counts: Option<TestCounts>,
+    failing: Vec<String>,
+    sandbox_denials: Vec<String>,
+}
+
+impl Findings {
+    fn of(out: GateSink, err: GateSink) -> Findings {
         let counts = match (out.summaries.counts(), err.summaries.counts()) {
             (None, None) => None,
             (a, b) => {
@@ -547,34 +607,21 @@ impl Gate {
                 sandbox_denials.push(d);
             }
         }
-        end_log(&sandbox_denials);
-        let log =
-            log.filter(|_| log_written).map(|p| p.strip_prefix(cwd).unwrap_or(p).to_path_buf());
-        Ok(Verdict {
-            sandbox_denials,
-            passed: finished.success(),
-            exit_code: finished.exit_code,
-            timed_out,
-            interrupted,
-            duration: finished.duration,
-            score: Score { exit_code: finished.exit_code, failed, passed_tests },
-            stdout_tail,
-            stderr_tail,
-            failing,
-            log,
+        Findings {
+            failed: sum(out.summaries.failed, err.summaries.failed),
+            passed: sum(out.summaries.passed, err.summaries.passed),
             counts,
-        })
+            failing,
+            sandbox_denials,
+        }
     }
+}
 
-    fn fatal_signature(&self, out: &str, err: &str) -> Option<String> {
-        let (out, err) = (out.to_lowercase(), err.to_lowercase());
-        self.fatal_signatures
-            .iter()
-            .find(|s| {
-                let s = s.to_lowercase();
-                !s.is_empty() && (out.contains(&s) || err.contains(&s))
-            })
-            .cloned()
+/// Two counts added, `None` when neither stream had one.
+fn sum(a: Option<u32>, b: Option<u32>) -> Option<u32> {
+    match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
     }
 }
 

@@ -132,33 +132,13 @@ pub(crate) fn paint(on: bool, code: &str, text: &str) -> String {
 
 /// The human text of an event, or `None` for events a person need not see.
 ///
-/// Long by design: one arm per kind of event, each arm that event's whole
-/// rendering, so a new event is one arm here (the longer ones have their
-/// own function: the end of a run in `end.rs`, an iteration's end below).
+/// One arm per kind of event, so a new event is one arm here; an arm longer
+/// than a few lines is a function of its own (the end of a run in `end.rs`,
+/// the others below).
 pub fn describe(event: &Event, style: Style) -> Option<String> {
     let c = style.color;
     Some(match event {
-        Event::RunStart {
-            run_id,
-            project,
-            branch,
-            agent,
-            max_iterations,
-            stories,
-            passing,
-            resumed_from,
-            ..
-        } => {
-            let resumed = resumed_from
-                .map(|i| format!(" · resuming after iteration {i}"))
-                .unwrap_or_default();
-            format!(
-                "ralph run {run_id} · {} on {} · agent {agent} · {passing}/{stories} stories pass · up to {max_iterations} iteration{}{resumed}",
-                project.as_deref().unwrap_or("project"),
-                branch.as_deref().unwrap_or("the current branch"),
-                plural(*max_iterations as usize),
-            )
-        }
+        e @ Event::RunStart { .. } => run_start(e)?,
         Event::Notice { level: Level::Warn, message } => {
             paint(c, "33", &format!("warning: {message}"))
         }
@@ -180,14 +160,7 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
             if !style.agent_output {
                 return None;
             }
-            let mut out = String::new();
-            for (i, line) in text.lines().enumerate() {
-                if i > 0 {
-                    out.push('\n');
-                }
-                out.push_str(&paint(c, "2", &format!("  │ {line}")));
-            }
-            return Some(out);
+            agent_output(text, c)
         }
         e @ Event::IterationEnd { .. } => iteration_end(e, c)?,
         Event::SandboxDenied { iteration, who, denials } => {
@@ -198,16 +171,7 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
             };
             paint(c, "33", &format!("iteration {iteration}: {who}: {}", denials.join(", ")))
         }
-        Event::Gate { story_id, passed, exit_code, duration_ms, summary, .. } => {
-            let verdict = if *passed { "passed" } else { "failed" };
-            let code = exit_code.map(|c| format!(" (exit {c})")).unwrap_or_default();
-            let mut s =
-                format!("gate {verdict} for {story_id}{code} in {}", duration(*duration_ms));
-            if !summary.is_empty() {
-                s.push_str(&format!(": {summary}"));
-            }
-            paint(c, if *passed { "32" } else { "31" }, &s)
-        }
+        e @ Event::Gate { .. } => gate(e, c)?,
         Event::Circuit { from, to, reason } => {
             paint(c, "33", &format!("circuit {from} → {to}: {reason}"))
         }
@@ -217,15 +181,7 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
             until.with_timezone(&Local).format("%H:%M:%S")
         ),
         Event::WaitTick { .. } => return None,
-        Event::BudgetWarning { budget, used, limit } => {
-            use crate::event::BudgetKind as B;
-            let (what, used, limit) = match budget {
-                B::Cost => ("cost", format!("${used:.2}"), format!("${limit:.2}")),
-                B::Tokens => ("token", format!("{used:.0}"), format!("{limit:.0}")),
-                B::Duration => ("time", countdown(*used as u64), countdown(*limit as u64)),
-            };
-            paint(c, "33", &format!("warning: the {what} budget is 80% spent ({used} of {limit})"))
-        }
+        Event::BudgetWarning { budget, used, limit } => budget_warning(*budget, *used, *limit, c),
         Event::WorkerStart { worker, story_id, story_title, branch, attempt, .. } => {
             if style.quiet {
                 return None;
@@ -251,26 +207,96 @@ pub fn describe(event: &Event, style: Style) -> Option<String> {
             }
             format!("[w{worker} {story_id}] {outcome}: {message}")
         }
-        Event::Merge { story_id, result, commit, duration_ms, message, .. } => {
-            use crate::event::MergeResult as M;
-            match result {
-                M::Merged => paint(
-                    c,
-                    "32",
-                    &format!(
-                        "merged {story_id} as {} in {}{}",
-                        commit.as_deref().map(|c| &c[..c.len().min(7)]).unwrap_or("?"),
-                        duration(*duration_ms),
-                        if message.is_empty() { String::new() } else { format!(" · {message}") }
-                    ),
-                ),
-                M::Conflict | M::GateFailed | M::Resolving | M::ResolveFailed => {
-                    paint(c, "33", &format!("{story_id}: {message}"))
-                }
-                M::Blocked => paint(c, "31", &format!("{story_id}: {message}")),
-            }
-        }
+        e @ Event::Merge { .. } => merge(e, c)?,
         e @ Event::RunEnd { .. } => end::run_end(e, c)?,
+    })
+}
+
+/// "ralph run 20260101-… · shop on ralph/checkout · agent claude · 1/3 stories pass · up to 10
+/// iterations".
+fn run_start(e: &Event) -> Option<String> {
+    let Event::RunStart {
+        run_id,
+        project,
+        branch,
+        agent,
+        max_iterations,
+        stories,
+        passing,
+        resumed_from,
+        ..
+    } = e
+    else {
+        return None;
+    };
+    let resumed =
+        resumed_from.map(|i| format!(" · resuming after iteration {i}")).unwrap_or_default();
+    Some(format!(
+        "ralph run {run_id} · {} on {} · agent {agent} · {passing}/{stories} stories pass · up to {max_iterations} iteration{}{resumed}",
+        project.as_deref().unwrap_or("project"),
+        branch.as_deref().unwrap_or("the current branch"),
+        plural(*max_iterations as usize),
+    ))
+}
+
+/// The agent's lines, dimmed, each behind a bar that sets them apart.
+fn agent_output(text: &str, c: bool) -> String {
+    let mut out = String::new();
+    for (i, line) in text.lines().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&paint(c, "2", &format!("  │ {line}")));
+    }
+    out
+}
+
+/// "gate failed for US-002 (exit 1) in 12s: 3 failed, 40 passed".
+fn gate(e: &Event, c: bool) -> Option<String> {
+    let Event::Gate { story_id, passed, exit_code, duration_ms, summary, .. } = e else {
+        return None;
+    };
+    let verdict = if *passed { "passed" } else { "failed" };
+    let code = exit_code.map(|c| format!(" (exit {c})")).unwrap_or_default();
+    let mut s = format!("gate {verdict} for {story_id}{code} in {}", duration(*duration_ms));
+    if !summary.is_empty() {
+        s.push_str(&format!(": {summary}"));
+    }
+    Some(paint(c, if *passed { "32" } else { "31" }, &s))
+}
+
+/// "warning: the cost budget is 80% spent ($8.00 of $10.00)".
+fn budget_warning(budget: crate::event::BudgetKind, used: f64, limit: f64, c: bool) -> String {
+    use crate::event::BudgetKind as B;
+    let (what, used, limit) = match budget {
+        B::Cost => ("cost", format!("${used:.2}"), format!("${limit:.2}")),
+        B::Tokens => ("token", format!("{used:.0}"), format!("{limit:.0}")),
+        B::Duration => ("time", countdown(used as u64), countdown(limit as u64)),
+    };
+    paint(c, "33", &format!("warning: the {what} budget is 80% spent ({used} of {limit})"))
+}
+
+/// "merged US-002 as 1a2b3c4 in 3s", or why it was not.
+fn merge(e: &Event, c: bool) -> Option<String> {
+    use crate::event::MergeResult as M;
+    let Event::Merge { story_id, result, commit, duration_ms, message, .. } = e else {
+        return None;
+    };
+    Some(match result {
+        M::Merged => paint(
+            c,
+            "32",
+            &format!(
+                "merged {story_id} as {} in {}{}",
+                commit.as_deref().map(|c| &c[..c.len().min(7)]).unwrap_or("?"),
+                duration(*duration_ms),
+                if message.is_empty() { String::new() } else { format!(" · {message}") }
+            ),
+        ),
+        M::Conflict | M::GateFailed | M::Resolving | M::ResolveFailed => {
+            paint(c, "33", &format!("{story_id}: {message}"))
+        }
+        M::Blocked => paint(c, "31", &format!("{story_id}: {message}")),
     })
 }
 

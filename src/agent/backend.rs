@@ -163,6 +163,28 @@ pub struct Invocation {
     pub format: Format,
 }
 
+/// What of ralph's own environment changes an agent's command: variables
+/// ralph sets for the agent unless the person already did. Read once by
+/// the caller ([`InheritedEnv::current`]), so that
+/// [`Backend::invocation_in`] is a function of its arguments.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InheritedEnv {
+    /// `GEMINI_CLI_NO_RELAUNCH` is set: whether gemini relaunches is the person's call.
+    pub gemini_no_relaunch: bool,
+    /// `CLAUDE_CODE_MAX_RETRIES` is set: how often claude retries is the person's call.
+    pub claude_max_retries: bool,
+}
+
+impl InheritedEnv {
+    /// ralph's environment as it is now.
+    pub fn current() -> InheritedEnv {
+        InheritedEnv {
+            gemini_no_relaunch: std::env::var_os("GEMINI_CLI_NO_RELAUNCH").is_some(),
+            claude_max_retries: std::env::var_os("CLAUDE_CODE_MAX_RETRIES").is_some(),
+        }
+    }
+}
+
 /// Why the configured agents cannot be made from the settings: a person
 /// fixes the configuration (exit 2).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -300,11 +322,13 @@ impl Backend {
     }
 
     /// The exact command for one iteration. `prompt_file` is where the
-    /// prompt is written for the file channel.
-    pub fn invocation(
+    /// prompt is written for the file channel; `env` is what of ralph's
+    /// own environment the command depends on, read by the caller. Pure.
+    pub fn invocation_in(
         &self,
         prompt: &str,
         prompt_file: &Path,
+        env: InheritedEnv,
     ) -> Result<Invocation, InvocationError> {
         let channel = self.channel();
         if channel == PromptChannel::Argv && prompt.len() > MAX_ARGV_PROMPT {
@@ -314,144 +338,178 @@ impl Backend {
                 tool: self.tool,
             });
         }
-        let model = self.model.as_deref().filter(|m| !m.is_empty());
         let mut args: Vec<String> = self.command.iter().skip(1).cloned().collect();
         match self.tool {
-            Tool::Claude => {
-                // stream-json, not json: a json run prints nothing until it
-                // ends, which defeats the idle timeout, and only the stream
-                // carries the structured `rate_limit_event`. `-p` with
-                // stream-json requires `--verbose`.
-                push(&mut args, &["-p", "--output-format", "stream-json", "--verbose"]);
-                if self.safe {
-                    push(&mut args, &["--permission-mode", "acceptEdits"]);
-                    let allowed = self.safe_tools();
-                    if !allowed.is_empty() {
-                        push(&mut args, &["--allowedTools"]);
-                        args.extend(allowed);
-                    }
-                } else {
-                    push(&mut args, &["--dangerously-skip-permissions"]);
-                }
-                if let Some(m) = model {
-                    args.extend(["--model".into(), m.into()]);
-                }
-            }
-            Tool::Amp => {
-                if !self.safe {
-                    push(&mut args, &["--dangerously-allow-all"]);
-                }
-                push(&mut args, &["--stream-json"]);
-                if let Some(m) = model {
-                    args.extend(["--model".into(), m.into()]);
-                }
-                // Execute mode last, with the message on stdin: a flag right
-                // after `-x` would be taken for the message.
-                push(&mut args, &["-x"]);
-            }
-            Tool::Codex => {
-                push(&mut args, &["exec", "--json", "--skip-git-repo-check"]);
-                if self.safe {
-                    push(&mut args, &["--sandbox", "workspace-write"]);
-                } else {
-                    push(&mut args, &["--dangerously-bypass-approvals-and-sandbox"]);
-                }
-                if let Some(m) = model {
-                    args.extend(["--model".into(), m.into()]);
-                }
-            }
-            Tool::Gemini => {
-                push(&mut args, &["--output-format", "stream-json", "--skip-trust"]);
-                if self.safe {
-                    // Headless `auto_edit` alone takes the shell tool away
-                    // (no tests, no commit); an allow-list of command
-                    // prefixes gives it back for those commands only, and
-                    // headless gemini denies every other one.
-                    push(&mut args, &["--approval-mode=auto_edit"]);
-                    let allowed: Vec<String> = shell_prefixes(&self.safe_tools())
-                        .iter()
-                        .map(|p| format!("run_shell_command({p})"))
-                        .collect();
-                    if !allowed.is_empty() {
-                        args.push(format!("--allowed-tools={}", allowed.join(",")));
-                    }
-                } else {
-                    push(&mut args, &["--approval-mode=yolo"]);
-                }
-                if let Some(m) = model {
-                    args.extend(["--model".into(), m.into()]);
-                }
-            }
-            Tool::Opencode => {
-                // Its log on stderr is the one place it says what it is
-                // retrying: on stdout it is silent until it gives up.
-                push(
-                    &mut args,
-                    &["run", "--format", "json", "--print-logs", "--log-level", "WARN"],
-                );
-                if !self.safe {
-                    push(&mut args, &["--auto"]);
-                }
-                if let Some(m) = model {
-                    args.extend(["--model".into(), m.into()]);
-                }
-            }
-            Tool::Cursor => {
-                push(&mut args, &["-p", "--output-format", "stream-json"]);
-                if !self.safe {
-                    push(&mut args, &["--force"]);
-                }
-                if let Some(m) = model {
-                    args.extend(["--model".into(), m.into()]);
-                }
-            }
-            Tool::Aider => {
-                // aider has no safer headless mode than `--yes-always` (it
-                // cannot run without answering), and that never runs a
-                // shell command the model suggests. Safe mode also keeps
-                // the model from suggesting them and aider from fetching
-                // the URLs it finds in the prompt or the reply.
-                push(&mut args, &["--yes-always"]);
-                if self.safe {
-                    push(&mut args, &["--no-suggest-shell-commands", "--no-detect-urls"]);
-                }
-                // `--no-gitignore`: aider would otherwise add `.aider*` to
-                // the project's .gitignore; ralph keeps its files out of
-                // git through .git/info/exclude instead.
-                push(
-                    &mut args,
-                    &["--no-stream", "--no-pretty", "--no-check-update", "--no-gitignore"],
-                );
-                push(
-                    &mut args,
-                    &["--no-show-release-notes", "--no-analytics", "--no-auto-commits"],
-                );
-                if let Some(m) = model {
-                    args.extend(["--model".into(), m.into()]);
-                }
-            }
-            Tool::Custom => {
-                let file = prompt_file.display().to_string();
-                for a in &mut args {
-                    if a.contains(PROMPT_FILE_PLACEHOLDER) {
-                        *a = a.replace(PROMPT_FILE_PLACEHOLDER, &file);
-                    }
-                    if a.contains(PROMPT_PLACEHOLDER) {
-                        *a = a.replace(PROMPT_PLACEHOLDER, prompt);
-                    }
-                }
-            }
+            Tool::Custom => fill_placeholders(&mut args, prompt, prompt_file),
+            _ => args.extend(self.tool_flags()),
         }
         args.extend(self.extra_args.iter().cloned());
+        args.extend(self.prompt_args(prompt, prompt_file));
+        Ok(Invocation {
+            program: self.program().to_string(),
+            args,
+            stdin: (channel == PromptChannel::Stdin).then(|| prompt.as_bytes().to_vec()),
+            env_remove: SCRUBBED_ENV.iter().map(|s| s.to_string()).collect(),
+            env_set: self.env_set(env),
+            format: self.format,
+        })
+    }
+
+    /// [`Backend::invocation_in`] with ralph's environment as it is now.
+    /// The iteration's way in until it reads [`InheritedEnv::current`]
+    /// itself (`driver/iteration.rs`).
+    pub fn invocation(
+        &self,
+        prompt: &str,
+        prompt_file: &Path,
+    ) -> Result<Invocation, InvocationError> {
+        self.invocation_in(prompt, prompt_file, InheritedEnv::current())
+    }
+
+    /// The flags ralph gives a named tool before the user's `agent.args`:
+    /// headless, structured output, the permission mode, the model. One
+    /// row per tool; a custom command gets none.
+    fn tool_flags(&self) -> Vec<String> {
         match self.tool {
-            Tool::Opencode | Tool::Cursor => args.push(prompt.to_string()),
-            Tool::Aider => {
-                args.extend(["--message-file".into(), prompt_file.display().to_string()])
-            }
-            _ => {}
+            Tool::Claude => self.claude_flags(),
+            Tool::Amp => self.amp_flags(),
+            Tool::Codex => self.codex_flags(),
+            Tool::Gemini => self.gemini_flags(),
+            Tool::Opencode => self.opencode_flags(),
+            Tool::Cursor => self.cursor_flags(),
+            Tool::Aider => self.aider_flags(),
+            Tool::Custom => Vec::new(),
         }
+    }
+
+    fn claude_flags(&self) -> Vec<String> {
+        // stream-json, not json: a json run prints nothing until it ends,
+        // which defeats the idle timeout, and only the stream carries the
+        // structured `rate_limit_event`. `-p` with stream-json requires
+        // `--verbose`.
+        let mut args = strings(&["-p", "--output-format", "stream-json", "--verbose"]);
+        if self.safe {
+            push(&mut args, &["--permission-mode", "acceptEdits"]);
+            let allowed = self.safe_tools();
+            if !allowed.is_empty() {
+                push(&mut args, &["--allowedTools"]);
+                args.extend(allowed);
+            }
+        } else {
+            push(&mut args, &["--dangerously-skip-permissions"]);
+        }
+        args.extend(self.model_flag());
+        args
+    }
+
+    fn amp_flags(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if !self.safe {
+            push(&mut args, &["--dangerously-allow-all"]);
+        }
+        push(&mut args, &["--stream-json"]);
+        args.extend(self.model_flag());
+        // Execute mode last, with the message on stdin: a flag right after
+        // `-x` would be taken for the message.
+        push(&mut args, &["-x"]);
+        args
+    }
+
+    fn codex_flags(&self) -> Vec<String> {
+        let mut args = strings(&["exec", "--json", "--skip-git-repo-check"]);
+        if self.safe {
+            push(&mut args, &["--sandbox", "workspace-write"]);
+        } else {
+            push(&mut args, &["--dangerously-bypass-approvals-and-sandbox"]);
+        }
+        args.extend(self.model_flag());
+        args
+    }
+
+    fn gemini_flags(&self) -> Vec<String> {
+        let mut args = strings(&["--output-format", "stream-json", "--skip-trust"]);
+        if self.safe {
+            // Headless `auto_edit` alone takes the shell tool away (no
+            // tests, no commit); an allow-list of command prefixes gives it
+            // back for those commands only, and headless gemini denies
+            // every other one.
+            push(&mut args, &["--approval-mode=auto_edit"]);
+            let allowed: Vec<String> = shell_prefixes(&self.safe_tools())
+                .iter()
+                .map(|p| format!("run_shell_command({p})"))
+                .collect();
+            if !allowed.is_empty() {
+                args.push(format!("--allowed-tools={}", allowed.join(",")));
+            }
+        } else {
+            push(&mut args, &["--approval-mode=yolo"]);
+        }
+        args.extend(self.model_flag());
+        args
+    }
+
+    fn opencode_flags(&self) -> Vec<String> {
+        // Its log on stderr is the one place it says what it is retrying:
+        // on stdout it is silent until it gives up.
+        let mut args = strings(&["run", "--format", "json", "--print-logs", "--log-level", "WARN"]);
+        if !self.safe {
+            push(&mut args, &["--auto"]);
+        }
+        args.extend(self.model_flag());
+        args
+    }
+
+    fn cursor_flags(&self) -> Vec<String> {
+        let mut args = strings(&["-p", "--output-format", "stream-json"]);
+        if !self.safe {
+            push(&mut args, &["--force"]);
+        }
+        args.extend(self.model_flag());
+        args
+    }
+
+    fn aider_flags(&self) -> Vec<String> {
+        // aider has no safer headless mode than `--yes-always` (it cannot
+        // run without answering), and that never runs a shell command the
+        // model suggests. Safe mode also keeps the model from suggesting
+        // them and aider from fetching the URLs it finds in the prompt or
+        // the reply.
+        let mut args = strings(&["--yes-always"]);
+        if self.safe {
+            push(&mut args, &["--no-suggest-shell-commands", "--no-detect-urls"]);
+        }
+        // `--no-gitignore`: aider would otherwise add `.aider*` to the
+        // project's .gitignore; ralph keeps its files out of git through
+        // .git/info/exclude instead.
+        push(&mut args, &["--no-stream", "--no-pretty", "--no-check-update", "--no-gitignore"]);
+        push(&mut args, &["--no-show-release-notes", "--no-analytics", "--no-auto-commits"]);
+        args.extend(self.model_flag());
+        args
+    }
+
+    /// `--model <model>`, when one is set.
+    fn model_flag(&self) -> Vec<String> {
+        match self.model.as_deref().filter(|m| !m.is_empty()) {
+            Some(m) => vec!["--model".into(), m.into()],
+            None => Vec::new(),
+        }
+    }
+
+    /// The prompt's place at the end of the command line, for the tools
+    /// that take it there (as the text, or as the file it is in).
+    fn prompt_args(&self, prompt: &str, prompt_file: &Path) -> Vec<String> {
+        match self.tool {
+            Tool::Opencode | Tool::Cursor => vec![prompt.to_string()],
+            Tool::Aider => vec!["--message-file".into(), prompt_file.display().to_string()],
+            _ => Vec::new(),
+        }
+    }
+
+    /// What ralph sets in the agent's environment: its defaults for the
+    /// CLI (unless the person set them), then the command's own `NAME=value`.
+    fn env_set(&self, env: InheritedEnv) -> Vec<(String, String)> {
         let mut env_set = Vec::new();
-        if self.tool == Tool::Gemini && std::env::var_os("GEMINI_CLI_NO_RELAUNCH").is_none() {
+        if self.tool == Tool::Gemini && !env.gemini_no_relaunch {
             // gemini's launcher ignores SIGTERM and relaunches node as its
             // child; without the relaunch ralph's stop reaches gemini itself.
             env_set.push(("GEMINI_CLI_NO_RELAUNCH".to_string(), "true".to_string()));
@@ -461,21 +519,14 @@ impl Backend {
             // for the allowed command prefixes (the last matching rule wins).
             env_set.push(("OPENCODE_PERMISSION".to_string(), self.opencode_permission()));
         }
-        if self.tool == Tool::Claude && std::env::var_os("CLAUDE_CODE_MAX_RETRIES").is_none() {
+        if self.tool == Tool::Claude && !env.claude_max_retries {
             // claude retries API errors for about three minutes by default,
             // a 401 included, before it gives up; ralph backs off and
             // classifies itself, so a short inner retry is enough.
             env_set.push(("CLAUDE_CODE_MAX_RETRIES".to_string(), CLAUDE_RETRIES.to_string()));
         }
         env_set.extend(self.env.iter().cloned());
-        Ok(Invocation {
-            program: self.program().to_string(),
-            args,
-            stdin: (channel == PromptChannel::Stdin).then(|| prompt.as_bytes().to_vec()),
-            env_remove: SCRUBBED_ENV.iter().map(|s| s.to_string()).collect(),
-            env_set,
-            format: self.format,
-        })
+        env_set
     }
 
     /// Problems that would make every iteration fail, found before the
@@ -517,6 +568,23 @@ impl Backend {
 
 fn push(args: &mut Vec<String>, items: &[&str]) {
     args.extend(items.iter().map(|s| s.to_string()));
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+/// A custom command's `{prompt_file}` and `{prompt}` filled in.
+fn fill_placeholders(args: &mut [String], prompt: &str, prompt_file: &Path) {
+    let file = prompt_file.display().to_string();
+    for a in args {
+        if a.contains(PROMPT_FILE_PLACEHOLDER) {
+            *a = a.replace(PROMPT_FILE_PLACEHOLDER, &file);
+        }
+        if a.contains(PROMPT_PLACEHOLDER) {
+            *a = a.replace(PROMPT_PLACEHOLDER, prompt);
+        }
+    }
 }
 
 /// Programs a gate may start that would let any command through a prefix

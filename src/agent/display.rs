@@ -29,92 +29,110 @@ pub fn render(format: Format, line: &[u8]) -> Option<String> {
     Some(text)
 }
 
+/// One JSON event as a line, by the shapes of the CLI that wrote it.
 fn render_event(format: Format, v: &Value) -> Option<String> {
-    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
     match format {
-        Format::Codex => {
-            let item = v.get("item");
-            match v.get("type")?.as_str()? {
-                "item.completed" => match item?.get("type")?.as_str()? {
-                    "agent_message" => s(item?, "text"),
-                    "command_execution" => s(item?, "command").map(|c| format!("$ {c}")),
-                    "file_change" => Some("⏺ file change".into()),
-                    _ => None,
-                },
-                "turn.failed" => v
-                    .pointer("/error/message")
-                    .and_then(Value::as_str)
-                    .map(|m| format!("error: {m}")),
-                "error" => s(v, "message").map(|m| format!("error: {m}")),
-                _ => None,
-            }
-        }
-        Format::Gemini => match v.get("type")?.as_str()? {
-            "message" if v.get("role").and_then(Value::as_str) != Some("user") => s(v, "content"),
-            "tool_use" => s(v, "tool_name").map(|t| format!("⏺ {t}")),
-            "result" => Some(format!("result: {}", s(v, "status").unwrap_or_default())),
-            "error" => s(v, "message").map(|m| format!("error: {m}")),
-            _ => None,
-        },
-        Format::Opencode => {
-            let part = v.get("part");
-            match v.get("type")?.as_str()? {
-                "text" => s(part?, "text"),
-                "tool_use" => s(part?, "tool").map(|t| format!("⏺ {t}")),
-                "error" => v
-                    .pointer("/error/data/message")
-                    .and_then(Value::as_str)
-                    .map(|m| format!("error: {m}")),
-                _ => None,
-            }
-        }
+        Format::Codex => codex_event(v),
+        Format::Gemini => gemini_event(v),
+        Format::Opencode => opencode_event(v),
         // Claude, Amp and Cursor share the Claude event shapes.
-        _ => match v.get("type")?.as_str()? {
-            "assistant" => {
-                let content = v.pointer("/message/content")?.as_array()?;
-                let parts: Vec<String> = content
-                    .iter()
-                    .filter_map(|block| match block.get("type")?.as_str()? {
-                        "text" => s(block, "text"),
-                        "tool_use" => {
-                            let name = s(block, "name").unwrap_or_default();
-                            let input = block.get("input");
-                            let detail = input
-                                .and_then(|i| {
-                                    ["command", "file_path", "path", "pattern", "description"]
-                                        .iter()
-                                        .find_map(|k| i.get(*k).and_then(Value::as_str))
-                                })
-                                .map(|d| format!(": {}", d.lines().next().unwrap_or("")))
-                                .unwrap_or_default();
-                            Some(format!("⏺ {name}{detail}"))
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                (!parts.is_empty()).then(|| parts.join("\n"))
-            }
-            "result" => {
-                let mut out =
-                    format!("result: {}", s(v, "subtype").unwrap_or_else(|| "done".into()));
-                if v.get("is_error").and_then(Value::as_bool) == Some(true) {
-                    out.push_str(" (error)");
-                }
-                if let Some(cost) = v.get("total_cost_usd").and_then(Value::as_f64) {
-                    out.push_str(&format!(", ${cost:.4}"));
-                }
-                Some(out)
-            }
-            "rate_limit_event" => {
-                let info = v.get("rate_limit_info")?;
-                let status = s(info, "status")?;
-                (status != "allowed").then(|| format!("rate limit: {status}"))
-            }
-            "system" if v.get("subtype").and_then(Value::as_str) == Some("init") => {
-                Some(format!("session {}", s(v, "session_id").unwrap_or_default()))
-            }
+        _ => claude_event(v),
+    }
+}
+
+/// The string at `v[k]`.
+fn text_at(v: &Value, k: &str) -> Option<String> {
+    v.get(k).and_then(Value::as_str).map(str::to_string)
+}
+
+fn codex_event(v: &Value) -> Option<String> {
+    let item = v.get("item");
+    match v.get("type")?.as_str()? {
+        "item.completed" => match item?.get("type")?.as_str()? {
+            "agent_message" => text_at(item?, "text"),
+            "command_execution" => text_at(item?, "command").map(|c| format!("$ {c}")),
+            "file_change" => Some("⏺ file change".into()),
             _ => None,
         },
+        "turn.failed" => {
+            v.pointer("/error/message").and_then(Value::as_str).map(|m| format!("error: {m}"))
+        }
+        "error" => text_at(v, "message").map(|m| format!("error: {m}")),
+        _ => None,
+    }
+}
+
+fn gemini_event(v: &Value) -> Option<String> {
+    match v.get("type")?.as_str()? {
+        "message" if v.get("role").and_then(Value::as_str) != Some("user") => text_at(v, "content"),
+        "tool_use" => text_at(v, "tool_name").map(|t| format!("⏺ {t}")),
+        "result" => Some(format!("result: {}", text_at(v, "status").unwrap_or_default())),
+        "error" => text_at(v, "message").map(|m| format!("error: {m}")),
+        _ => None,
+    }
+}
+
+fn opencode_event(v: &Value) -> Option<String> {
+    let part = v.get("part");
+    match v.get("type")?.as_str()? {
+        "text" => text_at(part?, "text"),
+        "tool_use" => text_at(part?, "tool").map(|t| format!("⏺ {t}")),
+        "error" => {
+            v.pointer("/error/data/message").and_then(Value::as_str).map(|m| format!("error: {m}"))
+        }
+        _ => None,
+    }
+}
+
+fn claude_event(v: &Value) -> Option<String> {
+    match v.get("type")?.as_str()? {
+        "assistant" => {
+            let content = v.pointer("/message/content")?.as_array()?;
+            let parts: Vec<String> = content.iter().filter_map(claude_block).collect();
+            (!parts.is_empty()).then(|| parts.join("\n"))
+        }
+        "result" => {
+            let mut out =
+                format!("result: {}", text_at(v, "subtype").unwrap_or_else(|| "done".into()));
+            if v.get("is_error").and_then(Value::as_bool) == Some(true) {
+                out.push_str(" (error)");
+            }
+            if let Some(cost) = v.get("total_cost_usd").and_then(Value::as_f64) {
+                out.push_str(&format!(", ${cost:.4}"));
+            }
+            Some(out)
+        }
+        "rate_limit_event" => {
+            let info = v.get("rate_limit_info")?;
+            let status = text_at(info, "status")?;
+            (status != "allowed").then(|| format!("rate limit: {status}"))
+        }
+        "system" if v.get("subtype").and_then(Value::as_str) == Some("init") => {
+            Some(format!("session {}", text_at(v, "session_id").unwrap_or_default()))
+        }
+        _ => None,
+    }
+}
+
+/// One block of an assistant message: its text, or a tool call with the
+/// first line of what it works on.
+fn claude_block(block: &Value) -> Option<String> {
+    match block.get("type")?.as_str()? {
+        "text" => text_at(block, "text"),
+        "tool_use" => {
+            let name = text_at(block, "name").unwrap_or_default();
+            let detail = block
+                .get("input")
+                .and_then(|i| {
+                    ["command", "file_path", "path", "pattern", "description"]
+                        .iter()
+                        .find_map(|k| i.get(*k).and_then(Value::as_str))
+                })
+                .map(|d| format!(": {}", d.lines().next().unwrap_or("")))
+                .unwrap_or_default();
+            Some(format!("⏺ {name}{detail}"))
+        }
+        _ => None,
     }
 }
 

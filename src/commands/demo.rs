@@ -192,6 +192,21 @@ pub(crate) fn agent(pace: f64) -> u8 {
         eprint(&format!("demo agent: cannot update the PRD: {e}\n"));
         return 1;
     }
+    leave_notes(&task, id, file);
+    match commit_all(&project, &format!("feat: {id} - {title}")) {
+        Ok(()) => say(&format!("Committed: feat: {id} - {title}")),
+        Err(e) => {
+            eprint(&format!("demo agent: commit failed: {e}\n"));
+            return 1;
+        }
+    }
+    let _ = print(&status_block(&task.prd));
+    0
+}
+
+/// What an agent leaves for the next iteration: an entry in progress.txt
+/// and its handoff. Best effort, as a real agent's would be.
+fn leave_notes(task: &Task, id: &str, file: &str) {
     let entry = format!(
         "\n## {} - {id}\n- Wrote {file}\n- Files changed: {file}, prd.json\n- **Learnings for future iterations:**\n  - Each greeting lives in its own text file; the check compares the exact content.\n---\n",
         chrono::Local::now().format("%Y-%m-%d %H:%M")
@@ -210,16 +225,14 @@ pub(crate) fn agent(pace: f64) -> u8 {
     });
     let _ =
         std::fs::write(&task.handoff, serde_json::to_string_pretty(&handoff).unwrap_or_default());
-    match commit_all(&project, &format!("feat: {id} - {title}")) {
-        Ok(()) => say(&format!("Committed: feat: {id} - {title}")),
-        Err(e) => {
-            eprint(&format!("demo agent: commit failed: {e}\n"));
-            return 1;
-        }
-    }
-    let all_pass = std::fs::read_to_string(&task.prd)
+}
+
+/// The RALPH_STATUS block the agent ends with, and `COMPLETE` once every
+/// story in `prd` passes.
+fn status_block(prd: &Path) -> String {
+    let all_pass = std::fs::read_to_string(prd)
         .ok()
-        .and_then(|t| crate::prd::Prd::parse(t.as_bytes(), &task.prd).ok())
+        .and_then(|t| crate::prd::Prd::parse(t.as_bytes(), prd).ok())
         .is_some_and(|p| p.all_pass());
     let mut block = format!(
         "---RALPH_STATUS---\nSTATUS: {}\nTASKS_COMPLETED_THIS_LOOP: 1\nFILES_MODIFIED: 3\nTESTS_STATUS: NOT_RUN\nWORK_TYPE: IMPLEMENTATION\nEXIT_SIGNAL: {all_pass}\nRECOMMENDATION: {}\n---END_RALPH_STATUS---\n",
@@ -229,8 +242,7 @@ pub(crate) fn agent(pace: f64) -> u8 {
     if all_pass {
         block.push_str(&format!("{}\n", crate::analyze::PROMISE_COMPLETE));
     }
-    let _ = print(&block);
-    0
+    block
 }
 
 /// Why the demo agent cannot mark its story.

@@ -2,6 +2,7 @@
 //! `ralph status --watch` and the live log of the current iteration beside
 //! it. Detaching leaves the loop running.
 
+use std::path::Path;
 use std::process::Command;
 
 use crate::cli::Global;
@@ -64,64 +65,24 @@ pub(crate) fn run(g: &Global) -> Result<u8, Error> {
         .map_err(|e| Error::Usage(format!("cannot use the project directory: {e}")))?;
     let exe = std::env::current_exe().map_err(|e| Error::io("find ralph's own executable", e))?;
     let exe = quote(&exe.display().to_string());
-    let project_text = project.display().to_string();
     // The panes start where ralph was started, so relative paths in the
     // loop's arguments (-C, --prd, --prompt) mean what they meant here.
     let cwd = std::env::current_dir().map_err(|e| Error::io("read the current directory", e))?;
-    // A tmux server that is already running gives new panes its own
-    // environment, not ours: hand ralph's settings over explicitly.
-    let env: String = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .filter(|(k, _)| {
-            (k.starts_with("RALPH_") || k == "NO_COLOR")
-                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        })
-        .map(|(k, v)| format!("{k}={} ", quote(&v)))
-        .collect();
+    let env = handed_over_env();
     let name = format!(
         "ralph-{}-{}",
         project.file_name().and_then(|n| n.to_str()).unwrap_or("project").replace(['.', ':'], "-"),
         std::process::id()
     );
-    let mut run_cmd = vec![exe.clone()];
-    run_cmd.extend(loop_args().iter().map(|a| quote(a)));
-    // When the loop ends the status and log panes go, the loop's final
-    // report stays on screen, and Enter ends the whole session: nothing is
-    // left behind in tmux.
-    let session = quote(&name);
-    let loop_pane = format!(
-        "{env}{}; tmux kill-pane -a -t \"$TMUX_PANE\" 2>/dev/null; echo; \
-         echo '[ralph finished: press Enter to end the tmux session {name}]'; read _; \
-         tmux kill-session -t {session} 2>/dev/null",
-        run_cmd.join(" ")
-    );
-    let mut status_cmd =
-        vec![exe.clone(), "status".into(), "--watch".into(), "-C".into(), quote(&project_text)];
-    if let Some(prd) = &g.prd {
-        status_cmd.extend(["--prd".into(), quote(&cwd.join(prd).display().to_string())]);
-    }
-    let status_pane = format!("{env}{}", status_cmd.join(" "));
+    let loop_pane = loop_pane(&exe, &env, &name);
+    let status_pane = status_pane(g, &exe, &env, &project, &cwd);
     let log = crate::paths::Paths::resolve(&project, g.prd.as_deref())?
         .store
         .logs_dir()
         .join("current.log");
-    // tail's notes on the file appearing and being replaced (a new
-    // iteration) are noise here; the header says what the pane shows.
-    let log_pane = format!(
-        "echo 'live log of the current iteration ({})'; tail -n 200 -F {} 2>/dev/null",
-        log.display(),
-        quote(&log.display().to_string())
-    );
+    let log_pane = log_pane(&log);
     let dir = cwd.display().to_string();
-    let tmux_run = |args: &[&str]| -> Result<(), Error> {
-        let status =
-            Command::new(&tmux).args(args).status().map_err(|e| Error::io("run tmux", e))?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(MonitorError::Tmux { args: args.join(" ") }.into())
-        }
-    };
+    let tmux_run = |args: &[&str]| run_tmux(&tmux, args);
     tmux_run(&["new-session", "-d", "-s", &name, "-c", &dir, "-n", "ralph", &loop_pane])?;
     tmux_run(&["split-window", "-h", "-t", &format!("{name}:ralph"), "-c", &dir, &status_pane])?;
     tmux_run(&["split-window", "-v", "-t", &format!("{name}:ralph"), "-c", &dir, &log_pane])?;
@@ -135,6 +96,67 @@ pub(crate) fn run(g: &Global) -> Result<u8, Error> {
         print(&format!("started tmux session {name}\nattach: tmux attach -t {name}\n"))?;
     }
     Ok(0)
+}
+
+/// ralph's settings from its environment (`RALPH_*`, `NO_COLOR`), as
+/// `NAME=value ` words to put before each pane's command. A tmux server
+/// that is already running gives new panes its own environment, not ours:
+/// they are handed over explicitly.
+fn handed_over_env() -> String {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| {
+            (k.starts_with("RALPH_") || k == "NO_COLOR")
+                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+        .map(|(k, v)| format!("{k}={} ", quote(&v)))
+        .collect()
+}
+
+/// The loop's pane. When the loop ends the status and log panes go, the
+/// loop's final report stays on screen, and Enter ends the whole session:
+/// nothing is left behind in tmux.
+fn loop_pane(exe: &str, env: &str, name: &str) -> String {
+    let mut run_cmd = vec![exe.to_string()];
+    run_cmd.extend(loop_args().iter().map(|a| quote(a)));
+    let session = quote(name);
+    format!(
+        "{env}{}; tmux kill-pane -a -t \"$TMUX_PANE\" 2>/dev/null; echo; \
+         echo '[ralph finished: press Enter to end the tmux session {name}]'; read _; \
+         tmux kill-session -t {session} 2>/dev/null",
+        run_cmd.join(" ")
+    )
+}
+
+/// The pane of `ralph status --watch` for the same project and PRD.
+fn status_pane(g: &Global, exe: &str, env: &str, project: &Path, cwd: &Path) -> String {
+    let project = quote(&project.display().to_string());
+    let mut status_cmd =
+        vec![exe.to_string(), "status".into(), "--watch".into(), "-C".into(), project];
+    if let Some(prd) = &g.prd {
+        status_cmd.extend(["--prd".into(), quote(&cwd.join(prd).display().to_string())]);
+    }
+    format!("{env}{}", status_cmd.join(" "))
+}
+
+/// The pane that follows the current iteration's log. tail's notes on the
+/// file appearing and being replaced (a new iteration) are noise here; the
+/// header says what the pane shows.
+fn log_pane(log: &Path) -> String {
+    format!(
+        "echo 'live log of the current iteration ({})'; tail -n 200 -F {} 2>/dev/null",
+        log.display(),
+        quote(&log.display().to_string())
+    )
+}
+
+fn run_tmux(tmux: &Path, args: &[&str]) -> Result<(), Error> {
+    let status = Command::new(tmux).args(args).status().map_err(|e| Error::io("run tmux", e))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(MonitorError::Tmux { args: args.join(" ") }.into())
+    }
 }
 
 #[cfg(test)]

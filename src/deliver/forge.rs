@@ -208,85 +208,91 @@ fn graphql(api: &str) -> String {
 
 /// The request for `ask` on `t`'s forge.
 pub fn call(t: &Target, ask: &Ask) -> Call {
-    let get = |url: String| Call { method: Method::Get, url, body: None };
     match t.forge {
-        Forge::GitHub => {
-            let repo = format!("{}/repos/{}", t.api, t.repo);
-            let owner = t.repo.split('/').next().unwrap_or_default();
-            match *ask {
-                Ask::FindOpen { head } => {
-                    get(format!("{repo}/pulls?head={}&state=open", enc(&format!("{owner}:{head}"))))
-                }
-                Ask::Create { head, base, title, body, draft } => Call {
-                    method: Method::Post,
-                    url: format!("{repo}/pulls"),
-                    body: Some(json!({
-                        "title": title, "head": head, "base": base, "body": body, "draft": draft,
-                        "maintainer_can_modify": true,
-                    })),
-                },
-                Ask::Update { number, base, title, body, .. } => Call {
-                    method: Method::Patch,
-                    url: format!("{repo}/pulls/{number}"),
-                    body: Some(json!({ "title": title, "body": body, "base": base })),
-                },
-                Ask::Retarget { number, base } => Call {
-                    method: Method::Patch,
-                    url: format!("{repo}/pulls/{number}"),
-                    body: Some(json!({ "base": base })),
-                },
-                Ask::Ready { node_id } => Call {
-                    method: Method::Post,
-                    url: graphql(&t.api),
-                    body: Some(json!({
-                        "query": "mutation($id: ID!) { markPullRequestReadyForReview(input: {pullRequestId: $id}) { pullRequest { isDraft } } }",
-                        "variables": { "id": node_id },
-                    })),
-                },
-                Ask::Get { number } => get(format!("{repo}/pulls/{number}")),
-                Ask::Status { sha } => get(format!("{repo}/commits/{sha}/status")),
-                Ask::Comments { number } => {
-                    get(format!("{repo}/issues/{number}/comments?per_page=100"))
-                }
-            }
+        Forge::GitHub => github_call(t, ask),
+        Forge::GitLab => gitlab_call(t, ask),
+    }
+}
+
+fn get(url: String) -> Call {
+    Call { method: Method::Get, url, body: None }
+}
+
+/// GitHub's REST API (and its GraphQL one for taking a draft out of draft).
+/// One arm per ask.
+fn github_call(t: &Target, ask: &Ask) -> Call {
+    let repo = format!("{}/repos/{}", t.api, t.repo);
+    let owner = t.repo.split('/').next().unwrap_or_default();
+    match *ask {
+        Ask::FindOpen { head } => {
+            get(format!("{repo}/pulls?head={}&state=open", enc(&format!("{owner}:{head}"))))
         }
-        Forge::GitLab => {
-            let mrs = format!("{}/projects/{}/merge_requests", t.api, enc(&t.repo));
-            let title = |title: &str, draft: bool| {
-                if draft { format!("{DRAFT}{title}") } else { title.to_string() }
-            };
-            match *ask {
-                Ask::FindOpen { head } => {
-                    get(format!("{mrs}?source_branch={}&state=opened", enc(head)))
-                }
-                Ask::Create { head, base, title: t, body, draft } => Call {
-                    method: Method::Post,
-                    url: mrs,
-                    body: Some(json!({
-                        "source_branch": head, "target_branch": base,
-                        "title": title(t, draft), "description": body,
-                    })),
-                },
-                Ask::Update { number, base, title: t, body, draft } => Call {
-                    method: Method::Put,
-                    url: format!("{mrs}/{number}"),
-                    body: Some(json!({
-                        "title": title(t, draft), "description": body, "target_branch": base,
-                    })),
-                },
-                Ask::Retarget { number, base } => Call {
-                    method: Method::Put,
-                    url: format!("{mrs}/{number}"),
-                    body: Some(json!({ "target_branch": base })),
-                },
-                // Never asked of GitLab: its Update carries the draft.
-                Ask::Ready { .. } => get(mrs),
-                Ask::Get { number } => get(format!("{mrs}/{number}")),
-                Ask::Status { .. } => get(mrs),
-                Ask::Comments { number } => {
-                    get(format!("{mrs}/{number}/notes?sort=desc&order_by=created_at"))
-                }
-            }
+        Ask::Create { head, base, title, body, draft } => Call {
+            method: Method::Post,
+            url: format!("{repo}/pulls"),
+            body: Some(json!({
+                "title": title, "head": head, "base": base, "body": body, "draft": draft,
+                "maintainer_can_modify": true,
+            })),
+        },
+        Ask::Update { number, base, title, body, .. } => Call {
+            method: Method::Patch,
+            url: format!("{repo}/pulls/{number}"),
+            body: Some(json!({ "title": title, "body": body, "base": base })),
+        },
+        Ask::Retarget { number, base } => Call {
+            method: Method::Patch,
+            url: format!("{repo}/pulls/{number}"),
+            body: Some(json!({ "base": base })),
+        },
+        Ask::Ready { node_id } => Call {
+            method: Method::Post,
+            url: graphql(&t.api),
+            body: Some(json!({
+                "query": "mutation($id: ID!) { markPullRequestReadyForReview(input: {pullRequestId: $id}) { pullRequest { isDraft } } }",
+                "variables": { "id": node_id },
+            })),
+        },
+        Ask::Get { number } => get(format!("{repo}/pulls/{number}")),
+        Ask::Status { sha } => get(format!("{repo}/commits/{sha}/status")),
+        Ask::Comments { number } => get(format!("{repo}/issues/{number}/comments?per_page=100")),
+    }
+}
+
+/// GitLab's merge requests API; a draft is a title prefix. One arm per ask.
+fn gitlab_call(t: &Target, ask: &Ask) -> Call {
+    let mrs = format!("{}/projects/{}/merge_requests", t.api, enc(&t.repo));
+    let title = |title: &str, draft: bool| {
+        if draft { format!("{DRAFT}{title}") } else { title.to_string() }
+    };
+    match *ask {
+        Ask::FindOpen { head } => get(format!("{mrs}?source_branch={}&state=opened", enc(head))),
+        Ask::Create { head, base, title: t, body, draft } => Call {
+            method: Method::Post,
+            url: mrs,
+            body: Some(json!({
+                "source_branch": head, "target_branch": base,
+                "title": title(t, draft), "description": body,
+            })),
+        },
+        Ask::Update { number, base, title: t, body, draft } => Call {
+            method: Method::Put,
+            url: format!("{mrs}/{number}"),
+            body: Some(json!({
+                "title": title(t, draft), "description": body, "target_branch": base,
+            })),
+        },
+        Ask::Retarget { number, base } => Call {
+            method: Method::Put,
+            url: format!("{mrs}/{number}"),
+            body: Some(json!({ "target_branch": base })),
+        },
+        // Never asked of GitLab: its Update carries the draft.
+        Ask::Ready { .. } => get(mrs),
+        Ask::Get { number } => get(format!("{mrs}/{number}")),
+        Ask::Status { .. } => get(mrs),
+        Ask::Comments { number } => {
+            get(format!("{mrs}/{number}/notes?sort=desc&order_by=created_at"))
         }
     }
 }

@@ -7,14 +7,14 @@ use serde::Serialize;
 use super::Options;
 use super::context::{PromptInputs, gate_command, render};
 use crate::agent::Backend;
-use crate::agent::backend::PromptChannel;
+use crate::agent::backend::{InheritedEnv, PromptChannel};
 use crate::error::Error;
 use crate::paths::Paths;
 use crate::prd::Prd;
 use crate::state::{Phase, RunState};
 
 /// What the next iteration would be.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Default, Serialize)]
 pub struct DryRun {
     pub project: String,
     pub prd: String,
@@ -86,17 +86,8 @@ pub fn dry_run(paths: &Paths, opts: &Options) -> Result<DryRun, Error> {
     let (checkpoint, warning) =
         RunState::load(&paths.store).map_err(|e| Error::io("read the checkpoint", e))?;
     let resume = checkpoint.filter(|s| s.phase != Phase::Ended && !opts.fresh);
-    let mut warnings: Vec<String> = warning.into_iter().collect();
-    let (run_id, done, max) = match &resume {
-        Some(s) => {
-            let cut_off = matches!(s.phase, Phase::Agent | Phase::Gate);
-            let done = if cut_off { s.iteration.saturating_sub(1) } else { s.iteration };
-            let max = if opts.explicit_max { done + opts.max_iterations } else { s.max_iterations };
-            (Some(s.run_id.clone()), done, max)
-        }
-        None => (None, 0, opts.max_iterations),
-    };
-    let n = done + 1;
+    let (n, max) = numbered(resume.as_ref(), opts);
+    let run_id = resume.as_ref().map(|s| s.run_id.clone());
     let branch = prd.branch_name().map(str::to_string).or_else(|| repo.current_branch());
     let mut out = DryRun {
         project: paths.project.display().to_string(),
@@ -105,24 +96,15 @@ pub fn dry_run(paths: &Paths, opts: &Options) -> Result<DryRun, Error> {
         resumes: run_id.clone(),
         iteration: n,
         max_iterations: max,
-        story: None,
-        agent: None,
-        gate: None,
-        waves: Vec::new(),
-        waits: Vec::new(),
-        prompt_file: None,
-        prompt: None,
-        warnings: Vec::new(),
+        warnings: warning.into_iter().collect(),
+        ..DryRun::default()
     };
     if cfg.run.jobs > 1 {
         let board = super::Board::load(&paths.store).unwrap_or_default();
         let fp = super::parallel::footprints(prd.stories(), &board);
         (out.waves, out.waits) = super::parallel::waves(&prd, &fp, cfg.run.jobs as usize);
     }
-    let Some(story) = prd.next_story() else {
-        out.warnings = warnings;
-        return Ok(out);
-    };
+    let Some(story) = prd.next_story() else { return Ok(out) };
     let has_gate = !cfg.gate.command.is_empty() || story.verify.is_some();
     let gate = has_gate.then(|| gate_command(&cfg.gate.command, story)).flatten();
     let rendered = render(&PromptInputs {
@@ -138,21 +120,51 @@ pub fn dry_run(paths: &Paths, opts: &Options) -> Result<DryRun, Error> {
         gate: gate.as_deref(),
         read_first: &cfg.run.context,
     });
-    warnings.extend(rendered.warnings);
+    out.warnings.extend(rendered.warnings);
     let log_dir = paths.store.run_log_dir(run_id.as_deref().unwrap_or("<new run>"));
     let prompt_file = log_dir.join(format!("iter-{n}.prompt.md"));
-    let invocation = backend.invocation(&rendered.text, &prompt_file)?;
-    let mut env_set = invocation.env_set.clone();
     let run_id = run_id.unwrap_or_else(|| "(a new run id)".into());
-    env_set.extend(super::iteration::agent_env(&run_id, paths, n, &story.id));
-    let mut argv = vec![invocation.program.clone()];
-    argv.extend(invocation.args.iter().cloned());
+    let ralph_env = super::iteration::agent_env(&run_id, paths, n, &story.id);
+    out.agent = Some(agent(paths, cfg, &backend, &rendered.text, &prompt_file, ralph_env)?);
     out.story = Some(DryStory {
         id: story.id.clone(),
         title: story.title.clone(),
         priority: story.priority,
     });
-    out.agent = Some(DryAgent {
+    out.gate = gate;
+    out.prompt_file = Some(prompt_file.display().to_string());
+    out.prompt = Some(rendered.text);
+    Ok(out)
+}
+
+/// The next iteration's number and the run's iteration limit: a resumed
+/// run goes on from its checkpoint (an iteration cut off runs again), and
+/// `ralph N` given now counts N more.
+fn numbered(resume: Option<&RunState>, opts: &Options) -> (u32, u32) {
+    let Some(s) = resume else { return (1, opts.max_iterations) };
+    let cut_off = matches!(s.phase, Phase::Agent | Phase::Gate);
+    let done = if cut_off { s.iteration.saturating_sub(1) } else { s.iteration };
+    let max = if opts.explicit_max { done + opts.max_iterations } else { s.max_iterations };
+    (done + 1, max)
+}
+
+/// The agent's command as the iteration would start it: its argv, where the
+/// prompt goes, its environment (ralph's `RALPH_*` variables added) and
+/// its sandbox.
+fn agent(
+    paths: &Paths,
+    cfg: &crate::config::Config,
+    backend: &Backend,
+    prompt: &str,
+    prompt_file: &std::path::Path,
+    ralph_env: impl IntoIterator<Item = (String, String)>,
+) -> Result<DryAgent, Error> {
+    let invocation = backend.invocation_in(prompt, prompt_file, InheritedEnv::current())?;
+    let mut env_set = invocation.env_set.clone();
+    env_set.extend(ralph_env);
+    let mut argv = vec![invocation.program.clone()];
+    argv.extend(invocation.args.iter().cloned());
+    Ok(DryAgent {
         argv,
         prompt_channel: match backend.channel() {
             PromptChannel::Stdin => "stdin",
@@ -169,12 +181,7 @@ pub fn dry_run(paths: &Paths, opts: &Options) -> Result<DryRun, Error> {
             &invocation.program,
         ),
         env_set,
-    });
-    out.gate = gate;
-    out.prompt_file = Some(prompt_file.display().to_string());
-    out.prompt = Some(rendered.text);
-    out.warnings = warnings;
-    Ok(out)
+    })
 }
 
 impl std::fmt::Display for DryRun {

@@ -296,6 +296,10 @@ pub(crate) fn needs_gate(agent: Option<&AgentError>) -> bool {
 }
 
 /// The verdict.
+///
+/// Long by design: one pass over the facts in the order the decision is
+/// made, each step reading what the ones before decided; the longer steps
+/// are functions below, and `judge/tests.rs` is its table.
 pub(crate) fn judge(f: &Facts) -> Judgement {
     let mut j = Judgement {
         result: IterationResult::NoProgress,

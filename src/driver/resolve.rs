@@ -10,15 +10,17 @@
 //! `verify` commands of both stories are the merge queue's to run
 //! (`judge::merge`), like for any story.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
 use super::{End, Run};
+use crate::agent::AgentRun;
 use crate::analyze::{AgentError, StopReason};
 use crate::error::Error;
 use crate::event::{Event, IterationResult, RunOutcome};
+use crate::prd::Story;
 
 /// The built-in resolver prompt.
 pub const RESOLVE_TEMPLATE: &str = include_str!("../../prompts/ralph-resolve.md");
@@ -111,6 +113,45 @@ impl Run<'_> {
         let story = prd.story(&spec.story).cloned().ok_or_else(|| {
             Error::Usage(format!("{} is not a story of {}", spec.story, self.paths.prd.display()))
         })?;
+        let attempt = self.begin_resolving(spec, story)?;
+        let (n, story) = (attempt.n, &attempt.story);
+        let before = self.repo.head();
+        let git_dir =
+            crate::oracle::git_dir::mark_with(&self.repo.common_dir(), &mut self.kit.git_dir_cache);
+        let run = self.run_agent(n, story, &attempt.prompt, &attempt.prompt_path, &attempt.log)?;
+        // A resolver is an agent like any other: what it changed of the git
+        // directory's config and hooks is set back, and the resolution
+        // does not stand (the merge that follows would run them).
+        let tampered = self.set_back_git_dir(n, &git_dir);
+        // A limit or a stop: nothing to judge; the run retries later.
+        let stopped = self.stopped_resolving(run.outcome.error.as_ref(), attempt.agent);
+        let on_branch = self.repo.current_branch().as_deref() == self.kit.branch.as_deref();
+        let verdict = match stopped {
+            Some(_) => None,
+            None => {
+                let markers = self.markers_left(spec, before);
+                let error = run.outcome.error.as_ref().map(ToString::to_string);
+                Some(judge_resolution(&markers, on_branch, &tampered, error.as_deref()))
+            }
+        };
+        let commit = match verdict {
+            Some(Resolution::Resolved) => self.commit_resolution(spec, story)?,
+            _ => None,
+        };
+        self.reporter.emit(&resolve_end(&attempt, spec, &run, verdict.as_ref(), commit));
+        Ok(match (stopped, verdict) {
+            (Some(end), _) => end,
+            (None, Some(Resolution::Resolved)) => {
+                End::new(RunOutcome::Complete, format!("{} is merged onto the tip", story.id))
+            }
+            (None, Some(Resolution::Failed(why))) => End::new(RunOutcome::Blocked, why),
+            (None, None) => End::new(RunOutcome::Blocked, "the resolver was not judged"),
+        })
+    }
+
+    /// The iteration counted and its prompt written; its start is
+    /// announced.
+    fn begin_resolving(&mut self, spec: &ResolveSpec, story: Story) -> Result<Attempt, Error> {
         let n = self.state.iteration + 1;
         self.state.iteration = n;
         self.state.story = Some(story.id.clone());
@@ -120,34 +161,30 @@ impl Run<'_> {
         let log = self.kit.log_dir.join(format!("iter-{n}.resolve.log"));
         std::fs::write(&prompt_path, prompt.as_bytes())
             .map_err(|e| Error::io(format!("write {}", prompt_path.display()), e))?;
-        let agent_name = self.kit.agents.current_name();
+        let agent = self.kit.agents.current_name();
         self.reporter.emit(&Event::IterationStart {
             iteration: n,
             max_iterations: self.state.max_iterations,
             story_id: story.id.clone(),
             story_title: story.title.clone(),
-            agent: agent_name.into(),
+            agent: agent.into(),
             resolve: true,
         });
-        let before = self.repo.head();
-        let git_dir =
-            crate::oracle::git_dir::mark_with(&self.repo.common_dir(), &mut self.kit.git_dir_cache);
-        let run = self.run_agent(n, &story, &prompt, &prompt_path, &log)?;
-        // A resolver is an agent like any other: what it changed of the git
-        // directory's config and hooks is set back, and the resolution
-        // does not stand (the merge that follows would run them).
-        let tampered = self.set_back_git_dir(n, &git_dir);
-        let outcome = &run.outcome;
-        // A limit or a stop: nothing to judge; the run retries later.
-        let stopped = match &outcome.error {
+        Ok(Attempt { n, story, prompt, prompt_path, log, agent, started })
+    }
+
+    /// How the resolver's run ends when its agent was stopped or met a
+    /// limit: nothing to judge, the run retries later. A usage limit is
+    /// recorded for this agent (the run's own agent may be another).
+    fn stopped_resolving(&mut self, error: Option<&AgentError>, agent: &str) -> Option<End> {
+        match error {
             Some(AgentError::Stopped { reason: StopReason::Interrupted }) => {
                 Some(End::new(RunOutcome::Interrupted, "the resolver was stopped"))
             }
             Some(AgentError::UsageLimit { resets_at, message }) => {
                 let now = chrono::Utc::now();
                 let wait = self.cfg.limits.usage_limit_wait;
-                // This agent's limit: the run's own agent may be another.
-                self.limits.set_agent_usage_limit(agent_name, *resets_at, now, wait);
+                self.limits.set_agent_usage_limit(agent, *resets_at, now, wait);
                 let _ = self.limits.save(&self.paths.store);
                 Some(End::new(RunOutcome::RateLimited, format!("usage limit: {message}")))
             }
@@ -157,66 +194,25 @@ impl Run<'_> {
                 | AgentError::Unreachable { .. }),
             ) => Some(End::new(RunOutcome::MaxIterations, format!("not resolved: {e}"))),
             _ => None,
-        };
-        let on_branch = self.repo.current_branch().as_deref() == self.kit.branch.as_deref();
-        let verdict = match stopped {
-            Some(_) => None,
-            None => {
-                let markers = self.markers_left(spec, before);
-                let error = outcome.error.as_ref().map(ToString::to_string);
-                Some(judge_resolution(&markers, on_branch, &tampered, error.as_deref()))
-            }
-        };
-        let mut commit = None;
-        if verdict == Some(Resolution::Resolved) {
-            let others: Vec<&str> = spec.others.iter().map(|o| o.id.as_str()).collect();
-            let message = format!(
-                "fix: {} - {}\n\nMerged onto {} with {} by a resolver agent.\n\nResolved-by: ralph",
-                story.id,
-                story.title,
-                spec.branch,
-                others.join(", ")
-            );
-            self.repo.commit_all(&message)?;
-            commit = self.repo.head().map(|o| format!("{o:.7}"));
         }
-        let (result, error) = match &verdict {
-            None => (IterationResult::Transient, None),
-            Some(Resolution::Resolved) => (IterationResult::Progress, None),
-            Some(Resolution::Failed(why)) => (IterationResult::Failed, Some(why.clone())),
-        };
-        let tokens = outcome.tokens;
-        self.reporter.emit(&Event::IterationEnd {
-            iteration: n,
-            story_id: story.id.clone(),
-            agent: agent_name.into(),
-            result,
-            duration_ms: started.elapsed().as_millis() as u64,
-            exit_code: run.finished.exit_code,
-            commits: usize::from(commit.is_some()),
-            files_changed: spec.files.len(),
-            story_passes: false,
-            claimed_complete: outcome.claimed_complete,
-            cost_usd: outcome.cost_usd,
-            tokens: tokens.map(|t| t.total()),
-            error: error.clone(),
-            log: log.display().to_string(),
-            tokens_in: tokens.map(|t| t.input + t.cache_read + t.cache_write),
-            tokens_out: tokens.map(|t| t.output),
-            cost_estimated: outcome.cost_estimated,
-            commit,
-            lessons: Vec::new(),
-            refused: Vec::new(),
-            resolve: true,
-        });
-        Ok(match (stopped, verdict) {
-            (Some(end), _) => end,
-            (None, Some(Resolution::Resolved)) => {
-                End::new(RunOutcome::Complete, format!("{} is merged onto the tip", story.id))
-            }
-            (None, Some(Resolution::Failed(why))) => End::new(RunOutcome::Blocked, why),
-            (None, None) => End::new(RunOutcome::Blocked, "the resolver was not judged"),
-        })
+    }
+
+    /// The merge committed on the story's branch; its short id.
+    fn commit_resolution(
+        &mut self,
+        spec: &ResolveSpec,
+        story: &Story,
+    ) -> Result<Option<String>, Error> {
+        let others: Vec<&str> = spec.others.iter().map(|o| o.id.as_str()).collect();
+        let message = format!(
+            "fix: {} - {}\n\nMerged onto {} with {} by a resolver agent.\n\nResolved-by: ralph",
+            story.id,
+            story.title,
+            spec.branch,
+            others.join(", ")
+        );
+        self.repo.commit_all(&message)?;
+        Ok(self.repo.head().map(|o| format!("{o:.7}")))
     }
 
     /// Conflict markers left in the files the resolver was given or
@@ -244,6 +240,59 @@ impl Run<'_> {
             }
         }
         found
+    }
+}
+
+/// One resolver iteration under way: its number and story, its prompt,
+/// where its log is, the agent that runs it and when it began.
+struct Attempt {
+    n: u32,
+    story: Story,
+    prompt: String,
+    prompt_path: PathBuf,
+    log: PathBuf,
+    agent: &'static str,
+    started: Instant,
+}
+
+/// The resolver iteration's end event; `verdict` is `None` when the agent
+/// was stopped before there was anything to judge.
+fn resolve_end(
+    attempt: &Attempt,
+    spec: &ResolveSpec,
+    run: &AgentRun,
+    verdict: Option<&Resolution>,
+    commit: Option<String>,
+) -> Event {
+    let (result, error) = match verdict {
+        None => (IterationResult::Transient, None),
+        Some(Resolution::Resolved) => (IterationResult::Progress, None),
+        Some(Resolution::Failed(why)) => (IterationResult::Failed, Some(why.clone())),
+    };
+    let outcome = &run.outcome;
+    let tokens = outcome.tokens;
+    Event::IterationEnd {
+        iteration: attempt.n,
+        story_id: attempt.story.id.clone(),
+        agent: attempt.agent.into(),
+        result,
+        duration_ms: attempt.started.elapsed().as_millis() as u64,
+        exit_code: run.finished.exit_code,
+        commits: usize::from(commit.is_some()),
+        files_changed: spec.files.len(),
+        story_passes: false,
+        claimed_complete: outcome.claimed_complete,
+        cost_usd: outcome.cost_usd,
+        tokens: tokens.map(|t| t.total()),
+        error,
+        log: attempt.log.display().to_string(),
+        tokens_in: tokens.map(|t| t.input + t.cache_read + t.cache_write),
+        tokens_out: tokens.map(|t| t.output),
+        cost_estimated: outcome.cost_estimated,
+        commit,
+        lessons: Vec::new(),
+        refused: Vec::new(),
+        resolve: true,
     }
 }
 

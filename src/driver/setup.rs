@@ -2,13 +2,16 @@
 //! the branch and its archive, the breaker, and what a crashed run left
 //! behind.
 
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chrono::{Local, Utc};
+use chrono::{DateTime, Local, Utc};
 
 use super::{Options, Paths, Run};
 use crate::agent::Agents;
 use crate::circuit::Breaker;
+use crate::config::Config;
 use crate::error::Error;
 use crate::event::{Event, Level, Reporter};
 use crate::gate::Gate;
@@ -26,11 +29,46 @@ pub(super) fn start<'a>(
 ) -> Result<Run<'a>, Error> {
     crate::signals::install();
     crate::signals::become_subreaper();
-    let cfg = &opts.config;
     preflight(paths, opts)?;
     let env = |k: &str| std::env::var(k).ok();
-    let sandbox = crate::sandbox::Sandbox::new(cfg.sandbox.clone(), &env)?;
-    let sandbox = std::sync::Arc::new(sandbox);
+    let sandbox = Arc::new(crate::sandbox::Sandbox::new(opts.config.sandbox.clone(), &env)?);
+    let lock = take_the_work_tree(paths, reporter)?;
+    let previous = Previous::read(paths, opts, reporter)?;
+    settle_the_tree(paths, opts, previous.resume.is_some(), reporter)?;
+    let prd = load_prd(paths, previous.crashed_mid_iteration(), reporter)?;
+    let repo = Repo::discover(&paths.project)?;
+    let agents = configured_agents(&opts.config, &prd, &repo)?;
+    let template = load_template(paths, opts)?;
+    let now = Utc::now();
+    let (limits, breaker) = load_limits_and_breaker(paths, opts, now, reporter)?;
+    let state = run_state(previous.resume.as_ref(), opts, now);
+    let log_dir = make_log_dir(paths, opts, &state)?;
+    let kit = kit(paths, opts, &prd, agents, template, log_dir, sandbox)?;
+    let mut run = Run {
+        paths,
+        opts,
+        cfg: &opts.config,
+        reporter,
+        lock,
+        repo,
+        breaker,
+        limits,
+        good_prd: prd.clone(),
+        clock: clock(&opts.config, &state),
+        budget_warned: Vec::new(),
+        kit,
+        state,
+    };
+    let prd = run.put_right(prd, &previous)?;
+    run.take_up(&prd, previous.resume.as_ref());
+    run.announce(&prd, previous.resume.as_ref());
+    run.save_checkpoint(Phase::Idle)?;
+    Ok(run)
+}
+
+/// The store made, its lock taken (one run per work tree), the watchdog
+/// started, and state an older ralph kept in `.ralph/` moved out of it.
+fn take_the_work_tree(paths: &Paths, reporter: &mut dyn Reporter) -> Result<store::Lock, Error> {
     paths
         .store
         .ensure()
@@ -73,31 +111,69 @@ pub(super) fn start<'a>(
             ),
         });
     }
-    let (checkpoint, warning) =
-        RunState::load(&paths.store).map_err(|e| Error::io("read the checkpoint", e))?;
-    warn(reporter, warning);
-    // The gate is a setting, not remembered: a run started without the
-    // one the last run had would take the agent's word for every story.
-    if let Some(previous) = checkpoint.as_ref().filter(|s| !s.gate.is_empty())
-        && cfg.gate.command.is_empty()
-        && opts.mode.worker().is_none()
+    Ok(lock)
+}
+
+/// What the checkpoint says of the run before this one.
+struct Previous {
+    /// A run that did not end: crashed, killed or interrupted.
+    unfinished: Option<RunState>,
+    /// The run this one goes on with: the unfinished one, unless `--fresh`.
+    resume: Option<RunState>,
+}
+
+impl Previous {
+    /// Reads the checkpoint. A run whose process still lives is busy, never
+    /// taken for an unfinished one.
+    fn read(paths: &Paths, opts: &Options, reporter: &mut dyn Reporter) -> Result<Self, Error> {
+        let (checkpoint, warning) =
+            RunState::load(&paths.store).map_err(|e| Error::io("read the checkpoint", e))?;
+        warn(reporter, warning);
+        if let Some(previous) = &checkpoint {
+            warn(reporter, dropped_gate(previous, opts));
+        }
+        let unfinished = checkpoint.filter(|s| s.phase != Phase::Ended);
+        if let Some(owner) = unfinished.as_ref().and_then(|s| s.owner.as_deref()) {
+            still_running(owner, paths)?;
+        }
+        let resume = unfinished.clone().filter(|_| !opts.fresh);
+        Ok(Previous { unfinished, resume })
+    }
+
+    /// Whether the run died with an agent or the gate at work, when
+    /// prd.json may be half-written.
+    fn crashed_mid_iteration(&self) -> bool {
+        self.unfinished.as_ref().is_some_and(|s| matches!(s.phase, Phase::Agent | Phase::Gate))
+    }
+}
+
+/// The warning for a run without the gate the previous run had. The gate is
+/// a setting, not remembered: a run started without the one the last run
+/// had would take the agent's word for every story.
+fn dropped_gate(previous: &RunState, opts: &Options) -> Option<String> {
+    if previous.gate.is_empty()
+        || !opts.config.gate.command.is_empty()
+        || opts.mode.worker().is_some()
     {
-        warn(
-            reporter,
-            Some(format!(
-                "the previous run ({}) checked stories with the gate `{}`; this one has no gate, \
-                 so a story the agent marks counts as passing unverified. Set gate.command in \
-                 .ralph/config.toml (or pass --gate) to keep it",
-                previous.run_id,
-                previous.gate.join(" ")
-            )),
-        );
+        return None;
     }
-    let unfinished = checkpoint.filter(|s| s.phase != Phase::Ended);
-    if let Some(owner) = unfinished.as_ref().and_then(|s| s.owner.as_deref()) {
-        still_running(owner, paths)?;
-    }
-    let resume = unfinished.clone().filter(|_| !opts.fresh);
+    Some(format!(
+        "the previous run ({}) checked stories with the gate `{}`; this one has no gate, so a \
+         story the agent marks counts as passing unverified. Set gate.command in \
+         .ralph/config.toml (or pass --gate) to keep it",
+        previous.run_id,
+        previous.gate.join(" ")
+    ))
+}
+
+/// The work tree made ready before anything reads it: a parallel run's
+/// interrupted advance finished, and a person's uncommitted edits refused.
+fn settle_the_tree(
+    paths: &Paths,
+    opts: &Options,
+    resuming: bool,
+    reporter: &mut dyn Reporter,
+) -> Result<(), Error> {
     // A parallel run killed between moving its branch and bringing the work
     // tree along left it half-way: finished before anything reads the tree
     // (or takes the merged stories' files for a person's edits).
@@ -105,16 +181,18 @@ pub(super) fn start<'a>(
         finish_interrupted_advance(paths, reporter);
     }
     // A worker's worktree is ralph's; a resumed run's changes are its own.
-    if resume.is_none() && opts.mode.worker().is_none() && !cfg.run.allow_dirty {
+    if !resuming && opts.mode.worker().is_none() && !opts.config.run.allow_dirty {
         super::dirty::refuse_a_dirty_tree(paths)?;
     }
-    let crashed_mid_iteration =
-        unfinished.as_ref().is_some_and(|s| matches!(s.phase, Phase::Agent | Phase::Gate));
-    let prd = load_prd(paths, crashed_mid_iteration, reporter)?;
-    let repo = Repo::discover(&paths.project)?;
+    Ok(())
+}
+
+/// The configured agents, each told what the gate runs and with its
+/// scratch files kept out of git.
+fn configured_agents(cfg: &Config, prd: &Prd, repo: &Repo) -> Result<Agents, Error> {
     let mut agents = Agents::configured(&cfg.agent)?;
     let gate_commands: Vec<Vec<String>> =
-        crate::gate::commands(&cfg.gate.command, &prd).into_iter().map(|(c, _)| c).collect();
+        crate::gate::commands(&cfg.gate.command, prd).into_iter().map(|(c, _)| c).collect();
     for backend in agents.all_mut() {
         // The agent's own scratch files (aider's chat history, its tag
         // cache) are neither work nor anything to commit.
@@ -124,9 +202,18 @@ pub(super) fn start<'a>(
         // Safe mode lets the agent run what the gate runs.
         backend.gate_commands = gate_commands.clone();
     }
-    let template = load_template(paths, opts)?;
+    Ok(agents)
+}
 
-    let now = Utc::now();
+/// limits.json and circuit.json; the breaker given its start (a cooldown
+/// over, or a reset asked for) and saved.
+fn load_limits_and_breaker(
+    paths: &Paths,
+    opts: &Options,
+    now: DateTime<Utc>,
+    reporter: &mut dyn Reporter,
+) -> Result<(Limits, Breaker), Error> {
+    let cfg = &opts.config;
     let (limits, warning) =
         Limits::load(&paths.store).map_err(|e| Error::io("read the limits", e))?;
     warn(reporter, warning);
@@ -140,130 +227,96 @@ pub(super) fn start<'a>(
         reporter.emit(&Event::Circuit { from, to: t.to, reason: t.reason });
     }
     breaker.save(&paths.store).map_err(|e| Error::io("write the circuit breaker", e))?;
+    Ok((limits, breaker))
+}
 
-    let mut state = match &resume {
+/// The checkpoint this run keeps: the resumed run's, or a new run's.
+fn run_state(resume: Option<&RunState>, opts: &Options, now: DateTime<Utc>) -> RunState {
+    let mut state = match resume {
         Some(s) => s.clone(),
         None => RunState::new(crate::state::new_run_id(Local::now()), now, opts.max_iterations),
     };
     state.owner = Some(crate::process::instance());
-    state.gate = cfg.gate.command.clone();
+    state.gate = opts.config.gate.command.clone();
+    state
+}
+
+/// The run's log folder (a worker's is the one its run gave it), made.
+fn make_log_dir(paths: &Paths, opts: &Options, state: &RunState) -> Result<PathBuf, Error> {
     let log_dir = match opts.mode.worker() {
         Some(w) => w.log_dir.clone(),
         None => paths.store.run_log_dir(&state.run_id),
     };
     std::fs::create_dir_all(&log_dir)
         .map_err(|e| Error::io(format!("create {}", log_dir.display()), e))?;
+    Ok(log_dir)
+}
 
+/// What every iteration is built and judged with.
+fn kit(
+    paths: &Paths,
+    opts: &Options,
+    prd: &Prd,
+    agents: Agents,
+    template: String,
+    log_dir: PathBuf,
+    sandbox: Arc<crate::sandbox::Sandbox>,
+) -> Result<super::Kit, Error> {
+    let cfg = &opts.config;
     let redactor = crate::redact::Redactor::from_env();
-    let gate = (!cfg.gate.command.is_empty() || prd.stories().iter().any(|s| s.verify.is_some()))
-        .then(|| Gate {
-            command: cfg.gate.command.clone(),
-            timeout: cfg.gate.timeout,
-            grace: cfg.agent.grace,
-            tail_bytes: cfg.gate.tail_bytes,
-            fatal_signatures: cfg.gate.fatal_signatures.clone(),
-            redactor: Some(redactor.clone()),
-            sandbox: Some(sandbox.clone()),
-            log_cap: cfg.logs.max_file_bytes,
-        });
+    Ok(super::Kit {
+        agents,
+        gate: gate(cfg, prd, &redactor, &sandbox),
+        template,
+        branch: match opts.mode.worker() {
+            Some(w) => Some(w.branch.clone()),
+            None => prd.branch_name().map(str::to_string),
+        },
+        log_dir,
+        redactor,
+        patterns: crate::analyze::Patterns::configured(&cfg.patterns)
+            .map_err(|e| Error::Config(e.into()))?,
+        reusable_snapshot: None,
+        last_gate_passed: None,
+        protected: Some(protected(paths, cfg)?),
+        sandbox,
+        git_dir_cache: Default::default(),
+    })
+}
+
+/// The gate, when there is one: `gate.command`, or a story's own `verify`.
+fn gate(
+    cfg: &Config,
+    prd: &Prd,
+    redactor: &crate::redact::Redactor,
+    sandbox: &Arc<crate::sandbox::Sandbox>,
+) -> Option<Gate> {
+    let has_gate = !cfg.gate.command.is_empty() || prd.stories().iter().any(|s| s.verify.is_some());
+    has_gate.then(|| Gate {
+        command: cfg.gate.command.clone(),
+        timeout: cfg.gate.timeout,
+        grace: cfg.agent.grace,
+        tail_bytes: cfg.gate.tail_bytes,
+        fatal_signatures: cfg.gate.fatal_signatures.clone(),
+        redactor: Some(redactor.clone()),
+        sandbox: Some(sandbox.clone()),
+        log_cap: cfg.logs.max_file_bytes,
+    })
+}
+
+/// The run's clock, started now; a resumed run's time budget counts what
+/// its earlier processes spent.
+fn clock(cfg: &Config, state: &RunState) -> super::Clock {
     let deadline = cfg
         .budget
         .max_duration
         .map(|d| Instant::now() + d.saturating_sub(Duration::from_millis(state.elapsed_ms)));
-    let mut run = Run {
-        paths,
-        opts,
-        cfg,
-        reporter,
-        lock,
-        repo,
-        breaker,
-        limits,
-        good_prd: prd.clone(),
-        clock: super::Clock {
-            started: Instant::now(),
-            started_at: std::time::SystemTime::now(),
-            elapsed_before: state.elapsed_ms,
-            deadline,
-        },
-        budget_warned: Vec::new(),
-        kit: super::Kit {
-            agents,
-            gate,
-            template,
-            branch: match opts.mode.worker() {
-                Some(w) => Some(w.branch.clone()),
-                None => prd.branch_name().map(str::to_string),
-            },
-            log_dir,
-            redactor,
-            patterns: crate::analyze::Patterns::configured(&cfg.patterns)
-                .map_err(|e| Error::Config(e.into()))?,
-            reusable_snapshot: None,
-            last_gate_passed: None,
-            protected: Some(protected(paths, cfg)?),
-            sandbox,
-            git_dir_cache: Default::default(),
-        },
-        state,
-    };
-    run.clear_stale_git_locks()?;
-    // A worker's worktree is already on its story's branch.
-    if opts.mode.worker().is_none() {
-        run.setup_branch(&prd)?;
-        if resume.is_none() {
-            run.reopen_closed();
-        }
+    super::Clock {
+        started: Instant::now(),
+        started_at: std::time::SystemTime::now(),
+        elapsed_before: state.elapsed_ms,
+        deadline,
     }
-    if let Some(old) = &unfinished {
-        run.clean_up_after(old)?;
-    }
-    // One story at a time now: a parallel run's worktrees have no owner.
-    if matches!(opts.mode, super::Mode::Single) {
-        run.put_away_parallel_leftovers();
-    }
-    let prd = run.reload_prd().unwrap_or(prd);
-    run.save_last_prd(&prd);
-    if let Some(old) = &resume {
-        run.resume(old, opts.explicit_max.then_some(opts.max_iterations));
-    }
-    if let Some(feedback) = opts.mode.worker().and_then(|w| w.feedback.clone()) {
-        run.state.feedback = Some(feedback);
-    }
-    if resume.is_none() {
-        run.state.passing_at_start =
-            prd.stories().iter().filter(|s| s.passes).map(|s| s.id.clone()).collect();
-    }
-    run.reporter.emit(&Event::RunStart {
-        run_id: run.state.run_id.clone(),
-        project: prd.project().map(str::to_string),
-        branch: run.repo.current_branch(),
-        prd: paths.prd.display().to_string(),
-        agent: describe(&run.kit.agents),
-        max_iterations: run.state.max_iterations,
-        stories: prd.stories().len(),
-        passing: prd.passing(),
-        resumed_from: resume.as_ref().map(|s| s.iteration),
-        budget: crate::event::Budget {
-            max_cost_usd: cfg.budget.max_cost,
-            max_duration_s: cfg.budget.max_duration.map(|d| d.as_secs()),
-            max_tokens: cfg.budget.max_tokens,
-        },
-        tool: Some(run.kit.agents.current().tool.to_string()),
-        model: run.kit.agents.current().model.clone(),
-    });
-    for ignored in &cfg.ignored {
-        run.warn(ignored.to_string());
-    }
-    // What the agent may touch, said once per run (a worker's run said it).
-    if opts.mode.worker().is_none() && run.kit.sandbox.support != crate::sandbox::Support::Off {
-        let agent = run.kit.agents.current();
-        let line = run.kit.sandbox.describe(Some(agent.tool), &paths.project, agent.program());
-        let level = if run.kit.sandbox.abi().is_some() { Level::Info } else { Level::Warn };
-        run.reporter.emit(&Event::Notice { level, message: line });
-    }
-    run.save_checkpoint(Phase::Idle)?;
-    Ok(run)
 }
 
 /// A run whose process still lives is never taken for an interrupted one,
@@ -424,6 +477,79 @@ fn warn(reporter: &mut dyn Reporter, warning: Option<String>) {
 }
 
 impl Run<'_> {
+    /// What earlier runs left, put right: git's stale locks, the branch
+    /// (with its archive and progress.txt), pull requests closed unmerged,
+    /// a crashed run's processes and claims, a parallel run's worktrees.
+    /// Returns prd.json as it now is.
+    fn put_right(&mut self, prd: Prd, previous: &Previous) -> Result<Prd, Error> {
+        self.clear_stale_git_locks()?;
+        // A worker's worktree is already on its story's branch.
+        if self.opts.mode.worker().is_none() {
+            self.setup_branch(&prd)?;
+            if previous.resume.is_none() {
+                self.reopen_closed();
+            }
+        }
+        if let Some(old) = &previous.unfinished {
+            self.clean_up_after(old)?;
+        }
+        // One story at a time now: a parallel run's worktrees have no owner.
+        if matches!(self.opts.mode, super::Mode::Single) {
+            self.put_away_parallel_leftovers();
+        }
+        let prd = self.reload_prd().unwrap_or(prd);
+        self.save_last_prd(&prd);
+        Ok(prd)
+    }
+
+    /// Where the run starts counting from: the resumed run's iteration, a
+    /// worker's feedback, the stories passing before it began.
+    fn take_up(&mut self, prd: &Prd, resume: Option<&RunState>) {
+        if let Some(old) = resume {
+            self.resume(old, self.opts.explicit_max.then_some(self.opts.max_iterations));
+        }
+        if let Some(feedback) = self.opts.mode.worker().and_then(|w| w.feedback.clone()) {
+            self.state.feedback = Some(feedback);
+        }
+        if resume.is_none() {
+            self.state.passing_at_start =
+                prd.stories().iter().filter(|s| s.passes).map(|s| s.id.clone()).collect();
+        }
+    }
+
+    /// The run's start event, the settings it ignored, and what the agent
+    /// may touch (said once per run: a worker's run said it).
+    fn announce(&mut self, prd: &Prd, resume: Option<&RunState>) {
+        let cfg = self.cfg;
+        self.reporter.emit(&Event::RunStart {
+            run_id: self.state.run_id.clone(),
+            project: prd.project().map(str::to_string),
+            branch: self.repo.current_branch(),
+            prd: self.paths.prd.display().to_string(),
+            agent: describe(&self.kit.agents),
+            max_iterations: self.state.max_iterations,
+            stories: prd.stories().len(),
+            passing: prd.passing(),
+            resumed_from: resume.map(|s| s.iteration),
+            budget: crate::event::Budget {
+                max_cost_usd: cfg.budget.max_cost,
+                max_duration_s: cfg.budget.max_duration.map(|d| d.as_secs()),
+                max_tokens: cfg.budget.max_tokens,
+            },
+            tool: Some(self.kit.agents.current().tool.to_string()),
+            model: self.kit.agents.current().model.clone(),
+        });
+        for ignored in &cfg.ignored {
+            self.warn(ignored.to_string());
+        }
+        let sandbox = &self.kit.sandbox;
+        if self.opts.mode.worker().is_none() && sandbox.support != crate::sandbox::Support::Off {
+            let agent = self.kit.agents.current();
+            let line = sandbox.describe(Some(agent.tool), &self.paths.project, agent.program());
+            let level = if sandbox.abi().is_some() { Level::Info } else { Level::Warn };
+            self.reporter.emit(&Event::Notice { level, message: line });
+        }
+    }
     /// Archive on branch change, `.last-branch`, progress.txt, and the branch checkout.
     fn setup_branch(&mut self, prd: &Prd) -> Result<(), Error> {
         let p = self.paths;
@@ -451,21 +577,7 @@ impl Run<'_> {
         // The branch comes before any change of ralph's own: it may refuse
         // (uncommitted changes), and then nothing must have been touched.
         if let Some(branch) = prd.branch_name() {
-            let carry: Vec<_> =
-                [&p.prd, &p.progress].into_iter().filter_map(|f| self.repo.relative(f)).collect();
-            match self.repo.ensure_branch_carrying(branch, &carry)? {
-                BranchAction::AlreadyOn => {}
-                BranchAction::SwitchedTo => self.notice(format!("switched to branch {branch}")),
-                BranchAction::Created { from } => {
-                    // The run's base (a branch, not a detached commit or an
-                    // empty repository): where its trusted settings are read
-                    // from, and what its pull requests are opened against.
-                    if self.repo.branch_tip(&from).is_some() {
-                        crate::oracle::base::record_base(&p.project, branch, &from);
-                    }
-                    self.notice(format!("created branch {branch} from {from}"));
-                }
-            }
+            self.check_out(branch)?;
         }
         if let (Some(last), Some((old_prd, old_progress))) = (&changed, &previous) {
             let archived = crate::archive::archive_previous(
@@ -502,6 +614,28 @@ impl Run<'_> {
                 .map_err(|e| Error::io(format!("create {}", p.progress.display()), e))?
         {
             self.notice(format!("created {}", p.progress.display()));
+        }
+        Ok(())
+    }
+
+    /// The run's branch checked out (made when there is none), carrying
+    /// prd.json and progress.txt along.
+    fn check_out(&mut self, branch: &str) -> Result<(), Error> {
+        let p = self.paths;
+        let carry: Vec<_> =
+            [&p.prd, &p.progress].into_iter().filter_map(|f| self.repo.relative(f)).collect();
+        match self.repo.ensure_branch_carrying(branch, &carry)? {
+            BranchAction::AlreadyOn => {}
+            BranchAction::SwitchedTo => self.notice(format!("switched to branch {branch}")),
+            BranchAction::Created { from } => {
+                // The run's base (a branch, not a detached commit or an
+                // empty repository): where its trusted settings are read
+                // from, and what its pull requests are opened against.
+                if self.repo.branch_tip(&from).is_some() {
+                    crate::oracle::base::record_base(&p.project, branch, &from);
+                }
+                self.notice(format!("created branch {branch} from {from}"));
+            }
         }
         Ok(())
     }

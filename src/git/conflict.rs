@@ -71,23 +71,9 @@ impl Repo {
         skip: &[PathBuf],
         labels: (&str, &str),
     ) -> Result<Option<Conflicted>, GitError> {
-        let base = self.repo.merge_base(onto, tip).map_err(|e| err("find the merge base", e))?;
-        let tree = |oid: Oid| {
-            self.repo.find_commit(oid).and_then(|c| c.tree()).map_err(|e| err("read a tree", e))
-        };
-        let (base_tree, onto_tree, tip_tree) = (tree(base)?, tree(onto)?, tree(tip)?);
-        let mut merged = self
-            .repo
-            .merge_trees(&base_tree, &onto_tree, &tip_tree, None)
-            .map_err(|e| err("merge", e))?;
-        if !merged.has_conflicts() {
+        let Some((mut merged, conflicts)) = self.conflicting_merge(onto, tip)? else {
             return Ok(None);
-        }
-        let conflicts: Vec<git2::IndexConflict> = merged
-            .conflicts()
-            .map_err(|e| err("read the conflicts", e))?
-            .collect::<Result<_, _>>()
-            .map_err(|e| err("read the conflicts", e))?;
+        };
         let mut files = Vec::new();
         let mut hunks = String::new();
         for c in conflicts {
@@ -101,39 +87,7 @@ impl Repo {
                 let _ = merged.conflict_remove(Path::new(&path));
                 continue;
             }
-            let content = match (&c.ancestor, &c.our, &c.their) {
-                (Some(a), Some(o), Some(t)) => {
-                    let mut opts = git2::MergeFileOptions::new();
-                    opts.our_label(labels.0).their_label(labels.1).ancestor_label("base");
-                    let r = self
-                        .repo
-                        .merge_file_from_index(a, o, t, Some(&mut opts))
-                        .map_err(|e| err(format!("merge {path}"), e))?;
-                    r.content().to_vec()
-                }
-                // Added on both sides, or changed on one and deleted on
-                // the other: both versions, marked as git marks them.
-                (_, o, t) => {
-                    let side = |e: &Option<git2::IndexEntry>| {
-                        e.as_ref()
-                            .and_then(|e| self.repo.find_blob(e.id).ok())
-                            .map(|b| b.content().to_vec())
-                            .unwrap_or_default()
-                    };
-                    let mut v = format!("<<<<<<< {}\n", labels.0).into_bytes();
-                    v.extend(side(o));
-                    if !v.ends_with(b"\n") {
-                        v.push(b'\n');
-                    }
-                    v.extend(b"=======\n");
-                    v.extend(side(t));
-                    if !v.ends_with(b"\n") {
-                        v.push(b'\n');
-                    }
-                    v.extend(format!(">>>>>>> {}\n", labels.1).into_bytes());
-                    v
-                }
-            };
+            let content = self.marked(&c, &path, labels)?;
             let excerpt = excerpt(&String::from_utf8_lossy(&content));
             if hunks.len() < HUNKS_MAX {
                 hunks.push_str(&format!("--- {path}\n{excerpt}\n"));
@@ -158,6 +112,72 @@ impl Repo {
         }
         files.sort();
         Ok(Some(Conflicted { tree, files, hunks }))
+    }
+
+    /// The three-way merge of `tip`'s changes since its fork onto `onto`,
+    /// with its conflicts; `None` when nothing conflicts.
+    fn conflicting_merge(
+        &self,
+        onto: Oid,
+        tip: Oid,
+    ) -> Result<Option<(git2::Index, Vec<git2::IndexConflict>)>, GitError> {
+        let base = self.repo.merge_base(onto, tip).map_err(|e| err("find the merge base", e))?;
+        let tree = |oid: Oid| {
+            self.repo.find_commit(oid).and_then(|c| c.tree()).map_err(|e| err("read a tree", e))
+        };
+        let (base_tree, onto_tree, tip_tree) = (tree(base)?, tree(onto)?, tree(tip)?);
+        let merged = self
+            .repo
+            .merge_trees(&base_tree, &onto_tree, &tip_tree, None)
+            .map_err(|e| err("merge", e))?;
+        if !merged.has_conflicts() {
+            return Ok(None);
+        }
+        let conflicts: Vec<git2::IndexConflict> = merged
+            .conflicts()
+            .map_err(|e| err("read the conflicts", e))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| err("read the conflicts", e))?;
+        Ok(Some((merged, conflicts)))
+    }
+
+    /// One conflicting file with git's markers: merged line by line when
+    /// all three sides have it; else (added on both sides, or changed on
+    /// one and deleted on the other) both versions, marked as git marks
+    /// them.
+    fn marked(
+        &self,
+        c: &git2::IndexConflict,
+        path: &str,
+        labels: (&str, &str),
+    ) -> Result<Vec<u8>, GitError> {
+        if let (Some(a), Some(o), Some(t)) = (&c.ancestor, &c.our, &c.their) {
+            let mut opts = git2::MergeFileOptions::new();
+            opts.our_label(labels.0).their_label(labels.1).ancestor_label("base");
+            let r = self
+                .repo
+                .merge_file_from_index(a, o, t, Some(&mut opts))
+                .map_err(|e| err(format!("merge {path}"), e))?;
+            return Ok(r.content().to_vec());
+        }
+        let side = |e: &Option<git2::IndexEntry>| {
+            e.as_ref()
+                .and_then(|e| self.repo.find_blob(e.id).ok())
+                .map(|b| b.content().to_vec())
+                .unwrap_or_default()
+        };
+        let mut v = format!("<<<<<<< {}\n", labels.0).into_bytes();
+        v.extend(side(&c.our));
+        if !v.ends_with(b"\n") {
+            v.push(b'\n');
+        }
+        v.extend(b"=======\n");
+        v.extend(side(&c.their));
+        if !v.ends_with(b"\n") {
+            v.push(b'\n');
+        }
+        v.extend(format!(">>>>>>> {}\n", labels.1).into_bytes());
+        Ok(v)
     }
 
     /// In a story's worktree: its branch moved to `tip` and checked out,

@@ -7,7 +7,7 @@ use super::{Recorded, inner};
 use crate::event::{Event, IterationResult, RunOutcome};
 
 /// A run as `ralph history` shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
     pub run_id: String,
     /// Its first recorded event.
@@ -54,28 +54,11 @@ pub fn summarize(run_id: &str, events: &[Recorded]) -> RunSummary {
     let mut s = RunSummary {
         run_id: run_id.to_string(),
         started_at: events.first().map(|r| r.ts),
-        ended_at: None,
         duration_ms: match (events.first(), events.last()) {
             (Some(a), Some(b)) => (b.ts - a.ts).num_milliseconds().max(0) as u64,
             _ => 0,
         },
-        outcome: None,
-        exit_code: None,
-        why: None,
-        iterations: 0,
-        stories: 0,
-        verified: 0,
-        passing: 0,
-        gated: false,
-        delivered: 0,
-        cost_usd: 0.0,
-        cost_estimated: false,
-        tokens_in: 0,
-        tokens_out: 0,
-        agent: None,
-        tool: None,
-        model: None,
-        branch: None,
+        ..RunSummary::default()
     };
     let mut delivered = std::collections::BTreeSet::new();
     for r in events {
@@ -94,25 +77,8 @@ pub fn summarize(run_id: &str, events: &[Recorded]) -> RunSummary {
                 }
                 s.stories = *stories;
             }
-            Event::IterationEnd {
-                story_id,
-                result,
-                story_passes,
-                cost_usd,
-                cost_estimated,
-                tokens,
-                tokens_in,
-                tokens_out,
-                ..
-            } => {
-                if !matches!(result, IterationResult::Transient | IterationResult::Stopped) {
-                    s.iterations += 1;
-                }
-                s.cost_usd += cost_usd.unwrap_or(0.0);
-                s.cost_estimated |= *cost_estimated && cost_usd.is_some();
-                // An older line has only the total: count it as input.
-                s.tokens_in += tokens_in.or(*tokens).unwrap_or(0);
-                s.tokens_out += tokens_out.unwrap_or(0);
+            e @ Event::IterationEnd { story_id, story_passes, .. } => {
+                s.add_iteration(e);
                 // A worker's story passes in its worktree; it is delivered
                 // when merged.
                 if *story_passes && !matches!(r.event, Event::Worker { .. }) {
@@ -122,17 +88,7 @@ pub fn summarize(run_id: &str, events: &[Recorded]) -> RunSummary {
             Event::Merge { story_id, result: crate::event::MergeResult::Merged, .. } => {
                 delivered.insert(story_id.clone());
             }
-            Event::RunEnd { outcome, exit_code, message, stories, report, .. } => {
-                s.ended_at = Some(r.ts);
-                s.outcome = Some(*outcome);
-                s.exit_code = Some(*exit_code);
-                s.why = message.lines().next().map(str::to_string);
-                s.stories = *stories;
-                s.verified =
-                    report.iter().filter(|st| st.passes && st.verified == Some(true)).count();
-                s.passing = report.iter().filter(|st| st.passes).count();
-                s.gated = report.iter().any(|st| st.verified.is_some());
-            }
+            e @ Event::RunEnd { .. } => s.add_end(r.ts, e),
             _ => {}
         }
     }
@@ -147,4 +103,44 @@ pub fn summarize(run_id: &str, events: &[Recorded]) -> RunSummary {
     }
     s.delivered = delivered.len();
     s
+}
+
+impl RunSummary {
+    /// An iteration's end counted (unless retried or stopped), with its
+    /// cost and tokens.
+    fn add_iteration(&mut self, e: &Event) {
+        let Event::IterationEnd {
+            result,
+            cost_usd,
+            cost_estimated,
+            tokens,
+            tokens_in,
+            tokens_out,
+            ..
+        } = e
+        else {
+            return;
+        };
+        if !matches!(result, IterationResult::Transient | IterationResult::Stopped) {
+            self.iterations += 1;
+        }
+        self.cost_usd += cost_usd.unwrap_or(0.0);
+        self.cost_estimated |= *cost_estimated && cost_usd.is_some();
+        // An older line has only the total: count it as input.
+        self.tokens_in += tokens_in.or(*tokens).unwrap_or(0);
+        self.tokens_out += tokens_out.unwrap_or(0);
+    }
+
+    /// How the run ended, and where its stories stood then.
+    fn add_end(&mut self, ts: DateTime<Utc>, e: &Event) {
+        let Event::RunEnd { outcome, exit_code, message, stories, report, .. } = e else { return };
+        self.ended_at = Some(ts);
+        self.outcome = Some(*outcome);
+        self.exit_code = Some(*exit_code);
+        self.why = message.lines().next().map(str::to_string);
+        self.stories = *stories;
+        self.verified = report.iter().filter(|st| st.passes && st.verified == Some(true)).count();
+        self.passing = report.iter().filter(|st| st.passes).count();
+        self.gated = report.iter().any(|st| st.verified.is_some());
+    }
 }

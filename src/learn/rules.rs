@@ -372,66 +372,10 @@ impl Rules {
             .position(|c| c.category == event.category && c.signature == event.signature)
         else {
             let id = self.new_id(&event.category, &event.signature);
-            self.cards.push(Card {
-                id: id.clone(),
-                category: event.category.clone(),
-                signature: event.signature.clone(),
-                statement: draft(&event.category, &event.signature),
-                state: State::Candidate,
-                occurrences: 1,
-                recurrences: 0,
-                ready: policy.ready_at <= 1,
-                first_seen: now,
-                last_seen: now,
-                armed_at: None,
-                changed_at: now,
-                note: NEW_NOTE.into(),
-                metrics: Metrics::default(),
-                undeterminable: false,
-                samples: vec![sample],
-            });
+            self.cards.push(first_seen(id.clone(), event, sample, policy, now));
             return Some(Change::Created { id });
         };
-        let card = &mut self.cards[i];
-        card.occurrences = card.occurrences.saturating_add(1);
-        card.last_seen = now;
-        card.samples.push(sample);
-        let excess = card.samples.len().saturating_sub(MAX_SAMPLES);
-        card.samples.drain(..excess);
-        let id = card.id.clone();
-        match card.state {
-            State::Candidate => {
-                card.ready = card.occurrences >= policy.ready_at;
-                Some(Change::Counted { id, occurrences: card.occurrences, ready: card.ready })
-            }
-            State::Armed if applied.contains(&card.id) => {
-                card.metrics.violations = card.metrics.violations.saturating_add(1);
-                Some(
-                    judge(card, policy, now)
-                        .unwrap_or(Change::Violated { id, metrics: card.metrics }),
-                )
-            }
-            State::Rejected => {
-                card.recurrences = card.recurrences.saturating_add(1);
-                if card.recurrences < policy.revive_at {
-                    return Some(Change::Counted {
-                        id,
-                        occurrences: card.occurrences,
-                        ready: false,
-                    });
-                }
-                let note = format!("seen {} times since it was rejected", card.recurrences);
-                card.occurrences = card.recurrences;
-                card.recurrences = 0;
-                card.ready = card.occurrences >= policy.ready_at;
-                set_state(card, State::Candidate, note, now);
-                Some(Change::Revived { id })
-            }
-            // Armed but not in that prompt (armed while the agent ran), or put away.
-            State::Armed | State::Demoted | State::Archived => {
-                Some(Change::Counted { id, occurrences: card.occurrences, ready: card.ready })
-            }
-        }
+        Some(seen_again(&mut self.cards[i], sample, applied, policy, now))
     }
 
     /// A passing gate: compliance for each armed rule in `applied`.
@@ -553,6 +497,79 @@ impl Rules {
             }
         }
         Ok(rules)
+    }
+}
+
+/// A new candidate card for a failure seen for the first time.
+fn first_seen(
+    id: String,
+    event: &Event,
+    sample: Sample,
+    policy: &Policy,
+    now: DateTime<Utc>,
+) -> Card {
+    Card {
+        id,
+        category: event.category.clone(),
+        signature: event.signature.clone(),
+        statement: draft(&event.category, &event.signature),
+        state: State::Candidate,
+        occurrences: 1,
+        recurrences: 0,
+        ready: policy.ready_at <= 1,
+        first_seen: now,
+        last_seen: now,
+        armed_at: None,
+        changed_at: now,
+        note: NEW_NOTE.into(),
+        metrics: Metrics::default(),
+        undeterminable: false,
+        samples: vec![sample],
+    }
+}
+
+/// A failure its card has seen before: counted and sampled, then by the
+/// card's state — a candidate may become ready, an armed rule that was in
+/// the prompt was violated, a rejected one comes back after enough
+/// recurrences.
+fn seen_again(
+    card: &mut Card,
+    sample: Sample,
+    applied: &[String],
+    policy: &Policy,
+    now: DateTime<Utc>,
+) -> Change {
+    card.occurrences = card.occurrences.saturating_add(1);
+    card.last_seen = now;
+    card.samples.push(sample);
+    let excess = card.samples.len().saturating_sub(MAX_SAMPLES);
+    card.samples.drain(..excess);
+    let id = card.id.clone();
+    match card.state {
+        State::Candidate => {
+            card.ready = card.occurrences >= policy.ready_at;
+            Change::Counted { id, occurrences: card.occurrences, ready: card.ready }
+        }
+        State::Armed if applied.contains(&card.id) => {
+            card.metrics.violations = card.metrics.violations.saturating_add(1);
+            judge(card, policy, now).unwrap_or(Change::Violated { id, metrics: card.metrics })
+        }
+        State::Rejected => {
+            card.recurrences = card.recurrences.saturating_add(1);
+            if card.recurrences < policy.revive_at {
+                return Change::Counted { id, occurrences: card.occurrences, ready: false };
+            }
+            let note = format!("seen {} times since it was rejected", card.recurrences);
+            card.occurrences = card.recurrences;
+            card.recurrences = 0;
+            card.ready = card.occurrences >= policy.ready_at;
+            set_state(card, State::Candidate, note, now);
+            Change::Revived { id }
+        }
+        // Armed but not in that prompt (armed while the agent ran), or put away.
+        State::Armed | State::Demoted | State::Archived => {
+            Change::Counted { id, occurrences: card.occurrences, ready: card.ready }
+        }
     }
 }
 

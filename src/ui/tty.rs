@@ -201,31 +201,9 @@ impl Reporter for Tty {
                 self.start_overall(*stories, *passing);
             }
             Event::IterationStart { iteration, story_id, .. } => {
-                self.iteration = *iteration;
-                self.in_status_block = false;
-                self.update_overall();
-                let style = self.template(
-                    "{spinner:.cyan} {prefix:.bold} {elapsed_precise:.dim} {wide_msg}",
-                    "{spinner} {prefix} {elapsed_precise} {wide_msg}",
-                );
-                let label = format!("iteration {iteration} · {story_id}");
-                self.spinner(style, label, "starting the agent".into());
+                self.iteration_started(*iteration, story_id);
             }
-            Event::AgentOutput { text, .. } => {
-                let latest = latest_line(text, &mut self.in_status_block);
-                if let (true, Some(bar), Some(line)) =
-                    (self.style.agent_output, &self.current, latest)
-                {
-                    bar.set_message(line);
-                }
-                if self.style.agent_output
-                    && self.style.verbose
-                    && let Some(t) = describe(event, self.style)
-                {
-                    self.println(&t);
-                }
-                return;
-            }
+            Event::AgentOutput { text, .. } => return self.agent_output(event, text),
             Event::IterationEnd { story_id, story_passes, cost_usd, .. } => {
                 self.clear_spinner();
                 if *story_passes {
@@ -234,38 +212,9 @@ impl Reporter for Tty {
                 self.cost_usd += cost_usd.unwrap_or(0.0);
                 self.update_overall();
             }
-            Event::Waiting { reason, seconds, .. } => {
-                self.waiting_for = reason.clone();
-                let style = self.template(
-                    "{spinner:.yellow} {prefix:.bold} {wide_msg}",
-                    "{spinner} {prefix} {wide_msg}",
-                );
-                let msg = format!("{} left · {reason}", countdown(*seconds));
-                self.spinner(style, "waiting".into(), msg);
-            }
-            Event::WaitTick { remaining_s } => {
-                // A tick rounds down; the wait ends within the next second.
-                if let Some(bar) = &self.current
-                    && !self.waiting_for.is_empty()
-                {
-                    bar.set_message(format!(
-                        "{} left · {}",
-                        countdown(remaining_s + 1),
-                        self.waiting_for
-                    ));
-                }
-                return;
-            }
-            Event::RunEnd { passing, .. } => {
-                self.clear_spinner();
-                for (_, (bar, _)) in std::mem::take(&mut self.workers) {
-                    bar.finish_and_clear();
-                }
-                if let Some(bar) = self.overall.take() {
-                    bar.set_position(*passing as u64);
-                    bar.finish_and_clear();
-                }
-            }
+            Event::Waiting { reason, seconds, .. } => self.waiting(reason, *seconds),
+            Event::WaitTick { remaining_s } => return self.wait_tick(*remaining_s),
+            Event::RunEnd { passing, .. } => self.run_ended(*passing),
             _ => {}
         }
         if matches!(event, Event::IterationStart { .. } | Event::IterationEnd { .. }) {
@@ -273,6 +222,69 @@ impl Reporter for Tty {
         }
         if let Some(text) = describe(event, self.style) {
             self.println(&text);
+        }
+    }
+}
+
+impl Tty {
+    /// The iteration's spinner, started.
+    fn iteration_started(&mut self, iteration: u32, story_id: &str) {
+        self.iteration = iteration;
+        self.in_status_block = false;
+        self.update_overall();
+        let style = self.template(
+            "{spinner:.cyan} {prefix:.bold} {elapsed_precise:.dim} {wide_msg}",
+            "{spinner} {prefix} {elapsed_precise} {wide_msg}",
+        );
+        let label = format!("iteration {iteration} · {story_id}");
+        self.spinner(style, label, "starting the agent".into());
+    }
+
+    /// The agent's latest line on the spinner; every line above the bars
+    /// only when verbose.
+    fn agent_output(&mut self, event: &Event, text: &str) {
+        let latest = latest_line(text, &mut self.in_status_block);
+        if let (true, Some(bar), Some(line)) = (self.style.agent_output, &self.current, latest) {
+            bar.set_message(line);
+        }
+        if self.style.agent_output
+            && self.style.verbose
+            && let Some(t) = describe(event, self.style)
+        {
+            self.println(&t);
+        }
+    }
+
+    /// A wait's spinner, counting down.
+    fn waiting(&mut self, reason: &str, seconds: u64) {
+        self.waiting_for = reason.to_string();
+        let style = self.template(
+            "{spinner:.yellow} {prefix:.bold} {wide_msg}",
+            "{spinner} {prefix} {wide_msg}",
+        );
+        let msg = format!("{} left · {reason}", countdown(seconds));
+        self.spinner(style, "waiting".into(), msg);
+    }
+
+    /// The wait's countdown moved on.
+    fn wait_tick(&mut self, remaining_s: u64) {
+        // A tick rounds down; the wait ends within the next second.
+        if let Some(bar) = &self.current
+            && !self.waiting_for.is_empty()
+        {
+            bar.set_message(format!("{} left · {}", countdown(remaining_s + 1), self.waiting_for));
+        }
+    }
+
+    /// Every bar cleared, the overall one at the run's final count.
+    fn run_ended(&mut self, passing: usize) {
+        self.clear_spinner();
+        for (_, (bar, _)) in std::mem::take(&mut self.workers) {
+            bar.finish_and_clear();
+        }
+        if let Some(bar) = self.overall.take() {
+            bar.set_position(passing as u64);
+            bar.finish_and_clear();
         }
     }
 }

@@ -1,7 +1,12 @@
 use super::*;
 
+/// The invocation with nothing set in ralph's environment.
+fn invocation(b: &Backend, prompt: &str, file: &str) -> Result<Invocation, InvocationError> {
+    b.invocation_in(prompt, Path::new(file), InheritedEnv::default())
+}
+
 fn argv(b: &Backend) -> (Vec<String>, PromptChannel) {
-    let inv = b.invocation("PROMPT", Path::new("/p/prompt.md")).unwrap();
+    let inv = invocation(b, "PROMPT", "/p/prompt.md").unwrap();
     let mut v = vec![inv.program.clone()];
     v.extend(inv.args.clone());
     assert_eq!(inv.stdin.is_some(), b.channel() == PromptChannel::Stdin);
@@ -111,11 +116,9 @@ fn exact_command_lines() {
 
 #[test]
 fn gemini_runs_unrelaunched_and_safe_opencode_denies_bash_but_the_allowed_prefixes() {
-    let env = |b: &Backend| b.invocation("x", Path::new("/p/prompt.md")).unwrap().env_set;
+    let env = |b: &Backend| invocation(b, "x", "/p/prompt.md").unwrap().env_set;
     let gemini = env(&Backend::new(Tool::Gemini));
-    if std::env::var_os("GEMINI_CLI_NO_RELAUNCH").is_none() {
-        assert!(gemini.contains(&("GEMINI_CLI_NO_RELAUNCH".into(), "true".into())), "{gemini:?}");
-    }
+    assert!(gemini.contains(&("GEMINI_CLI_NO_RELAUNCH".into(), "true".into())), "{gemini:?}");
     assert!(!env(&Backend::new(Tool::Opencode)).iter().any(|(k, _)| k == "OPENCODE_PERMISSION"));
     let safe = with(Tool::Opencode, |b| {
         b.safe = true;
@@ -211,7 +214,7 @@ fn custom_commands_choose_their_channel_and_never_use_a_shell() {
     assert_eq!(v, ["my-agent", "-f", "/p/prompt.md"]);
     assert_eq!(ch, PromptChannel::File);
     // A prompt with shell syntax stays one literal argument.
-    let inv = b.invocation("$(rm -rf ~)", Path::new("/p")).unwrap();
+    let inv = invocation(&b, "$(rm -rf ~)", "/p").unwrap();
     assert_eq!(inv.program, "my-agent");
     assert!(Backend::custom("  ", Format::Text).is_none());
     assert!(Backend::custom("a 'b", Format::Text).is_none());
@@ -220,10 +223,10 @@ fn custom_commands_choose_their_channel_and_never_use_a_shell() {
 #[test]
 fn argv_prompts_over_the_kernel_limit_are_refused() {
     let big = "x".repeat(MAX_ARGV_PROMPT + 1);
-    let e = Backend::new(Tool::Opencode).invocation(&big, Path::new("/p")).unwrap_err();
+    let e = invocation(&Backend::new(Tool::Opencode), &big, "/p").unwrap_err();
     assert!(matches!(e, InvocationError::PromptTooLong { tool: Tool::Opencode, .. }), "{e}");
     assert!(e.to_string().contains("one argument"), "{e}");
-    assert!(Backend::new(Tool::Claude).invocation(&big, Path::new("/p")).is_ok());
+    assert!(invocation(&Backend::new(Tool::Claude), &big, "/p").is_ok());
 }
 
 #[test]
@@ -244,6 +247,34 @@ fn preflight_names_the_missing_program_and_the_root_problem() {
 
 #[test]
 fn parent_session_variables_are_scrubbed() {
-    let inv = Backend::new(Tool::Claude).invocation("p", Path::new("/p")).unwrap();
+    let inv = invocation(&Backend::new(Tool::Claude), "p", "/p").unwrap();
     assert!(inv.env_remove.iter().any(|v| v == "CLAUDECODE"));
+}
+
+#[test]
+fn what_ralph_sets_in_the_agents_environment_yields_to_what_the_person_set() {
+    let unset = InheritedEnv::default();
+    let gemini_set = InheritedEnv { gemini_no_relaunch: true, ..unset };
+    let claude_set = InheritedEnv { claude_max_retries: true, ..unset };
+    let custom =
+        with(Tool::Claude, |b| b.env = vec![("CLAUDE_CODE_MAX_RETRIES".into(), "0".into())]);
+    #[rustfmt::skip]
+    let cases: Vec<(Backend, InheritedEnv, &[(&str, &str)])> = vec![
+        (Backend::new(Tool::Claude), unset, &[("CLAUDE_CODE_MAX_RETRIES", "3")]),
+        (Backend::new(Tool::Claude), claude_set, &[]),
+        (Backend::new(Tool::Claude), gemini_set, &[("CLAUDE_CODE_MAX_RETRIES", "3")]),
+        // The command's own `NAME=value` words come last: the agent sees them.
+        (custom, unset, &[("CLAUDE_CODE_MAX_RETRIES", "3"), ("CLAUDE_CODE_MAX_RETRIES", "0")]),
+        (Backend::new(Tool::Gemini), unset, &[("GEMINI_CLI_NO_RELAUNCH", "true")]),
+        (Backend::new(Tool::Gemini), gemini_set, &[]),
+        (Backend::new(Tool::Gemini), claude_set, &[("GEMINI_CLI_NO_RELAUNCH", "true")]),
+        (Backend::new(Tool::Codex), unset, &[]),
+        (Backend::new(Tool::Opencode), unset, &[]),
+    ];
+    for (b, env, want) in cases {
+        let got = b.invocation_in("p", Path::new("/p"), env).unwrap().env_set;
+        let want: Vec<(String, String)> =
+            want.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        assert_eq!(got, want, "{} with {env:?}", b.tool);
+    }
 }

@@ -4,12 +4,13 @@
 //! ids, priorities, dependencies) and only then puts it in place. A failed
 //! or invalid conversion changes nothing of the project's.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::Options;
 use crate::agent::{self, Backend};
 use crate::analyze::Analyzer;
 use crate::cli::{Global, SettingArgs};
+use crate::config::Config;
 use crate::error::Error;
 use crate::paths::Paths;
 
@@ -48,19 +49,7 @@ fn problems(prd: &crate::prd::Prd) -> Vec<String> {
 
 pub(super) fn run(g: &Global, paths: &Paths, md: &Path, opts: &Options) -> Result<u8, Error> {
     let rel = super::rel(&paths.project, md);
-    let name = md.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    if name == "fix_plan.md" || name == "@fix_plan.md" {
-        return Err(Error::Usage(format!(
-            "{rel} is ralph-claude-code's checklist, not a PRD: run `ralph import` in its project, which turns it into prd.json without an agent"
-        )));
-    }
-    let text =
-        std::fs::read(md).map_err(|e| Error::Usage(format!("cannot read {rel}: {e}"))).and_then(
-            |b| String::from_utf8(b).map_err(|_| Error::Usage(format!("{rel} is not UTF-8 text"))),
-        )?;
-    if text.trim().is_empty() {
-        return Err(Error::Usage(format!("{rel} is empty: there is no PRD to convert")));
-    }
+    let markdown = read_markdown(md, &rel)?;
     let target = &paths.prd;
     let target_rel = target.strip_prefix(&paths.project).unwrap_or(target).display().to_string();
     let existed = target.exists();
@@ -79,19 +68,76 @@ pub(super) fn run(g: &Global, paths: &Paths, md: &Path, opts: &Options) -> Resul
         ))?;
         return Ok(0);
     }
-    let scratch = paths.store.root().join("import");
-    std::fs::create_dir_all(&scratch)
-        .map_err(|e| Error::io(format!("create {}", scratch.display()), e))?;
-    let out = scratch.join("prd.json");
-    let _ = std::fs::remove_file(&out);
-    let prompt_file = scratch.join("prompt.md");
-    let text = prompt(&rel, &text, &out);
-    crate::store::write_replace(&prompt_file, text.as_bytes())
-        .map_err(|e| Error::io(format!("write {}", prompt_file.display()), e))?;
-    let mut invocation = backend.invocation(&text, &prompt_file)?;
+    let scratch = Scratch::make(paths)?;
+    let run = convert(paths, &cfg, &backend, &scratch, &prompt(&rel, &markdown, &scratch.out))?;
+    let (bytes, prd) = checked(&run, &scratch, target, &rel)?;
+    crate::store::write_atomic(target, &bytes)
+        .map_err(|e| Error::io(format!("write {}", target.display()), e))?;
+    let _ = std::fs::remove_file(&scratch.out);
+    let _ = std::fs::remove_file(&scratch.prompt);
+    let n = crate::text::count(prd.stories().len(), "story", "stories");
+    print(&format!(
+        "{:<12} {target_rel} ({n} from {rel}, converted by {} and checked)\n\nImported. `ralph --dry-run` shows the first iteration; `ralph` runs the loop.\n",
+        if existed { "updated" } else { "wrote" },
+        backend.describe()
+    ))?;
+    Ok(0)
+}
+
+/// The markdown PRD's text; ralph-claude-code's checklist, an unreadable
+/// file or an empty one is refused.
+fn read_markdown(md: &Path, rel: &str) -> Result<String, Error> {
+    let name = md.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    if name == "fix_plan.md" || name == "@fix_plan.md" {
+        return Err(Error::Usage(format!(
+            "{rel} is ralph-claude-code's checklist, not a PRD: run `ralph import` in its project, which turns it into prd.json without an agent"
+        )));
+    }
+    let text =
+        std::fs::read(md).map_err(|e| Error::Usage(format!("cannot read {rel}: {e}"))).and_then(
+            |b| String::from_utf8(b).map_err(|_| Error::Usage(format!("{rel} is not UTF-8 text"))),
+        )?;
+    if text.trim().is_empty() {
+        return Err(Error::Usage(format!("{rel} is empty: there is no PRD to convert")));
+    }
+    Ok(text)
+}
+
+/// Where one conversion keeps its files, in ralph's state folder: the
+/// prompt, the agent's prd.json (none yet) and the agent's log.
+struct Scratch {
+    prompt: PathBuf,
+    out: PathBuf,
+    log: PathBuf,
+}
+
+impl Scratch {
+    fn make(paths: &Paths) -> Result<Scratch, Error> {
+        let dir = paths.store.root().join("import");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
+        let out = dir.join("prd.json");
+        let _ = std::fs::remove_file(&out);
+        Ok(Scratch { prompt: dir.join("prompt.md"), out, log: dir.join("convert.log") })
+    }
+}
+
+/// The agent run on `prompt`, in its sandbox, told to write the scratch
+/// prd.json.
+fn convert(
+    paths: &Paths,
+    cfg: &Config,
+    backend: &Backend,
+    scratch: &Scratch,
+    prompt: &str,
+) -> Result<agent::AgentRun, Error> {
+    crate::store::write_replace(&scratch.prompt, prompt.as_bytes())
+        .map_err(|e| Error::io(format!("write {}", scratch.prompt.display()), e))?;
+    let mut invocation =
+        backend.invocation_in(prompt, &scratch.prompt, agent::backend::InheritedEnv::current())?;
     invocation.env_set.extend([
         ("RALPH_PROJECT_DIR".to_string(), paths.project.display().to_string()),
-        ("RALPH_PRD".to_string(), out.display().to_string()),
+        ("RALPH_PRD".to_string(), scratch.out.display().to_string()),
     ]);
     crate::signals::install();
     let limits = agent::supervise::TimeLimits {
@@ -103,7 +149,6 @@ pub(super) fn run(g: &Global, paths: &Paths, md: &Path, opts: &Options) -> Resul
     };
     let patterns =
         crate::analyze::Patterns::configured(&cfg.patterns).map_err(|e| Error::Config(e.into()))?;
-    let log = scratch.join("convert.log");
     let redactor = crate::redact::Redactor::from_env();
     let env = |k: &str| std::env::var(k).ok();
     let sandbox = crate::sandbox::Sandbox::new(cfg.sandbox.clone(), &env)?;
@@ -114,7 +159,7 @@ pub(super) fn run(g: &Global, paths: &Paths, md: &Path, opts: &Options) -> Resul
         &invocation,
         agent::Place {
             cwd: &paths.project,
-            log: &log,
+            log: &scratch.log,
             limits,
             sandbox: child.as_ref(),
             log_cap: cfg.logs.max_file_bytes,
@@ -127,10 +172,21 @@ pub(super) fn run(g: &Global, paths: &Paths, md: &Path, opts: &Options) -> Resul
         source,
         hint: "check agent.tool / agent.command in .ralph/config.toml",
     })?;
+    Ok(run)
+}
+
+/// The agent's prd.json (ending with a newline), when it ended well and
+/// wrote a valid one; else why the conversion of `rel` failed.
+fn checked(
+    run: &agent::AgentRun,
+    scratch: &Scratch,
+    target: &Path,
+    rel: &str,
+) -> Result<(Vec<u8>, crate::prd::Prd), Error> {
     let failed = |why: String| {
         Error::Usage(format!(
             "the conversion of {rel} failed: {why}; nothing was changed (the agent's output: {})",
-            log.display()
+            scratch.log.display()
         ))
     };
     if !run.finished.success() {
@@ -140,26 +196,16 @@ pub(super) fn run(g: &Global, paths: &Paths, md: &Path, opts: &Options) -> Resul
         };
         return Err(failed(why));
     }
-    let bytes =
-        std::fs::read(&out).map_err(|_| failed(format!("the agent wrote no {}", out.display())))?;
+    let out = &scratch.out;
+    let mut bytes =
+        std::fs::read(out).map_err(|_| failed(format!("the agent wrote no {}", out.display())))?;
     let prd = crate::prd::Prd::parse(&bytes, target).map_err(|e| failed(e.to_string()))?;
     let wrong = problems(&prd);
     if !wrong.is_empty() {
         return Err(failed(wrong.join("; ")));
     }
-    let mut bytes = bytes;
     if !bytes.ends_with(b"\n") {
         bytes.push(b'\n');
     }
-    crate::store::write_atomic(target, &bytes)
-        .map_err(|e| Error::io(format!("write {}", target.display()), e))?;
-    let _ = std::fs::remove_file(&out);
-    let _ = std::fs::remove_file(&prompt_file);
-    let n = crate::text::count(prd.stories().len(), "story", "stories");
-    print(&format!(
-        "{:<12} {target_rel} ({n} from {rel}, converted by {} and checked)\n\nImported. `ralph --dry-run` shows the first iteration; `ralph` runs the loop.\n",
-        if existed { "updated" } else { "wrote" },
-        backend.describe()
-    ))?;
-    Ok(0)
+    Ok((bytes, prd))
 }

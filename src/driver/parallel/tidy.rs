@@ -2,12 +2,14 @@
 //! recovered after a crash, removed when a story merges or the run ends —
 //! so none outlive a finished run, and unfinished work stays on its branch.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::channel;
 
 use toml::Value;
 
 use super::board::Board;
+use super::peers::Peers;
 use super::{Pool, Queued, plan, relative_to, worktrees_dir};
 use crate::config::keys::Setting;
 use crate::driver::ParallelError;
@@ -19,15 +21,22 @@ use crate::git::Repo;
 /// The worktree names a parallel run gives git: `ralph-<story>`.
 const PREFIX: &str = "ralph-";
 
+/// The stories given up in an earlier process of this run: they stay given
+/// up.
+fn given_up_before(board: &Board) -> BTreeMap<String, (plan::GiveUp, String)> {
+    let kind = |id: &String| {
+        if board.given_up_merging.contains(id) {
+            plan::GiveUp::Merge
+        } else {
+            plan::GiveUp::Blocked
+        }
+    };
+    board.given_up.iter().map(|(id, why)| (id.clone(), (kind(id), why.clone()))).collect()
+}
+
 impl Run<'_> {
     pub(super) fn start_pool(&mut self) -> Result<Pool, Error> {
-        let branch = self.repo.current_branch().ok_or_else(|| {
-            Error::Usage(
-                "a parallel run (--jobs) merges into a branch, and HEAD is detached: check out a \
-                 branch, or name one in prd.json's branchName"
-                    .into(),
-            )
-        })?;
+        let branch = self.run_branch()?;
         let top = self.repo.workdir().canonicalize().unwrap_or_else(|_| self.repo.workdir());
         let project_rel = relative_to(&self.paths.project, &top);
         let prd_rel = self.repo.relative(&self.paths.prd).ok_or_else(|| {
@@ -40,20 +49,7 @@ impl Run<'_> {
         let settings = self.worker_settings()?;
         let resolver_settings = self.resolver_settings(&settings)?;
         let template = self.worker_template();
-        let old = Board::load(&self.paths.store);
-        let mut board = match old.clone() {
-            Some(b) if b.run_id == self.state.run_id => b,
-            _ => Board::default(),
-        };
-        board.run_id = self.state.run_id.clone();
-        board.branch = branch.clone();
-        board.jobs = self.cfg.run.jobs;
-        // What a crash left half-done is finished or undone whichever run
-        // it was: a merge's work tree, a resolution's story branch.
-        if let Some(old) = old {
-            board.merging = old.merging;
-            board.resolving = old.resolving;
-        }
+        let board = self.board(&branch);
         let (tx, rx) = channel();
         let mut pool = Pool {
             jobs: self.cfg.run.jobs,
@@ -69,37 +65,17 @@ impl Run<'_> {
             merging: Vec::new(),
             to_resolve: Default::default(),
             resolver_settings,
-            given_up: Default::default(),
+            given_up: given_up_before(&board),
             not_before: Default::default(),
             tx,
             rx,
             paused: false,
             queue_held: false,
-            peers: match self.opts.mode.remote() {
-                Some(w) => Box::new(super::peers::Shared {
-                    remote: super::remote::Remote::new(
-                        w.id.clone(),
-                        w.lease,
-                        self.repo.workdir(),
-                        &branch,
-                    ),
-                    started: chrono::DateTime::<chrono::Utc>::from(self.clock.started_at),
-                }),
-                None => Box::new(super::peers::Alone),
-            },
+            peers: self.peers(&branch),
             unreachable: false,
             stopped_by: None,
             board,
         };
-        // Given up in an earlier process of this run stays given up.
-        for (id, why) in pool.board.given_up.clone() {
-            let kind = if pool.board.given_up_merging.contains(&id) {
-                plan::GiveUp::Merge
-            } else {
-                plan::GiveUp::Blocked
-            };
-            pool.given_up.insert(id, (kind, why));
-        }
         // A merge a crash cut short is finished first: before it, the work
         // tree's bookkeeping files are the previous tip's.
         self.recover(&mut pool)?;
@@ -109,6 +85,54 @@ impl Run<'_> {
         }
         pool.save_board(&self.paths.store);
         Ok(pool)
+    }
+
+    /// The branch the stories merge into: the one checked out.
+    fn run_branch(&self) -> Result<String, Error> {
+        self.repo.current_branch().ok_or_else(|| {
+            Error::Usage(
+                "a parallel run (--jobs) merges into a branch, and HEAD is detached: check out a \
+                 branch, or name one in prd.json's branchName"
+                    .into(),
+            )
+        })
+    }
+
+    /// parallel.json for this run: this run's as an earlier process left
+    /// it, else a new one. What a crash left half-done is finished or
+    /// undone whichever run it was: a merge's work tree, a resolution's
+    /// story branch.
+    fn board(&self, branch: &str) -> Board {
+        let old = Board::load(&self.paths.store);
+        let mut board = match old.clone() {
+            Some(b) if b.run_id == self.state.run_id => b,
+            _ => Board::default(),
+        };
+        board.run_id = self.state.run_id.clone();
+        board.branch = branch.to_string();
+        board.jobs = self.cfg.run.jobs;
+        if let Some(old) = old {
+            board.merging = old.merging;
+            board.resolving = old.resolving;
+        }
+        board
+    }
+
+    /// Who else works the run: the other machines' workers through the
+    /// remote (`ralph worker --remote`), or no one.
+    fn peers(&self, branch: &str) -> Box<dyn Peers> {
+        match self.opts.mode.remote() {
+            Some(w) => Box::new(super::peers::Shared {
+                remote: super::remote::Remote::new(
+                    w.id.clone(),
+                    w.lease,
+                    self.repo.workdir(),
+                    branch,
+                ),
+                started: chrono::DateTime::<chrono::Utc>::from(self.clock.started_at),
+            }),
+            None => Box::new(super::peers::Alone),
+        }
     }
 
     /// Workers start from the run branch's commits: prd.json and
