@@ -355,17 +355,6 @@ impl Backend {
         })
     }
 
-    /// [`Backend::invocation_in`] with ralph's environment as it is now.
-    /// The iteration's way in until it reads [`InheritedEnv::current`]
-    /// itself (`driver/iteration.rs`).
-    pub fn invocation(
-        &self,
-        prompt: &str,
-        prompt_file: &Path,
-    ) -> Result<Invocation, InvocationError> {
-        self.invocation_in(prompt, prompt_file, InheritedEnv::current())
-    }
-
     /// The flags ralph gives a named tool before the user's `agent.args`:
     /// headless, structured output, the permission mode, the model. One
     /// row per tool; a custom command gets none.

@@ -152,11 +152,7 @@ fn log_pane(log: &Path) -> String {
 
 fn run_tmux(tmux: &Path, args: &[&str]) -> Result<(), Error> {
     let status = Command::new(tmux).args(args).status().map_err(|e| Error::io("run tmux", e))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(MonitorError::Tmux { args: args.join(" ") }.into())
-    }
+    if status.success() { Ok(()) } else { Err(MonitorError::Tmux { args: args.join(" ") }.into()) }
 }
 
 #[cfg(test)]

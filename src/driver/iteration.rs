@@ -148,7 +148,9 @@ impl Run<'_> {
         prompt_path: &std::path::Path,
         log: &std::path::Path,
     ) -> Result<AgentRun, Error> {
-        let mut invocation = self.kit.agents.current().invocation(prompt, prompt_path)?;
+        let inherited = crate::agent::backend::InheritedEnv::current();
+        let mut invocation =
+            self.kit.agents.current().invocation_in(prompt, prompt_path, inherited)?;
         invocation.env_set.extend(agent_env(&self.state.run_id, self.paths, n, &story.id));
         // The checkpoint for this phase is written the moment the agent
         // exists (with its process group): before that there is nothing a
