@@ -479,10 +479,14 @@ fn toolchain_read(dir: PathBuf, list: &dyn Fn(&Path) -> Names, out: &mut Vec<Pat
 /// folder above it, one that holds the project (and so its siblings) or a
 /// credential store.
 fn too_wide(dir: &Path, home: Option<&Path>, project: Option<&PathBuf>) -> bool {
+    // `dir` holds `home/d` when it holds the home, or lies in the home
+    // on the way to `d` (asked without joining: this runs for every
+    // toolchain folder of every child).
+    let holds_denied = |h: &Path| {
+        dir.strip_prefix(h).is_ok_and(|rel| DENIED.iter().any(|d| Path::new(d).starts_with(rel)))
+    };
     dir.parent().is_none()
-        || home.is_some_and(|h| {
-            h.starts_with(dir) || DENIED.iter().any(|d| h.join(d).starts_with(dir))
-        })
+        || home.is_some_and(|h| h.starts_with(dir) || holds_denied(h))
         || project.is_some_and(|p| p.starts_with(dir))
 }
 

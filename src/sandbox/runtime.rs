@@ -2,6 +2,7 @@
 //! for each child the inputs of [`super::policy`] gathered from the disk
 //! and the environment, and its private temp dir.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,6 +48,34 @@ pub struct Sandbox {
     listings: Arc<Listings>,
     /// A private temp dir the last child left, emptied, for the next.
     spare: Arc<Spare>,
+    /// The last child's policy, for the next child with the same inputs.
+    kept: Arc<Mutex<Option<KeptPolicy>>>,
+}
+
+/// A child's policy and everything it was computed from: the arguments,
+/// what was read from the environment and the disk, and each folder
+/// listing it asked for. The next child whose inputs are the same, and
+/// whose listings are the same kept ones (unchanged folders), gets the
+/// same policy: [`super::policy`] walks the home and every toolchain
+/// folder, and an iteration's children ask for the same one each time.
+#[derive(Debug)]
+struct KeptPolicy {
+    key: PolicyKey,
+    /// The variables it read, with what they held (the iteration's own
+    /// `RALPH_*` change every time and are never read).
+    read_env: Vec<(String, Option<String>)>,
+    listed: Vec<(PathBuf, Names)>,
+    policy: Arc<Policy>,
+}
+
+#[derive(Debug, PartialEq)]
+struct PolicyKey {
+    tool: Option<Tool>,
+    tree: Vec<PathBuf>,
+    tmp: PathBuf,
+    url_texts: Vec<String>,
+    programs: Vec<PathBuf>,
+    path: Vec<PathBuf>,
 }
 
 /// One private temp dir kept between children: making and removing one per
@@ -133,7 +162,14 @@ impl Sandbox {
                 }
             }
         };
-        Ok(Sandbox { settings, support, home, listings: Arc::default(), spare: Arc::default() })
+        Ok(Sandbox {
+            settings,
+            support,
+            home,
+            listings: Arc::default(),
+            spare: Arc::default(),
+            kept: Arc::default(),
+        })
     }
 
     /// The Landlock ABI children are confined at; `None`: unconfined.
@@ -173,7 +209,7 @@ impl Sandbox {
     pub fn preview(&self, tool: Option<Tool>, cwd: &Path, program: &str) -> Option<Policy> {
         self.abi()?;
         let tmp = std::env::temp_dir().join("ralph-<pid>-<n>");
-        Some(self.policy(tool, cwd, program, &[], &tmp, false))
+        Some(Policy::clone(&self.policy(tool, cwd, program, &[], &tmp, false)))
     }
 
     /// The policy for one child, and its private temp dir (made here,
@@ -191,7 +227,7 @@ impl Sandbox {
         let policy = self.policy(tool, cwd, program, env_set, &tmp, true);
         let cwd = Some(cwd.to_path_buf());
         let spare = Some(self.spare.clone());
-        Ok(Some(Child { policy: Arc::new(policy), abi, tmp, home: self.home.clone(), cwd, spare }))
+        Ok(Some(Child { policy, abi, tmp, home: self.home.clone(), cwd, spare }))
     }
 
     /// The inputs of [`super::policy`], gathered. `make` creates the CLI's
@@ -204,7 +240,7 @@ impl Sandbox {
         env_set: &[(String, String)],
         tmp: &Path,
         make: bool,
-    ) -> Policy {
+    ) -> Arc<Policy> {
         let env = |name: &str| -> Option<String> {
             env_set
                 .iter()
@@ -256,18 +292,41 @@ impl Sandbox {
             programs.push(found);
         }
         let path: Vec<PathBuf> = std::env::split_paths(&path_var).collect();
-        super::policy(&Inputs {
+        let key = PolicyKey { tool, tree, tmp: tmp.to_path_buf(), url_texts, programs, path };
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(k) = kept.as_ref()
+            && k.key == key
+            && k.read_env.iter().all(|(name, value)| env(name) == *value)
+            && k.listed.iter().all(|(dir, names)| Arc::ptr_eq(&self.listings.names(dir), names))
+        {
+            return k.policy.clone();
+        }
+        let (listed, read_env) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
+        let list = |dir: &Path| {
+            let names = self.listings.names(dir);
+            listed.borrow_mut().push((dir.to_path_buf(), names.clone()));
+            names
+        };
+        let recorded_env = |name: &str| {
+            let value = env(name);
+            read_env.borrow_mut().push((name.to_string(), value.clone()));
+            value
+        };
+        let policy = Arc::new(super::policy(&Inputs {
             home,
             list: &list,
             tool,
-            env: &env,
-            url_texts: &url_texts,
-            work_tree: &tree,
+            env: &recorded_env,
+            url_texts: &key.url_texts,
+            work_tree: &key.tree,
             tmp,
-            programs: &programs,
-            path: &path,
+            programs: &key.programs,
+            path: &key.path,
             settings: &self.settings,
-        })
+        }));
+        let (listed, read_env) = (listed.into_inner(), read_env.into_inner());
+        *kept = Some(KeptPolicy { key, read_env, listed, policy: policy.clone() });
+        policy
     }
 }
 
@@ -514,6 +573,39 @@ mod tests {
         std::fs::write(dir.path().join("b"), "").unwrap();
         assert_eq!(sorted(listings.names(dir.path())), ["a", "b"], "a new entry: listed again");
         assert!(listings.names(&dir.path().join("missing")).is_empty());
+    }
+
+    #[test]
+    fn the_same_inputs_get_the_kept_policy_and_a_changed_one_a_new_policy() {
+        let settings = Settings {
+            mode: Mode::Auto,
+            read: Vec::new(),
+            write: Vec::new(),
+            net: super::super::Net::Ports,
+            ports: Vec::new(),
+        };
+        // An old folder as the home: a listing is kept only for a folder
+        // that has not changed in the last seconds.
+        let home = |k: &str| (k == "HOME").then(|| "/usr/lib".to_string());
+        let sandbox = Sandbox::new(settings, &home).unwrap();
+        let project = tempfile::tempdir().unwrap();
+        let tmp = project.path().join("tmp");
+        let policy = |env_set: &[(String, String)]| {
+            sandbox.policy(None, project.path(), "sh", env_set, &tmp, false)
+        };
+        let iteration = |n: u32| vec![("RALPH_ITERATION".to_string(), n.to_string())];
+        let first = policy(&iteration(1));
+        let second = policy(&iteration(2));
+        assert!(Arc::ptr_eq(&first, &second), "the iteration's own variables are not inputs");
+        let mut toolchain = iteration(3);
+        toolchain.push(("CARGO_HOME".into(), "/usr/share".into()));
+        let other = policy(&toolchain);
+        assert!(!Arc::ptr_eq(&first, &other), "a variable the policy reads changed");
+        assert!(other.read.iter().any(|p| p.starts_with("/usr/share")), "{other:?}");
+        assert!(!first.read.iter().any(|p| p == Path::new("/usr/share")), "{first:?}");
+        let moved =
+            sandbox.policy(None, project.path(), "sh", &iteration(4), &tmp.join("x"), false);
+        assert!(!Arc::ptr_eq(&other, &moved) && moved.tmp == tmp.join("x"), "a new temp dir");
     }
 
     #[test]

@@ -477,3 +477,34 @@ fn a_config_file_a_variable_puts_outside_the_home_is_readable() {
         assert!(!has(&p.read, file), "{file}");
     }
 }
+
+#[test]
+fn too_wide_is_the_root_the_home_above_a_store_or_the_project() {
+    let home = Path::new("/home/u");
+    let project = PathBuf::from("/home/u/src/p");
+    let table = [
+        ("/", true),
+        ("/home", true),
+        ("/home/u", true),
+        ("/home/u/.config", true), // holds .config/gh
+        ("/home/u/.ssh", true),
+        ("/home/u/.config/nvim", false),
+        ("/home/u/.ssh/keys", false), // inside a store: left out elsewhere
+        ("/home/u/src", true),        // holds the project and its siblings
+        ("/home/u/src/p", true),
+        ("/home/u/src/p/target", false),
+        ("/home/u/.cargo", true), // holds .cargo/credentials
+        ("/home/u/.cargo/bin", false),
+        ("/home/uu", false),
+        ("/opt/cargo", false),
+    ];
+    for (dir, wide) in table {
+        assert_eq!(too_wide(Path::new(dir), Some(home), Some(&project)), wide, "{dir}");
+        // The same as joining each store to the home and asking.
+        let joined = Path::new(dir).parent().is_none()
+            || home.starts_with(dir)
+            || DENIED.iter().any(|d| home.join(d).starts_with(dir))
+            || project.starts_with(dir);
+        assert_eq!(joined, wide, "{dir}");
+    }
+}
