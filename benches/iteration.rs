@@ -10,6 +10,12 @@
 //! ralph so both see the same machine: the target is ralph's own
 //! work under a third of ralph.sh's.
 //!
+//! Every project stays on disk until the end: removing one frees its
+//! hundreds of files, and on ext4 without a journal each file made in the
+//! next few minutes scans the inodes freed recently, so one run's cleanup
+//! would be billed to the next run's log and prompt files (ralph.sh makes
+//! none, so only ralph's side would pay for the harness's deletions).
+//!
 //! Then the processes ralph creates per iteration, counted with strace:
 //! every fork, vfork and clone without CLONE_THREAD (threads are not
 //! processes), in a run of 20 iterations minus a run of 10, so setup
@@ -30,7 +36,8 @@ fn main() {
     let runs = runs(5);
 
     // Warm the page cache and the binary.
-    run_loop(&agent, 3);
+    let mut kept = Vec::new();
+    run_loop(&agent, 3, &mut kept);
 
     let bash = which::which("bash").ok();
     let mut per_spawn = Vec::new();
@@ -38,9 +45,10 @@ fn main() {
     let mut per_sh_iteration = Vec::new();
     for _ in 0..runs {
         per_spawn.push(spawn_directly(&agent, ITERATIONS) * 1000.0 / f64::from(ITERATIONS));
-        per_iteration.push(run_loop(&agent, ITERATIONS) * 1000.0 / f64::from(ITERATIONS));
+        let ralph = run_loop(&agent, ITERATIONS, &mut kept);
+        per_iteration.push(ralph * 1000.0 / f64::from(ITERATIONS));
         if let Some(bash) = &bash {
-            let sh = run_ralph_sh(bash, &agent, ITERATIONS);
+            let sh = run_ralph_sh(bash, &agent, ITERATIONS, &mut kept);
             per_sh_iteration.push(sh * 1000.0 / f64::from(ITERATIONS));
         }
     }
@@ -110,7 +118,7 @@ fn main() {
 }
 
 /// Seconds for `ralph N` with the no-op agent in a fresh project.
-fn run_loop(agent: &std::path::Path, n: u32) -> f64 {
+fn run_loop(agent: &std::path::Path, n: u32, kept: &mut Vec<Project>) -> f64 {
     let project = Project::new(&prd_json(1), NO_BRAKES);
     let mut cmd = project.ralph();
     cmd.arg(n.to_string())
@@ -136,12 +144,18 @@ fn run_loop(agent: &std::path::Path, n: u32) -> f64 {
         .filter(|f| is_agent_log(&f.file_name().to_string_lossy()))
         .count();
     assert_eq!(iterations, n as usize, "ralph ran fewer iterations than asked");
+    kept.push(project);
     m.wall.as_secs_f64()
 }
 
 /// Seconds for ralph.sh's loop of `n` iterations, with `claude` on its
 /// PATH being `agent` and no sleep between iterations.
-fn run_ralph_sh(bash: &std::path::Path, agent: &std::path::Path, n: u32) -> f64 {
+fn run_ralph_sh(
+    bash: &std::path::Path,
+    agent: &std::path::Path,
+    n: u32,
+    kept: &mut Vec<Project>,
+) -> f64 {
     let project = Project::new(&prd_json(1), NO_BRAKES);
     let script_dir = project.dir().join("scripts/ralph");
     let bin = project.tmp.path().join("bin");
@@ -166,6 +180,7 @@ fn run_ralph_sh(bash: &std::path::Path, agent: &std::path::Path, n: u32) -> f64 
     let m = measure(&mut cmd);
     // Exit 1: the iterations ran out without the completion marker.
     assert_eq!(m.exit_code, Some(1), "ralph.sh did not run its {n} iterations");
+    kept.push(project);
     m.wall.as_secs_f64()
 }
 

@@ -178,8 +178,7 @@ pub fn run_watched<O: Sink, E: Sink>(
         Some(sandbox) => {
             let (k, v) = sandbox.env();
             env.insert(k.into(), v.into());
-            let fd = process::ruleset(&sandbox.policy, sandbox.abi)
-                .map_err(|e| spawn_error(io::Error::other(e)))?;
+            let fd = sandbox.ruleset().map_err(|e| spawn_error(io::Error::other(e)))?;
             Some(fd)
         }
         None => None,
@@ -195,7 +194,7 @@ pub fn run_watched<O: Sink, E: Sink>(
         // If ralph is killed with SIGKILL it can stop nothing: the kernel
         // ends the child for it.
         death_signal: Some(process::Signal::Kill),
-        ruleset: ruleset.as_ref(),
+        ruleset: ruleset.as_deref(),
     })
     .map_err(spawn_error)?;
     drop(ruleset);

@@ -50,6 +50,29 @@ pub struct Sandbox {
     spare: Arc<Spare>,
     /// The last child's policy, for the next child with the same inputs.
     kept: Arc<Mutex<Option<KeptPolicy>>>,
+    /// The last Landlock ruleset built, for the next child with that policy.
+    rulesets: Arc<Mutex<Option<KeptRuleset>>>,
+}
+
+/// A built ruleset, the policy it enforces and what each of the policy's
+/// paths was when it was built (device and inode; `None`: missing). A rule
+/// holds the folder it was made for, not its name: a folder removed and
+/// made again since needs a new rule, so any change builds the ruleset
+/// again. Building it opens every path and adds a rule for each; checking
+/// is one `stat` per path.
+#[derive(Debug)]
+struct KeptRuleset {
+    policy: Arc<Policy>,
+    abi: u32,
+    paths: Vec<Option<(u64, u64)>>,
+    fd: Arc<std::os::fd::OwnedFd>,
+}
+
+/// Each path of `policy`, as [`KeptRuleset`] compares them.
+fn identities(policy: &Policy) -> Vec<Option<(u64, u64)>> {
+    use std::os::unix::fs::MetadataExt;
+    let paths = policy.read.iter().chain(&policy.write);
+    paths.map(|p| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))).collect()
 }
 
 /// A child's policy and everything it was computed from: the arguments,
@@ -169,6 +192,7 @@ impl Sandbox {
             listings: Arc::default(),
             spare: Arc::default(),
             kept: Arc::default(),
+            rulesets: Arc::default(),
         })
     }
 
@@ -227,7 +251,8 @@ impl Sandbox {
         let policy = self.policy(tool, cwd, program, env_set, &tmp, true);
         let cwd = Some(cwd.to_path_buf());
         let spare = Some(self.spare.clone());
-        Ok(Some(Child { policy, abi, tmp, home: self.home.clone(), cwd, spare }))
+        let rulesets = Some(self.rulesets.clone());
+        Ok(Some(Child { policy, abi, tmp, home: self.home.clone(), cwd, spare, rulesets }))
     }
 
     /// The inputs of [`super::policy`], gathered. `make` creates the CLI's
@@ -443,12 +468,35 @@ pub struct Child {
     cwd: Option<PathBuf>,
     /// Where its temp dir goes back to when it ends.
     spare: Option<Arc<Spare>>,
+    /// The run's last ruleset, to use again when it fits.
+    rulesets: Option<Arc<Mutex<Option<KeptRuleset>>>>,
 }
 
 impl Child {
     /// A reader of the denials in this child's output.
     pub fn denials(&self) -> super::Denials {
         super::Denials::new(Some(self.policy.clone()), self.home.clone(), self.cwd.clone())
+    }
+
+    /// The Landlock ruleset that enforces this child's policy: the last
+    /// child's when it had the same policy and none of its paths changed
+    /// since, else one built now ([`crate::process::ruleset`]).
+    pub fn ruleset(&self) -> Result<Arc<std::os::fd::OwnedFd>, crate::process::ConfineError> {
+        let build = || crate::process::ruleset(&self.policy, self.abi).map(Arc::new);
+        let Some(rulesets) = &self.rulesets else { return build() };
+        let paths = identities(&self.policy);
+        let mut kept = rulesets.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(k) = kept.as_ref()
+            && Arc::ptr_eq(&k.policy, &self.policy)
+            && k.abi == self.abi
+            && k.paths == paths
+        {
+            return Ok(k.fd.clone());
+        }
+        let fd = build()?;
+        let policy = self.policy.clone();
+        *kept = Some(KeptRuleset { policy, abi: self.abi, paths, fd: fd.clone() });
+        Ok(fd)
     }
 
     /// `TMPDIR`, pointing at the child's private temp dir.
@@ -606,6 +654,37 @@ mod tests {
         let moved =
             sandbox.policy(None, project.path(), "sh", &iteration(4), &tmp.join("x"), false);
         assert!(!Arc::ptr_eq(&other, &moved) && moved.tmp == tmp.join("x"), "a new temp dir");
+    }
+
+    #[test]
+    fn a_ruleset_is_built_again_only_when_its_policy_or_a_path_of_it_changed() {
+        let settings = Settings {
+            mode: Mode::Auto,
+            read: Vec::new(),
+            write: Vec::new(),
+            net: super::super::Net::Ports,
+            ports: Vec::new(),
+        };
+        let home = |k: &str| (k == "HOME").then(|| "/usr/lib".to_string());
+        let sandbox = Sandbox::new(settings, &home).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("project");
+        std::fs::create_dir(&project).unwrap();
+        let child = || sandbox.child(None, &project, "sh", &[]).unwrap();
+        let Some(first) = child() else {
+            eprintln!("SKIPPED: this kernel has no Landlock");
+            return;
+        };
+        let built = first.ruleset().unwrap();
+        drop(first);
+        let second = child().unwrap();
+        assert!(Arc::ptr_eq(&built, &second.ruleset().unwrap()), "the same policy, unchanged");
+        drop(second);
+        // The project made again: the old rule holds the removed folder.
+        std::fs::remove_dir(&project).unwrap();
+        std::fs::create_dir(&project).unwrap();
+        let third = child().unwrap();
+        assert!(!Arc::ptr_eq(&built, &third.ruleset().unwrap()), "a path is a new folder");
     }
 
     #[test]
