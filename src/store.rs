@@ -344,14 +344,7 @@ fn replace(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     let path = &write_target(path);
     // The new file keeps the old one's mode (a 0444 prd.json stays 0444).
     let mode = fs::metadata(path).ok().map(|m| m.permissions().mode() & 0o7777);
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().ok_or_else(|| {
-        io::Error::new(io::ErrorKind::InvalidInput, format!("no file name in {}", path.display()))
-    })?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(".tmp{}", std::process::id()));
-    let tmp = dir.join(tmp_name);
+    let tmp = hidden_beside(path, &format!(".tmp{}", std::process::id()))?;
     let result = (|| {
         let mut file = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
         if let Some(mode) = mode {
@@ -445,14 +438,19 @@ const SPARE: &str = ".spare";
 
 /// `.<name>.<pid>.spare` beside `path`.
 fn spare_of(path: &Path) -> io::Result<PathBuf> {
+    hidden_beside(path, &format!(".{}{SPARE}", std::process::id()))
+}
+
+/// `.<name><suffix>` in `path`'s folder: a temp file or a spare of it.
+fn hidden_beside(path: &Path, suffix: &str) -> io::Result<PathBuf> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().ok_or_else(|| {
         io::Error::new(io::ErrorKind::InvalidInput, format!("no file name in {}", path.display()))
     })?;
-    let mut spare = std::ffi::OsString::from(".");
-    spare.push(name);
-    spare.push(format!(".{}{SPARE}", std::process::id()));
-    Ok(dir.join(spare))
+    let mut hidden = std::ffi::OsString::from(".");
+    hidden.push(name);
+    hidden.push(suffix);
+    Ok(dir.join(hidden))
 }
 
 /// The spares this process keeps.

@@ -623,8 +623,9 @@ mod tests {
         assert!(listings.names(&dir.path().join("missing")).is_empty());
     }
 
-    #[test]
-    fn the_same_inputs_get_the_kept_policy_and_a_changed_one_a_new_policy() {
+    /// A sandbox whose home is an old folder: a listing is kept only for a
+    /// folder that has not changed in the last seconds.
+    fn old_home_sandbox() -> Sandbox {
         let settings = Settings {
             mode: Mode::Auto,
             read: Vec::new(),
@@ -632,10 +633,13 @@ mod tests {
             net: super::super::Net::Ports,
             ports: Vec::new(),
         };
-        // An old folder as the home: a listing is kept only for a folder
-        // that has not changed in the last seconds.
         let home = |k: &str| (k == "HOME").then(|| "/usr/lib".to_string());
-        let sandbox = Sandbox::new(settings, &home).unwrap();
+        Sandbox::new(settings, &home).unwrap()
+    }
+
+    #[test]
+    fn the_same_inputs_get_the_kept_policy_and_a_changed_one_a_new_policy() {
+        let sandbox = old_home_sandbox();
         let project = tempfile::tempdir().unwrap();
         let tmp = project.path().join("tmp");
         let policy = |env_set: &[(String, String)]| {
@@ -658,15 +662,7 @@ mod tests {
 
     #[test]
     fn a_ruleset_is_built_again_only_when_its_policy_or_a_path_of_it_changed() {
-        let settings = Settings {
-            mode: Mode::Auto,
-            read: Vec::new(),
-            write: Vec::new(),
-            net: super::super::Net::Ports,
-            ports: Vec::new(),
-        };
-        let home = |k: &str| (k == "HOME").then(|| "/usr/lib".to_string());
-        let sandbox = Sandbox::new(settings, &home).unwrap();
+        let sandbox = old_home_sandbox();
         let dir = tempfile::tempdir().unwrap();
         let project = dir.path().join("project");
         std::fs::create_dir(&project).unwrap();
