@@ -246,22 +246,10 @@ pub struct StoryReport {
     pub gate: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate_source: Option<String>,
-    /// What its gate's test runners counted before its work and at its
-    /// last gate run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tests_before: Option<crate::gate::TestCounts>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tests_after: Option<crate::gate::TestCounts>,
-    /// Why its iterations were refused: protected paths changed, tests
-    /// that vanished.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub refused: Vec<String>,
-    /// Skip markers added and tests deleted in its diffs (file:line).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub test_flags: Vec<String>,
-    /// Its own check on the run's base before its work (`gate.require_red`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub red: Option<crate::oracle::red::RedEvidence>,
+    /// Its test counts, refusals, flags and check on the base (flattened:
+    /// the keys the report always had, last).
+    #[serde(flatten)]
+    pub findings: crate::oracle::Findings,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -668,17 +656,19 @@ mod tests {
                     merge_failures: vec!["conflicts with the run branch in a.txt".into()],
                     gate: Some("cargo test".into()),
                     gate_source: Some(".ralph/config.toml at main".into()),
-                    tests_before: Some(crate::gate::TestCounts::default()),
-                    tests_after: Some(crate::gate::TestCounts::default()),
-                    refused: vec!["r".into()],
-                    test_flags: vec!["f".into()],
-                    red: Some(crate::oracle::red::RedEvidence {
-                        base: "main".into(),
-                        commit: "abc".into(),
-                        check: "./check.sh".into(),
-                        passed_on_base: false,
-                        detail: "exit 1".into(),
-                    }),
+                    findings: crate::oracle::Findings {
+                        tests_before: Some(crate::gate::TestCounts::default()),
+                        tests_after: Some(crate::gate::TestCounts::default()),
+                        refused: vec!["r".into()],
+                        test_flags: vec!["f".into()],
+                        red: Some(crate::oracle::red::RedEvidence {
+                            base: "main".into(),
+                            commit: "abc".into(),
+                            check: "./check.sh".into(),
+                            passed_on_base: false,
+                            detail: "exit 1".into(),
+                        }),
+                    },
                 }],
                 best: Some(BestIteration {
                     iteration: 3,

@@ -186,13 +186,12 @@ pub fn touched<'a, T>(
 pub fn run_touched(s: &StoryReport) -> bool {
     s.iterations > 0
         || s.resolves > 0
-        || !s.refused.is_empty()
-        || !s.test_flags.is_empty()
+        || s.findings.refused_or_flagged()
         || !s.merge_failures.is_empty()
         || s.note.is_some()
         || s.verified == Some(true)
         || s.commit.is_some()
-        || s.red.is_some()
+        || s.findings.red.is_some()
 }
 
 /// What report.md lists of a long PRD: a story the run attempted (retried,
@@ -207,7 +206,7 @@ pub fn report_touched(s: &StoryLine) -> bool {
         || !s.lessons.is_empty()
         || s.note.is_some()
         || s.commit.is_some()
-        || s.oracle.as_ref().is_some_and(|o| !o.refused.is_empty() || !o.test_flags.is_empty())
+        || s.oracle.as_ref().is_some_and(|o| o.findings.refused_or_flagged())
 }
 
 #[cfg(test)]

@@ -169,21 +169,10 @@ pub struct StoryTally {
     /// Why each of its merge attempts failed (a parallel run), in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub merge_failures: Vec<String>,
-    /// What its gate counted before its work (the record it was held to)
-    /// and at its last gate run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tests_before: Option<crate::gate::TestCounts>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tests_after: Option<crate::gate::TestCounts>,
-    /// Why its iterations were refused (tampered), in order.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub refused: Vec<String>,
-    /// Skip markers added and tests deleted in its diffs.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub test_flags: Vec<String>,
-    /// Its own check on the run's base, before its work (`gate.require_red`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub red: Option<crate::oracle::red::RedEvidence>,
+    /// Its test counts, refusals, flags and check on the base (flattened:
+    /// the keys state.json always had, last).
+    #[serde(flatten)]
+    pub findings: crate::oracle::Findings,
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -351,7 +351,7 @@ impl Checkpoint {
             at_work: state.story.clone().filter(|_| busy),
             refused: tallies
                 .clone()
-                .filter(|(_, t)| !t.refused.is_empty())
+                .filter(|(_, t)| !t.findings.refused.is_empty())
                 .map(|(id, _)| id.clone())
                 .chain(state.protected_refused.iter().map(|p| p.story_id.clone()))
                 .collect(),
@@ -616,7 +616,7 @@ fn refused(state: &RunState) -> Vec<String> {
     let mut out: Vec<String> = state
         .stories
         .iter()
-        .flat_map(|(id, t)| t.refused.iter().map(move |r| format!("{id}, {r}")))
+        .flat_map(|(id, t)| t.findings.refused.iter().map(move |r| format!("{id}, {r}")))
         .collect();
     for p in &state.protected_refused {
         out.push(format!(

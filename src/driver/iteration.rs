@@ -337,16 +337,16 @@ impl Run<'_> {
             {
                 tampered.push(Tamper::TestsVanished(gone));
             }
-            let tally = self.state.stories.entry(story.id.clone()).or_default();
-            tally.tests_after = v.counts.or(tally.tests_after);
-            tally.tests_before = before.map(|r| r.counts).or(tally.tests_before);
+            let found = &mut self.state.stories.entry(story.id.clone()).or_default().findings;
+            found.tests_after = v.counts.or(found.tests_after);
+            found.tests_before = before.map(|r| r.counts).or(found.tests_before);
         }
-        let tally = self.state.stories.entry(story.id.clone()).or_default();
+        let found = &mut self.state.stories.entry(story.id.clone()).or_default().findings;
         for t in &tampered {
-            tally.refused.push(format!("iteration {n}: {t}"));
+            found.refused.push(format!("iteration {n}: {t}"));
         }
         for flag in &test_flags {
-            tally.test_flags.push(format!("iteration {n}: {flag}"));
+            found.test_flags.push(format!("iteration {n}: {flag}"));
         }
         let (handoff, handoff_facts) = self.read_handoff();
         let status = outcome.status_block.as_ref();

@@ -42,7 +42,7 @@ impl Run<'_> {
         for story in stories {
             let Some(check) = self.gate_command(story) else { continue };
             let shown = crate::gate::display(&check);
-            let known = self.state.stories.get(&story.id).and_then(|t| t.red.clone());
+            let known = self.state.stories.get(&story.id).and_then(|t| t.findings.red.clone());
             let evidence = match known.filter(|e| e.check == shown) {
                 Some(e) => e,
                 None => {
@@ -58,7 +58,8 @@ impl Run<'_> {
                         continue;
                     };
                     let e = self.red_on_base(&gate, b, story, &check)?;
-                    self.state.stories.entry(story.id.clone()).or_default().red = Some(e.clone());
+                    self.state.stories.entry(story.id.clone()).or_default().findings.red =
+                        Some(e.clone());
                     e
                 }
             };

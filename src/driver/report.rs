@@ -77,11 +77,7 @@ impl Run<'_> {
                 Some(_) => "its \"verify\" in prd.json".to_string(),
                 None => self.cfg.gate.source.clone(),
             }),
-            tests_before: tally.tests_before,
-            tests_after: tally.tests_after,
-            refused: tally.refused,
-            test_flags: tally.test_flags,
-            red: tally.red,
+            findings: tally.findings,
         }
     }
 

@@ -296,7 +296,7 @@ fn judged(out: &mut String, shown: &[&StoryLine]) {
                 (Some(g), None) => format!("`{}`", cell(g)),
                 _ => "no gate".into(),
             };
-            let tests = match (o.tests_before, o.tests_after) {
+            let tests = match (o.findings.tests_before, o.findings.tests_after) {
                 (Some(b), Some(a)) => {
                     format!("; tests before: {}, after: {}", b.describe(), a.describe())
                 }
@@ -304,13 +304,13 @@ fn judged(out: &mut String, shown: &[&StoryLine]) {
                 _ => String::new(),
             };
             let _ = writeln!(out, "- {}: {gate}{tests}", st.id);
-            for why in &o.refused {
+            for why in &o.findings.refused {
                 let _ = writeln!(out, "  - refused, {}", cell(why));
             }
-            for flag in &o.test_flags {
+            for flag in &o.findings.test_flags {
                 let _ = writeln!(out, "  - flagged, {}", cell(flag));
             }
-            if let Some(red) = &o.red {
+            if let Some(red) = &o.findings.red {
                 let _ = writeln!(out, "  - {}", cell(&red.describe(st.verified)));
             }
         }

@@ -123,16 +123,10 @@ pub struct StoryOracle {
     /// The gate command and where it came from.
     pub gate: Option<String>,
     pub gate_source: Option<String>,
-    /// What its gate's runners counted before its work and at its last gate.
-    pub tests_before: Option<crate::gate::TestCounts>,
-    pub tests_after: Option<crate::gate::TestCounts>,
-    /// Its iterations refused as tampered, and why.
-    pub refused: Vec<String>,
-    /// Skip markers added and tests deleted in its diffs.
-    pub test_flags: Vec<String>,
-    /// Its own check on the run's base before its work.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub red: Option<crate::oracle::red::RedEvidence>,
+    /// What the oracle found, every key written (`null`, `[]`) as `ralph
+    /// report --json` always did; state.json and the run end leave them out.
+    #[serde(flatten, serialize_with = "crate::oracle::Findings::serialize_in_full")]
+    pub findings: crate::oracle::Findings,
 }
 
 fn line(id: &str, title: &str) -> StoryLine {
@@ -384,13 +378,9 @@ fn in_the_end_s_order(
         s.oracle = Some(StoryOracle {
             gate: st.gate.clone(),
             gate_source: st.gate_source.clone(),
-            tests_before: st.tests_before,
-            tests_after: st.tests_after,
-            refused: st.refused.clone(),
-            test_flags: st.test_flags.clone(),
-            red: st.red.clone(),
+            findings: st.findings.clone(),
         })
-        .filter(|o| o.gate.is_some() || !o.refused.is_empty() || !o.test_flags.is_empty());
+        .filter(|o| o.gate.is_some() || o.findings.refused_or_flagged());
         if s.commit.is_none() {
             s.commit.clone_from(&st.commit);
         }

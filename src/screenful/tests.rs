@@ -199,13 +199,13 @@ fn what_the_end_of_a_run_calls_touched() {
         ("no gate at all: unchanged", |s, _| s.verified = None, false),
         ("worked on", |s, _| s.iterations = 1, true),
         ("resolved", |s, _| s.resolves = 1, true),
-        ("refused", |s, _| s.refused = vec!["iteration 2: tests vanished".into()], true),
-        ("flagged", |s, _| s.test_flags = vec!["src/a.rs:3 #[ignore]".into()], true),
+        ("refused", |s, _| s.findings.refused = vec!["iteration 2: tests vanished".into()], true),
+        ("flagged", |s, _| s.findings.test_flags = vec!["src/a.rs:3 #[ignore]".into()], true),
         ("given up", |s, _| s.note = Some("given up: conflicts".into()), true),
         ("verified in this run", |s, _| s.verified = Some(true), true),
         ("merged", |s, _| s.commit = Some("abc1234".into()), true),
         ("a merge attempt failed", |s, _| s.merge_failures = vec!["conflict".into()], true),
-        ("its check passed on the base", |s, r| s.red = Some(r.clone()), true),
+        ("its check passed on the base", |s, r| s.findings.red = Some(r.clone()), true),
     ];
     for (name, change, want) in table {
         let mut s = untouched_report();
@@ -268,10 +268,14 @@ fn what_report_md_calls_touched() {
         ("merged", |s, _| s.commit = Some("abc1234".into()), true),
         (
             "refused",
-            |s, _| s.oracle.as_mut().unwrap().refused = vec!["tests vanished".into()],
+            |s, _| s.oracle.as_mut().unwrap().findings.refused = vec!["tests vanished".into()],
             true,
         ),
-        ("flagged", |s, _| s.oracle.as_mut().unwrap().test_flags = vec!["#[ignore]".into()], true),
+        (
+            "flagged",
+            |s, _| s.oracle.as_mut().unwrap().findings.test_flags = vec!["#[ignore]".into()],
+            true,
+        ),
     ];
     for (name, change, want) in table {
         let mut s = untouched_line();

@@ -114,14 +114,14 @@ fn story_lines(s: &mut String, story: &crate::event::StoryReport) {
     if let Some(note) = &story.note {
         s.push_str(&format!(": {note}"));
     }
-    for why in &story.refused {
+    for why in &story.findings.refused {
         s.push_str(&format!("\n      refused, {why}"));
     }
-    for flag in &story.test_flags {
+    for flag in &story.findings.test_flags {
         s.push_str(&format!("\n      flagged, {flag}"));
     }
     // A check that proves nothing is the story's note already.
-    if let Some(red) = story.red.as_ref().filter(|r| !r.passed_on_base) {
+    if let Some(red) = story.findings.red.as_ref().filter(|r| !r.passed_on_base) {
         s.push_str(&format!("\n      {}", red.describe(story.verified)));
     }
 }
