@@ -16,6 +16,7 @@ use super::judge::{
     self, Claim, Evidence, Facts, GateFailure, GateRun, GitCheck, HandoffFacts, PrdCheck,
     StoryFacts, Tamper,
 };
+use super::records::PrdDamage;
 use super::verdict::ClaimGuard;
 use super::{End, Run};
 use crate::agent::{self, AgentEvent, AgentRun};
@@ -24,6 +25,7 @@ use crate::error::Error;
 use crate::event::Event;
 use crate::gate::Verdict;
 use crate::git::{Changes, Snapshot};
+use crate::oracle::vanish::Flag;
 use crate::prd::{Prd, Story};
 use crate::state::{FileMark, Phase};
 
@@ -46,7 +48,7 @@ pub(super) struct Collected {
     pub facts: Facts,
     /// prd.json as the agent left it, with what it may not change set
     /// back; else what damaged it (the last good copy is restored).
-    pub prd: Result<Prd, super::records::PrdDamage>,
+    pub prd: Result<Prd, PrdDamage>,
     /// Other stories the agent marked passing (set back, but reported).
     pub other_claims: Vec<String>,
     pub changes: Changes,
@@ -157,32 +159,49 @@ impl Run<'_> {
         // crash could leave half-done.
         self.state.phase = Phase::Agent;
         self.state.elapsed_ms = self.elapsed_ms();
-        let limits = agent::supervise::TimeLimits {
+        let analyzer = Analyzer::with_patterns(invocation.format, self.kit.patterns.clone());
+        let child = self.agent_sandbox(&invocation)?;
+        let place = agent::Place {
+            cwd: &self.paths.project,
+            log,
+            limits: self.agent_time_limits(),
+            sandbox: child.as_ref(),
+            log_cap: self.cfg.logs.max_file_bytes,
+        };
+        let result = {
+            let reporter = &mut *self.reporter;
+            let store = self.paths.store.clone();
+            let mut on_event = agent_watcher(n, reporter, self.state.clone(), store);
+            let watch = agent::Watch { show: self.opts.agent_output, on_event: &mut on_event };
+            agent::run(&invocation, place, analyzer, &self.kit.redactor, watch)
+        };
+        self.state.agent_pgid = None;
+        let run = result.map_err(|source| agent::SetupError::Spawn {
+            source,
+            hint: "check the agent command (--tool / --agent-cmd) and that it is installed",
+        })?;
+        self.agent_ended(n, log, run)
+    }
+
+    /// The agent's time limits: `agent.timeout` (0: none), its idle
+    /// timeout and grace, and the run's deadline.
+    fn agent_time_limits(&self) -> agent::supervise::TimeLimits {
+        agent::supervise::TimeLimits {
             timeout: Some(self.cfg.agent.timeout).filter(|t| !t.is_zero()),
             idle: self.cfg.agent.idle_timeout,
             grace: self.cfg.agent.grace,
             deadline: self.clock.deadline,
             interruptible: true,
-        };
-        let analyzer = Analyzer::with_patterns(invocation.format, self.kit.patterns.clone());
-        let reporter = &mut *self.reporter;
-        let mut snapshot = self.state.clone();
-        let store = self.paths.store.clone();
-        let mut on_event = |e: AgentEvent| match e {
-            AgentEvent::Spawned(pid) => {
-                snapshot.agent_pgid = Some(pid as i32);
-                let _ = crate::store::json_bytes(&snapshot)
-                    .and_then(|b| crate::store::write_kept(&store.state(), &b, false));
-            }
-            AgentEvent::Output(text) => reporter.emit(&Event::AgentOutput { iteration: n, text }),
-            AgentEvent::Stopping { reason, grace } => reporter.emit(&Event::Notice {
-                level: crate::event::Level::Warn,
-                message: stopping_message(reason, grace, "the agent"),
-            }),
-        };
+        }
+    }
+
+    /// The sandbox the agent runs in (`None`: unconfined), its temp dir made.
+    fn agent_sandbox(
+        &self,
+        invocation: &crate::agent::backend::Invocation,
+    ) -> Result<Option<crate::sandbox::Child>, Error> {
         let backend = self.kit.agents.current();
-        let child = self
-            .kit
+        self.kit
             .sandbox
             .child(
                 Some(backend.tool),
@@ -190,27 +209,20 @@ impl Run<'_> {
                 &invocation.program,
                 &invocation.env_set,
             )
-            .map_err(|e| Error::io("make the agent's sandbox temp dir", e))?;
-        let place = agent::Place {
-            cwd: &self.paths.project,
-            log,
-            limits,
-            sandbox: child.as_ref(),
-            log_cap: self.cfg.logs.max_file_bytes,
-        };
-        let result = agent::run(
-            &invocation,
-            place,
-            analyzer,
-            &self.kit.redactor,
-            agent::Watch { show: self.opts.agent_output, on_event: &mut on_event },
-        );
-        self.state.agent_pgid = None;
-        let run = result.map_err(|source| agent::SetupError::Spawn {
-            source,
-            hint: "check the agent command (--tool / --agent-cmd) and that it is installed",
-        })?;
-        if let Some(e) = run.log_error {
+            .map_err(|e| Error::io("make the agent's sandbox temp dir", e))
+    }
+
+    /// What ralph makes of an agent's run once it ended: a log it could
+    /// not write is fatal; sandbox denials and leftover processes are told;
+    /// its cost (estimated from its tokens when it reported none) is added
+    /// to the run's.
+    fn agent_ended(
+        &mut self,
+        n: u32,
+        log: &std::path::Path,
+        mut run: AgentRun,
+    ) -> Result<AgentRun, Error> {
+        if let Some(e) = run.log_error.take() {
             return Err(Error::io(format!("write the agent log {}", log.display()), e));
         }
         if !run.sandbox_denials.is_empty() {
@@ -224,21 +236,24 @@ impl Run<'_> {
             let n = crate::text::count(run.finished.leftovers, "process", "processes");
             self.notice(format!("ended {n} the agent left running"));
         }
-        let mut run = run;
-        if run.outcome.cost_usd.is_none()
-            && let Some(t) = run.outcome.tokens
-        {
-            let tokens_in = t.input + t.cache_read + t.cache_write;
-            let model = self.kit.agents.current().model.as_deref();
-            let price = crate::history::cost::price(&self.cfg.cost.prices, model);
-            if let Some(p) = price {
-                run.outcome.cost_usd = Some(p.cost(tokens_in, t.output));
-                run.outcome.cost_estimated = true;
-            }
+        if run.outcome.cost_usd.is_none() {
+            self.estimate_cost(&mut run.outcome);
         }
         self.state.cost_usd += run.outcome.cost_usd.unwrap_or(0.0);
         self.state.tokens += run.outcome.tokens.map_or(0, |t| t.total());
         Ok(run)
+    }
+
+    /// The cost of an agent's tokens at `cost.prices`, marked estimated,
+    /// when a price for its model is known.
+    fn estimate_cost(&self, outcome: &mut Outcome) {
+        let Some(t) = outcome.tokens else { return };
+        let tokens_in = t.input + t.cache_read + t.cache_write;
+        let model = self.kit.agents.current().model.as_deref();
+        if let Some(p) = crate::history::cost::price(&self.cfg.cost.prices, model) {
+            outcome.cost_usd = Some(p.cost(tokens_in, t.output));
+            outcome.cost_estimated = true;
+        }
     }
 
     /// HEAD back on the run branch, and its history intact: what the agent
@@ -277,26 +292,8 @@ impl Run<'_> {
         applied: Vec<String>,
     ) -> Result<Collected, Error> {
         let outcome = agent.outcome;
-        // prd.json as the agent left it, with what it may not change set
-        // back — unless history was lost: then it is what the branch says.
-        let mut tampering = crate::prd::Tampering::default();
-        let (agent_prd, check) = match self.read_prd() {
-            Ok(now) if git.fatal.is_some() => (Ok(now), PrdCheck::default()),
-            Ok(mut now) => {
-                tampering = now.set_back_tampering(prd, &story.id);
-                let tampered = tampering.findings.clone();
-                (Ok(now), PrdCheck { damaged: false, tampered })
-            }
-            Err(damage) => (Err(damage), PrdCheck { damaged: true, tampered: Vec::new() }),
-        };
-        if !check.tampered.is_empty() {
-            self.warn(format!(
-                "the agent changed {} in prd.json: set back (only its own story's \"passes\" and \
-                 the stories' \"notes\" are the agent's to change)",
-                check.tampered.join(", ")
-            ));
-        }
-        self.keep_proposal(n, &story.id, &tampering);
+        let history_lost = git.fatal.is_some();
+        let (agent_prd, check, tampering) = self.prd_as_left(n, prd, story, history_lost);
         let marked =
             agent_prd.as_ref().ok().and_then(|p| p.story(&story.id)).is_some_and(|s| s.passes)
                 && !story.passes;
@@ -306,55 +303,20 @@ impl Run<'_> {
         if self.kit.gate.is_none() && self.cfg.hooks.on_iteration_end.is_empty() {
             self.kit.reusable_snapshot = Some(after.clone());
         }
-        // The oracle first: what judges the work is the person's again
-        // before the gate runs.
-        let mut tampered: Vec<Tamper> = if git.fatal.is_some() {
-            Vec::new()
-        } else {
-            self.set_back_protected(n, before, &after, start.saved, &mut changes)
-                .into_iter()
-                .map(Tamper::Protected)
-                .collect()
-        };
-        // What ralph's own git commands read and run, whatever became of history.
-        tampered.extend(self.set_back_git_dir(n, start.git_dir).into_iter().map(Tamper::Protected));
+        let mut tampered = self.set_back_oracle(n, start, &after, &mut changes, history_lost);
         let test_flags = self.test_flags(before, &changes);
         let (evidence, leftovers) = self.evidence(&changes, &after);
         if self.kit.gate.is_some() {
             self.checkpoint(Phase::Gate);
         }
-        let (gate, verdict) = if git.fatal.is_some() {
+        let (gate, verdict) = if history_lost {
             (GateRun::Skipped, None)
         } else {
             self.gate_run(n, story, outcome.error.as_ref())
         };
-        let gate_command = self.gate_command(story);
-        if let (Some(v), Some(cmd)) = (&verdict, &gate_command) {
-            // Counts of a story's own `verify` are not the gate's.
-            let before = story.verify.is_none().then(|| self.tests_before_record(cmd)).flatten();
-            if let Some(gone) =
-                story.verify.is_none().then(|| self.tests_vanished(cmd, v)).flatten()
-            {
-                tampered.push(Tamper::TestsVanished(gone));
-            }
-            let found = &mut self.state.stories.entry(story.id.clone()).or_default().findings;
-            found.tests_after = v.counts.or(found.tests_after);
-            found.tests_before = before.map(|r| r.counts).or(found.tests_before);
-        }
-        let found = &mut self.state.stories.entry(story.id.clone()).or_default().findings;
-        for t in &tampered {
-            found.refused.push(format!("iteration {n}: {t}"));
-        }
-        for flag in &test_flags {
-            found.test_flags.push(format!("iteration {n}: {flag}"));
-        }
+        tampered.extend(self.hold_to_tests(story, verdict.as_ref()));
+        self.tally_findings(n, &story.id, &tampered, &test_flags);
         let (handoff, handoff_facts) = self.read_handoff();
-        let status = outcome.status_block.as_ref();
-        let said_done = outcome.claimed_complete
-            || status.is_some_and(|b| b.status == Some(crate::analyze::Status::Complete));
-        let blocked = status
-            .filter(|b| b.status == Some(crate::analyze::Status::Blocked))
-            .map(|b| b.recommendation.clone().unwrap_or_default());
         let facts = Facts {
             iteration: n,
             story: StoryFacts {
@@ -366,27 +328,14 @@ impl Run<'_> {
             agent: outcome.error.clone(),
             exit_code: agent.finished.exit_code,
             final_text: crate::text::tail_chars(&outcome.final_text, 2000),
-            claim: Claim {
-                marked,
-                said_done,
-                tasks: status.and_then(|b| b.tasks_completed).unwrap_or(0),
-                blocked,
-            },
+            claim: claim(&outcome, marked),
             evidence,
             gate,
             handoff: handoff_facts,
             prd: check,
             git,
             permission_denials: outcome.permission_denials.clone(),
-            sandbox_denials: {
-                let mut all = agent.sandbox_denials.clone();
-                for d in verdict.iter().flat_map(|v| &v.sandbox_denials) {
-                    if !all.contains(d) {
-                        all.push(d.clone());
-                    }
-                }
-                all
-            },
+            sandbox_denials: sandbox_denials(&agent.sandbox_denials, verdict.as_ref()),
             asking_questions: outcome.asking_questions,
             error_signature: outcome.error_signature.clone(),
             error_example: outcome.error_example.clone(),
@@ -412,6 +361,85 @@ impl Run<'_> {
             started,
             applied,
         })
+    }
+
+    /// prd.json as the agent left it, with what it may not change set back
+    /// (unless history was lost: then it is what the branch says), what it
+    /// changed, and its proposal kept for the person.
+    fn prd_as_left(
+        &mut self,
+        n: u32,
+        prd: &Prd,
+        story: &Story,
+        history_lost: bool,
+    ) -> (Result<Prd, PrdDamage>, PrdCheck, crate::prd::Tampering) {
+        let mut tampering = crate::prd::Tampering::default();
+        let (agent_prd, check) = match self.read_prd() {
+            Ok(now) if history_lost => (Ok(now), PrdCheck::default()),
+            Ok(mut now) => {
+                tampering = now.set_back_tampering(prd, &story.id);
+                let tampered = tampering.findings.clone();
+                (Ok(now), PrdCheck { damaged: false, tampered })
+            }
+            Err(damage) => (Err(damage), PrdCheck { damaged: true, tampered: Vec::new() }),
+        };
+        if !check.tampered.is_empty() {
+            self.warn(format!(
+                "the agent changed {} in prd.json: set back (only its own story's \"passes\" and \
+                 the stories' \"notes\" are the agent's to change)",
+                check.tampered.join(", ")
+            ));
+        }
+        self.keep_proposal(n, &story.id, &tampering);
+        (agent_prd, check, tampering)
+    }
+
+    /// The oracle first: the protected paths (unless history was lost) and
+    /// the git directory's config and hooks (whatever became of history)
+    /// set back, so that what judges the work is the person's again before
+    /// the gate runs.
+    fn set_back_oracle(
+        &mut self,
+        n: u32,
+        start: Start<'_>,
+        after: &Snapshot,
+        changes: &mut Changes,
+        history_lost: bool,
+    ) -> Vec<Tamper> {
+        let mut tampered: Vec<Tamper> = if history_lost {
+            Vec::new()
+        } else {
+            self.set_back_protected(n, start.before, after, start.saved, changes)
+                .into_iter()
+                .map(Tamper::Protected)
+                .collect()
+        };
+        tampered.extend(self.set_back_git_dir(n, start.git_dir).into_iter().map(Tamper::Protected));
+        tampered
+    }
+
+    /// The gate's test counts held to the branch's record (tests that
+    /// vanished are a refusal) and kept for the report. Counts of a story's
+    /// own `verify` are not the gate's: they are kept, never held.
+    fn hold_to_tests(&mut self, story: &Story, verdict: Option<&Verdict>) -> Option<Tamper> {
+        let (Some(v), Some(cmd)) = (verdict, self.gate_command(story)) else { return None };
+        let before = story.verify.is_none().then(|| self.tests_before_record(&cmd)).flatten();
+        let vanished = story.verify.is_none().then(|| self.tests_vanished(&cmd, v)).flatten();
+        let found = &mut self.state.stories.entry(story.id.clone()).or_default().findings;
+        found.tests_after = v.counts.or(found.tests_after);
+        found.tests_before = before.map(|r| r.counts).or(found.tests_before);
+        vanished.map(Tamper::TestsVanished)
+    }
+
+    /// The iteration's refusals and flags in the story's findings, for the report.
+    fn tally_findings(&mut self, n: u32, story: &str, tampered: &[Tamper], flags: &[Flag]) {
+        let found = &mut self.state.stories.entry(story.to_string()).or_default().findings;
+        for t in tampered {
+            found.refused.push(format!("iteration {n}: {t}"));
+        }
+        for flag in flags {
+            found.test_flags.push(format!("iteration {n}: {flag}"));
+        }
     }
 
     /// Keeps what the agent proposed for prd.json (set back) for the
@@ -527,6 +555,54 @@ impl Run<'_> {
             ),
         }
     }
+}
+
+/// What a running agent's watcher does with what it hears: the checkpoint
+/// (`snapshot`, the state as the agent starts) written with its process
+/// group the moment it exists, its output and the notice that it is being
+/// stopped reported.
+fn agent_watcher<'a>(
+    n: u32,
+    reporter: &'a mut dyn crate::event::Reporter,
+    mut snapshot: crate::state::RunState,
+    store: crate::store::Store,
+) -> impl FnMut(AgentEvent) + 'a {
+    move |e: AgentEvent| match e {
+        AgentEvent::Spawned(pid) => {
+            snapshot.agent_pgid = Some(pid as i32);
+            let _ = crate::store::json_bytes(&snapshot)
+                .and_then(|b| crate::store::write_kept(&store.state(), &b, false));
+        }
+        AgentEvent::Output(text) => reporter.emit(&Event::AgentOutput { iteration: n, text }),
+        AgentEvent::Stopping { reason, grace } => reporter.emit(&Event::Notice {
+            level: crate::event::Level::Warn,
+            message: stopping_message(reason, grace, "the agent"),
+        }),
+    }
+}
+
+/// What the agent claimed: its mark in prd.json, `COMPLETE` or a status
+/// block saying so, the tasks it counted, and the blocker it named.
+fn claim(outcome: &Outcome, marked: bool) -> Claim {
+    let status = outcome.status_block.as_ref();
+    let said_done = outcome.claimed_complete
+        || status.is_some_and(|b| b.status == Some(crate::analyze::Status::Complete));
+    let blocked = status
+        .filter(|b| b.status == Some(crate::analyze::Status::Blocked))
+        .map(|b| b.recommendation.clone().unwrap_or_default());
+    Claim { marked, said_done, tasks: status.and_then(|b| b.tasks_completed).unwrap_or(0), blocked }
+}
+
+/// What the sandbox denied the agent, then what it denied the gate that
+/// the agent was not denied already.
+fn sandbox_denials(agent: &[String], verdict: Option<&Verdict>) -> Vec<String> {
+    let mut all = agent.to_vec();
+    for d in verdict.iter().flat_map(|v| &v.sandbox_denials) {
+        if !all.contains(d) {
+            all.push(d.clone());
+        }
+    }
+    all
 }
 
 /// "stopping the agent (iteration timeout): waiting up to 10s for it to end
