@@ -155,35 +155,64 @@ pub fn run<O: Sink, E: Sink>(
 }
 
 /// [`run`], telling `watch` what happens as it happens.
+///
+/// Its steps keep their order: the environment, then the ruleset (both
+/// ready before the child exists), the spawn, the watchdog told of the
+/// group, `Spawned` reported (the caller's checkpoint names the group), the
+/// prompt written, the pumps and the waiter started; then the wait, the
+/// sweep, the pipes drained.
 pub fn run_watched<O: Sink, E: Sink>(
     spec: &Spec<'_>,
     out: O,
     err: E,
     watch: &mut dyn FnMut(Supervised),
 ) -> Result<(Finished, O, E), SpawnError> {
-    let mut env: std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString> =
-        std::env::vars_os().collect();
-    for k in spec.env_remove {
-        env.remove(std::ffi::OsStr::new(k));
+    let (child, start) = start_child(spec, watch)?;
+    let pid = child.pid;
+    let pgid = pid as i32;
+    if let (Some(bytes), Some(stdin)) = (spec.stdin.clone(), child.stdin) {
+        write_stdin(bytes, stdin);
     }
-    for (k, v) in spec.env_set {
-        env.insert(k.into(), v.into());
-    }
-    // What ralph's watchdog finds the child's leftovers by, if ralph dies.
-    if let Some((k, v)) = crate::watchdog::env() {
-        env.insert(k.into(), v.into());
-    }
+    let pumps = Pumps::start(child.stdout, child.stderr, out, err, start);
+    let (done_tx, done_rx) = mpsc::channel::<io::Result<ExitStatus>>();
+    thread::spawn(move || {
+        let _ = done_tx.send(process::spawn::wait(pid));
+    });
+    let limits = spec.limits;
+    let ending = wait_or_stop(pgid, &limits, start, &pumps, &done_rx, watch);
+    // One grace for everything: a child that was stopped has had its
+    // share; what is left of the grace is all its leftovers get.
+    let sweep_grace = match ending.stop_until {
+        Some(until) => until.saturating_duration_since(Instant::now()),
+        None => limits.grace,
+    };
+    let leftovers = sweep(pgid, sweep_grace);
+    crate::watchdog::forget_group(pgid);
+    let (out, err) = pumps.drain(watch);
+    let status = ending.status;
+    let finished = Finished {
+        exit_code: status.and_then(|s| s.code()),
+        signal: status.and_then(|s| s.signal()).and_then(Signal::from_raw),
+        stopped: ending.stopped,
+        duration: start.elapsed(),
+        leftovers,
+    };
+    Ok((finished, out, err))
+}
+
+/// The child started, in a process group of its own and confined to its
+/// sandbox, the watchdog told of its group and `watch` of its pid; with
+/// the instant it started.
+fn start_child(
+    spec: &Spec<'_>,
+    watch: &mut dyn FnMut(Supervised),
+) -> Result<(process::spawn::Spawned, Instant), SpawnError> {
+    let env = child_env(spec);
     let spawn_error = |source| SpawnError { program: spec.program.to_string(), source };
     let ruleset = match spec.sandbox {
-        Some(sandbox) => {
-            let (k, v) = sandbox.env();
-            env.insert(k.into(), v.into());
-            let fd = sandbox.ruleset().map_err(|e| spawn_error(io::Error::other(e)))?;
-            Some(fd)
-        }
+        Some(sandbox) => Some(sandbox.ruleset().map_err(|e| spawn_error(io::Error::other(e)))?),
         None => None,
     };
-    let env: Vec<_> = env.into_iter().collect();
     let start = Instant::now();
     let child = process::spawn::spawn(&process::spawn::Spec {
         program: spec.program,
@@ -198,45 +227,124 @@ pub fn run_watched<O: Sink, E: Sink>(
     })
     .map_err(spawn_error)?;
     drop(ruleset);
-    let pid = child.pid;
-    let pgid = pid as i32;
-    crate::watchdog::watch_group(pgid);
-    watch(Supervised::Spawned(pid));
+    crate::watchdog::watch_group(child.pid as i32);
+    watch(Supervised::Spawned(child.pid));
+    Ok((child, start))
+}
 
-    if let (Some(bytes), Some(mut stdin)) = (spec.stdin.clone(), child.stdin) {
-        // A prompt that fits in the pipe's buffer cannot block: write it
-        // here. A larger one gets its own thread, so it cannot deadlock
-        // against an agent that writes before it reads. An agent that
-        // exits without reading gives EPIPE, which is not our problem. (An
-        // unknown capacity is 0: a thread, too.)
-        if bytes.len() <= process::pipe_capacity(&stdin) {
-            let _ = stdin.write_all(&bytes);
-        } else {
-            thread::spawn(move || {
-                let _ = stdin.write_all(&bytes);
-            });
-        }
+/// The child's whole environment: ralph's, less `env_remove`, plus
+/// `env_set`, ralph's instance (what the watchdog finds the child's
+/// leftovers by, if ralph dies) and its sandbox's `TMPDIR`.
+fn child_env(spec: &Spec<'_>) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    let mut env: std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString> =
+        std::env::vars_os().collect();
+    for k in spec.env_remove {
+        env.remove(std::ffi::OsStr::new(k));
     }
-    let activity = Arc::new(AtomicU64::new(0));
-    let (pumps_tx, pumps_rx) = mpsc::channel::<()>();
-    let out = Arc::new(Mutex::new(Some(out)));
-    let err = Arc::new(Mutex::new(Some(err)));
-    spawn_pump(child.stdout, out.clone(), activity.clone(), start, pumps_tx.clone());
-    spawn_pump(child.stderr, err.clone(), activity.clone(), start, pumps_tx.clone());
-    drop(pumps_tx);
-    let (done_tx, done_rx) = mpsc::channel::<io::Result<ExitStatus>>();
-    thread::spawn(move || {
-        let _ = done_tx.send(process::spawn::wait(pid));
-    });
+    for (k, v) in spec.env_set {
+        env.insert(k.into(), v.into());
+    }
+    if let Some((k, v)) = crate::watchdog::env() {
+        env.insert(k.into(), v.into());
+    }
+    if let Some(sandbox) = spec.sandbox {
+        let (k, v) = sandbox.env();
+        env.insert(k.into(), v.into());
+    }
+    env.into_iter().collect()
+}
 
-    let limits = spec.limits;
+/// A prompt that fits in the pipe's buffer cannot block: it is written
+/// here. A larger one gets its own thread, so it cannot deadlock against
+/// an agent that writes before it reads. An agent that exits without
+/// reading gives EPIPE, which is not our problem. (An unknown capacity is
+/// 0: a thread, too.)
+fn write_stdin(bytes: Vec<u8>, mut stdin: std::fs::File) {
+    if bytes.len() <= process::pipe_capacity(&stdin) {
+        let _ = stdin.write_all(&bytes);
+    } else {
+        thread::spawn(move || {
+            let _ = stdin.write_all(&bytes);
+        });
+    }
+}
+
+/// The child's output on its way to the sinks, one pump thread per pipe.
+struct Pumps<O, E> {
+    out: Arc<Mutex<Option<O>>>,
+    err: Arc<Mutex<Option<E>>>,
+    /// When either last showed a sign of life, in ms since the start.
+    activity: Arc<AtomicU64>,
+    /// One message as each pump ends.
+    ended: mpsc::Receiver<()>,
+}
+
+impl<O: Sink, E: Sink> Pumps<O, E> {
+    fn start(stdout: std::fs::File, stderr: std::fs::File, out: O, err: E, start: Instant) -> Self {
+        let activity = Arc::new(AtomicU64::new(0));
+        let (ended_tx, ended) = mpsc::channel::<()>();
+        let out = Arc::new(Mutex::new(Some(out)));
+        let err = Arc::new(Mutex::new(Some(err)));
+        spawn_pump(stdout, out.clone(), activity.clone(), start, ended_tx.clone());
+        spawn_pump(stderr, err.clone(), activity.clone(), start, ended_tx);
+        Pumps { out, err, activity, ended }
+    }
+
+    /// Since the start, when the child last showed a sign of life.
+    fn last_activity(&self) -> Duration {
+        Duration::from_millis(self.activity.load(Ordering::Relaxed))
+    }
+
+    fn tell_stopping(&self) {
+        tell_stopping(&self.out);
+        tell_stopping(&self.err);
+    }
+
+    /// The sinks, finished, once the pumps have read what is left. The
+    /// pipes close once every process holding them is gone; a process
+    /// outside our reach could hold them forever, so the wait is bounded.
+    fn drain(self, watch: &mut dyn FnMut(Supervised)) -> (O, E) {
+        let until = Instant::now() + Duration::from_secs(2);
+        for _ in 0..2 {
+            let left = until.saturating_duration_since(Instant::now());
+            if self.ended.recv_timeout(left).is_err() {
+                break;
+            }
+        }
+        watch(Supervised::Tick);
+        let (Some(mut out), Some(mut err)) = (take(&self.out), take(&self.err)) else {
+            unreachable!("sinks are only taken here");
+        };
+        out.finish();
+        err.finish();
+        (out, err)
+    }
+}
+
+/// How the wait ended: the child's status, why ralph stopped it, and when
+/// the grace it was given runs out.
+struct Ending {
+    status: Option<ExitStatus>,
+    stopped: Option<StopReason>,
+    stop_until: Option<Instant>,
+}
+
+/// Waits for the child, ticking `watch`, and stops it (TERM → grace →
+/// KILL) once a signal, the deadline, its timeout or its idleness says so.
+fn wait_or_stop<O: Sink, E: Sink>(
+    pgid: i32,
+    limits: &TimeLimits,
+    start: Instant,
+    pumps: &Pumps<O, E>,
+    done: &mpsc::Receiver<io::Result<ExitStatus>>,
+    watch: &mut dyn FnMut(Supervised),
+) -> Ending {
     let signals_at_start = crate::signals::count();
-    let mut stopped = None;
-    let mut stop_until = None;
-    let status = loop {
-        match done_rx.recv_timeout(TICK) {
-            Ok(status) => break status.ok(),
-            Err(mpsc::RecvTimeoutError::Disconnected) => break None,
+    let ended = |status| Ending { status, stopped: None, stop_until: None };
+    loop {
+        match done.recv_timeout(TICK) {
+            Ok(status) => return ended(status.ok()),
+            Err(mpsc::RecvTimeoutError::Disconnected) => return ended(None),
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
         watch(Supervised::Tick);
@@ -246,59 +354,39 @@ pub fn run_watched<O: Sink, E: Sink>(
         } else {
             crate::signals::count() > signals_at_start
         };
-        let reason = if signalled {
-            Some(StopReason::Interrupted)
-        } else if limits.deadline.is_some_and(|d| now >= d) {
-            Some(StopReason::Budget)
-        } else if limits.timeout.is_some_and(|t| now.duration_since(start) >= t) {
-            Some(StopReason::Timeout)
-        } else if let Some(idle) = limits.idle {
-            let last = Duration::from_millis(activity.load(Ordering::Relaxed));
-            (now.duration_since(start).saturating_sub(last) >= idle).then_some(StopReason::Idle)
-        } else {
-            None
-        };
-        if let Some(reason) = reason {
-            stopped = Some(reason);
-            tell_stopping(&out);
-            tell_stopping(&err);
+        let running = now.duration_since(start);
+        let idle_for = running.saturating_sub(pumps.last_activity());
+        if let Some(reason) = stop_reason(limits, signalled, now, running, idle_for) {
+            pumps.tell_stopping();
             watch(Supervised::Stopping { reason, grace: limits.grace });
             let until = Instant::now() + limits.grace;
-            stop_until = Some(until);
-            break terminate(pgid, until, &done_rx, watch);
-        }
-    };
-    // One grace for everything: a child that was stopped has had its
-    // share; what is left of the grace is all its leftovers get.
-    let sweep_grace = match stop_until {
-        Some(until) => until.saturating_duration_since(Instant::now()),
-        None => limits.grace,
-    };
-    let leftovers = sweep(pgid, sweep_grace);
-    crate::watchdog::forget_group(pgid);
-    // The pipes close once every process holding them is gone; a process
-    // outside our reach could hold them forever, so the wait is bounded.
-    let until = Instant::now() + Duration::from_secs(2);
-    for _ in 0..2 {
-        let left = until.saturating_duration_since(Instant::now());
-        if pumps_rx.recv_timeout(left).is_err() {
-            break;
+            let status = terminate(pgid, until, done, watch);
+            return Ending { status, stopped: Some(reason), stop_until: Some(until) };
         }
     }
-    watch(Supervised::Tick);
-    let (Some(mut out), Some(mut err)) = (take(&out), take(&err)) else {
-        unreachable!("sinks are only taken here");
-    };
-    out.finish();
-    err.finish();
-    let finished = Finished {
-        exit_code: status.and_then(|s| s.code()),
-        signal: status.and_then(|s| s.signal()).and_then(Signal::from_raw),
-        stopped,
-        duration: start.elapsed(),
-        leftovers,
-    };
-    Ok((finished, out, err))
+}
+
+/// Why the child must stop now, if it must: ralph was signalled, the run's
+/// deadline passed, the child ran out its time (`running`), or it showed
+/// no sign of life for too long (`idle_for`).
+fn stop_reason(
+    limits: &TimeLimits,
+    signalled: bool,
+    now: Instant,
+    running: Duration,
+    idle_for: Duration,
+) -> Option<StopReason> {
+    if signalled {
+        Some(StopReason::Interrupted)
+    } else if limits.deadline.is_some_and(|d| now >= d) {
+        Some(StopReason::Budget)
+    } else if limits.timeout.is_some_and(|t| running >= t) {
+        Some(StopReason::Timeout)
+    } else if let Some(idle) = limits.idle {
+        (idle_for >= idle).then_some(StopReason::Idle)
+    } else {
+        None
+    }
 }
 
 fn tell_stopping<S: Sink>(sink: &Mutex<Option<S>>) {
