@@ -258,7 +258,6 @@ pub(crate) fn run(
     watch: Watch<'_>,
 ) -> Result<AgentRun, SpawnError> {
     let Place { cwd, log: log_path, limits, sandbox, log_cap } = place;
-    let denials = || sandbox.map(|s| s.denials()).unwrap_or_default();
     let Watch { show, on_event } = watch;
     let (file, open_error) = match File::create(log_path) {
         Ok(f) => (Some(f), None),
@@ -268,31 +267,15 @@ pub(crate) fn run(
     let format = analyzer.format();
     let analyzer = Arc::new(Mutex::new(analyzer));
     let queue = SharedQueue::default();
-    let display = |on: bool| {
-        on.then(|| Display {
+    let display = || {
+        show.then(|| Display {
             queue: queue.clone(),
             format,
             redactor: redactor.clone(),
             fold: display::Fold::default(),
         })
     };
-    let out = OutSink {
-        log: log.clone(),
-        lines: LogLines::default(),
-        splitter: LineSplitter::keeping_cr(),
-        analyzer: analyzer.clone(),
-        display: display(show),
-        denials: denials(),
-    };
-    let err = ErrSink {
-        log: log.clone(),
-        lines: LogLines::default(),
-        tail: Tail::new(STDERR_TAIL),
-        splitter: LineSplitter::default(),
-        analyzer: analyzer.clone(),
-        display: display(show),
-        denials: denials(),
-    };
+    let (out, err) = sinks(&log, &analyzer, display, sandbox);
     let spec = Spec {
         program: &invocation.program,
         args: &invocation.args,
@@ -322,35 +305,89 @@ pub(crate) fn run(
         stopped: finished.stopped,
         stderr_tail: redactor.text(&err.tail.text()).into_owned(),
     };
-    let mut sandbox_denials = out.denials.texts();
+    let sandbox_denials = sandbox_denials(&out, &err);
+    drop((out, err));
+    let outcome = outcome(analyzer, &end, redactor);
+    let log_error = close_log(&log, open_error, &sandbox_denials);
+    Ok(AgentRun { finished, outcome, log_error, sandbox_denials })
+}
+
+/// The sinks of the agent's stdout and stderr: each writes the log, feeds
+/// the analyser and the display (`display`: `None` when output is not
+/// shown) and looks for what the sandbox denied.
+fn sinks(
+    log: &SharedLog,
+    analyzer: &SharedAnalyzer,
+    display: impl Fn() -> Option<Display>,
+    sandbox: Option<&crate::sandbox::Child>,
+) -> (OutSink, ErrSink) {
+    let denials = || sandbox.map(|s| s.denials()).unwrap_or_default();
+    let out = OutSink {
+        log: log.clone(),
+        lines: LogLines::default(),
+        splitter: LineSplitter::keeping_cr(),
+        analyzer: analyzer.clone(),
+        display: display(),
+        denials: denials(),
+    };
+    let err = ErrSink {
+        log: log.clone(),
+        lines: LogLines::default(),
+        tail: Tail::new(STDERR_TAIL),
+        splitter: LineSplitter::default(),
+        analyzer: analyzer.clone(),
+        display: display(),
+        denials: denials(),
+    };
+    (out, err)
+}
+
+/// What the sandbox denied, as stdout told it and then what only stderr did.
+fn sandbox_denials(out: &OutSink, err: &ErrSink) -> Vec<String> {
+    let mut all = out.denials.texts();
     for d in err.denials.texts() {
-        if !sandbox_denials.contains(&d) {
-            sandbox_denials.push(d);
+        if !all.contains(&d) {
+            all.push(d);
         }
     }
-    drop((out, err));
-    // The pumps have ended and their sinks are dropped: this is the last
-    // handle (a poisoned lock still holds a whole analyser).
+    all
+}
+
+/// The analyser's outcome once the pumps have ended and their sinks are
+/// dropped, its final text redacted (it feeds events, lessons and prompts).
+fn outcome(
+    analyzer: SharedAnalyzer,
+    end: &ProcessEnd,
+    redactor: &crate::redact::Redactor,
+) -> Outcome {
+    // This is the last handle (a poisoned lock still holds a whole analyser).
     let analyzer = Arc::into_inner(analyzer).expect("the analyser's other handles are dropped");
     let analyzer = analyzer.into_inner().unwrap_or_else(|p| p.into_inner());
-    let mut outcome = analyzer.finish(&end, Utc::now());
-    // The final text feeds events, lessons and prompts.
+    let mut outcome = analyzer.finish(end, Utc::now());
     if let std::borrow::Cow::Owned(clean) = redactor.text(&outcome.final_text) {
         outcome.final_text = clean;
     }
+    outcome
+}
+
+/// The log closed, each sandbox denial named after the agent's own lines;
+/// the first error writing it (or opening it), if any.
+fn close_log(
+    log: &SharedLog,
+    open_error: Option<std::io::Error>,
+    sandbox_denials: &[String],
+) -> Option<std::io::Error> {
     if !sandbox_denials.is_empty() {
-        // The iteration's log names each denial after the agent's own lines.
         let mut lines = log.lock().unwrap_or_else(|p| p.into_inner());
-        for d in &sandbox_denials {
+        for d in sandbox_denials {
             lines.write(format!("[ralph] {d}\n").as_bytes());
         }
     }
-    let log_error = open_error.or_else(|| {
+    open_error.or_else(|| {
         let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
         log.finish();
         log.take_error()
-    });
-    Ok(AgentRun { finished, outcome, log_error, sandbox_denials })
+    })
 }
 
 #[cfg(test)]
