@@ -278,6 +278,49 @@ impl Tally {
         }
     }
 
+    /// An iteration's start: the story it works on, its title, its agent.
+    fn iteration_start(&mut self, story_id: &str, title: &str, agent: &str) {
+        self.current_story = Some(story_id.to_string());
+        let s = story(&mut self.stories, story_id, title);
+        if s.title.is_empty() {
+            s.title = title.to_string();
+        }
+        if !agent.is_empty() && !s.agents.iter().any(|a| a == agent) {
+            s.agents.push(agent.to_string());
+        }
+    }
+
+    /// A merge attempt (a parallel run): the story delivered when merged;
+    /// sent back when not, and a failure unless a resolver takes it on.
+    fn merge(
+        &mut self,
+        story_id: &str,
+        result: MergeResult,
+        commit: &Option<String>,
+        message: &str,
+    ) {
+        let s = story(&mut self.stories, story_id, "");
+        match result {
+            MergeResult::Merged => {
+                s.delivered = true;
+                s.first_pass = s.attempts == 1 && !self.sent_back.contains(story_id);
+                s.commit.clone_from(commit);
+            }
+            // Not yet a failure: the resolution's outcome is.
+            MergeResult::Resolving => {
+                self.sent_back.insert(story_id.to_string());
+            }
+            MergeResult::Conflict
+            | MergeResult::GateFailed
+            | MergeResult::ResolveFailed
+            | MergeResult::Blocked => {
+                self.sent_back.insert(story_id.to_string());
+                s.merge_failures.push(message.to_string());
+            }
+        }
+    }
+
+    /// One recorded event, tallied: a dispatch on its kind.
     fn add(&mut self, r: &Recorded) {
         let from_worker = matches!(r.event, Event::Worker { .. });
         if matches!(r.event, Event::WaitTick { .. }) {
@@ -289,14 +332,7 @@ impl Tally {
         }
         match inner(&r.event) {
             Event::IterationStart { story_id, story_title, agent, .. } => {
-                self.current_story = Some(story_id.clone());
-                let s = story(&mut self.stories, story_id, story_title);
-                if s.title.is_empty() {
-                    s.title.clone_from(story_title);
-                }
-                if !agent.is_empty() && !s.agents.contains(agent) {
-                    s.agents.push(agent.clone());
-                }
+                self.iteration_start(story_id, story_title, agent);
             }
             Event::AgentSwitch { iteration, from, to, reason, until } => {
                 self.switches.push(SwitchReport {
@@ -320,25 +356,7 @@ impl Tally {
             }
             e @ Event::IterationEnd { .. } => self.iteration_end(e, from_worker),
             Event::Merge { story_id, result, commit, message, .. } => {
-                let s = story(&mut self.stories, story_id, "");
-                match result {
-                    MergeResult::Merged => {
-                        s.delivered = true;
-                        s.first_pass = s.attempts == 1 && !self.sent_back.contains(story_id);
-                        s.commit.clone_from(commit);
-                    }
-                    // Not yet a failure: the resolution's outcome is.
-                    MergeResult::Resolving => {
-                        self.sent_back.insert(story_id.clone());
-                    }
-                    MergeResult::Conflict
-                    | MergeResult::GateFailed
-                    | MergeResult::ResolveFailed
-                    | MergeResult::Blocked => {
-                        self.sent_back.insert(story_id.clone());
-                        s.merge_failures.push(message.clone());
-                    }
-                }
+                self.merge(story_id, *result, commit, message);
             }
             Event::Waiting { seconds, .. } if !from_worker => {
                 self.wait = Some((r.ts, seconds.saturating_mul(1000)));
