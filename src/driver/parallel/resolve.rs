@@ -19,6 +19,13 @@ use crate::event::Event;
 use crate::git::Repo;
 use crate::prd::Prd;
 
+/// The two sides of a conflict as its markers name them: the run branch
+/// (the stories merged into it since the story's base) and the story.
+fn conflict_labels(with: &[String], q: &Queued) -> (String, String) {
+    let merged = if with.is_empty() { "its tip".into() } else { with.join(", ") };
+    (format!("run branch ({merged})"), format!("{} ({})", q.story, q.title))
+}
+
 impl Run<'_> {
     /// Starts a resolver on `q`, whose work conflicts with the tip in
     /// `files`. A story that merges cleanly by now goes back to the queue.
@@ -36,13 +43,7 @@ impl Run<'_> {
         };
         let base = self.repo.merge_base(tip, work).unwrap_or(tip);
         let with = self.stories_merged_since(pool, base, tip, &files);
-        let labels = (
-            format!(
-                "run branch ({})",
-                if with.is_empty() { "its tip".into() } else { with.join(", ") }
-            ),
-            format!("{} ({})", q.story, q.title),
-        );
+        let labels = conflict_labels(&with, &q);
         let skip = [pool.prd_rel.clone(), pool.progress_rel.clone()];
         let Some(conflict) =
             self.repo.squash_with_markers(tip, work, &skip, (&labels.0, &labels.1))?
@@ -68,15 +69,7 @@ impl Run<'_> {
         // story. A crash before the run took the resolver's end undoes the
         // resolution (`recover` puts the kept work back): it is made again.
         let progress = plan::append(&text(tip).unwrap_or_default(), &entry);
-        std::fs::write(dir.join(&pool.progress_rel), progress)
-            .map_err(|e| Error::io("write the worktree's progress.txt", e))?;
-        let mut prd = match self.repo.file_at(tip, &pool.prd_rel) {
-            Some(b) => Prd::parse(&b, &self.paths.prd)?,
-            None => self.good_prd.clone(),
-        };
-        prd.set_passes(&q.story, true);
-        prd.save(&dir.join(&pool.prd_rel))
-            .map_err(|e| Error::io("write the worktree's prd.json", e))?;
+        self.mark_resolution(pool, &q.story, &dir, tip, progress)?;
         let spec = ResolveSpec {
             story: q.story.clone(),
             branch: pool.branch.clone(),
@@ -84,11 +77,7 @@ impl Run<'_> {
             files: conflict.files.clone(),
             hunks: conflict.hunks,
         };
-        let n = pool.board.sent_back.get(&q.story).copied().unwrap_or(0) + 1;
-        let file = self.kit.log_dir.join(format!("resolve-{}-{n}.json", plan::slug(&q.story)));
-        let json = serde_json::to_vec_pretty(&spec)
-            .map_err(|e| Error::io("write a resolver's task", std::io::Error::other(e)))?;
-        std::fs::write(&file, json).map_err(|e| Error::io("write a resolver's task", e))?;
+        let file = self.write_resolver_task(pool, &spec)?;
         let story = self
             .good_prd
             .story(&q.story)
@@ -97,6 +86,39 @@ impl Run<'_> {
         let job = Job::Resolve { with, files: conflict.files, spec: file };
         let slot = pool.slot(&story, dir, branch, job);
         self.launch(pool, slot, None, None)
+    }
+
+    /// The worktree's progress.txt (`progress`: the tip's with the story's
+    /// entry) and prd.json (the tip's, the story marked passing), written
+    /// as the story's turn left them.
+    fn mark_resolution(
+        &self,
+        pool: &Pool,
+        story: &str,
+        dir: &std::path::Path,
+        tip: git2::Oid,
+        progress: String,
+    ) -> Result<(), Error> {
+        std::fs::write(dir.join(&pool.progress_rel), progress)
+            .map_err(|e| Error::io("write the worktree's progress.txt", e))?;
+        let mut prd = match self.repo.file_at(tip, &pool.prd_rel) {
+            Some(b) => Prd::parse(&b, &self.paths.prd)?,
+            None => self.good_prd.clone(),
+        };
+        prd.set_passes(story, true);
+        prd.save(&dir.join(&pool.prd_rel))
+            .map_err(|e| Error::io("write the worktree's prd.json", e))
+    }
+
+    /// The resolver's task, written in the run's log folder as
+    /// `resolve-<story>-<n>.json` (`n`: the story's how-manieth time back).
+    fn write_resolver_task(&self, pool: &Pool, spec: &ResolveSpec) -> Result<PathBuf, Error> {
+        let n = pool.board.sent_back.get(&spec.story).copied().unwrap_or(0) + 1;
+        let file = self.kit.log_dir.join(format!("resolve-{}-{n}.json", plan::slug(&spec.story)));
+        let json = serde_json::to_vec_pretty(spec)
+            .map_err(|e| Error::io("write a resolver's task", std::io::Error::other(e)))?;
+        std::fs::write(&file, json).map_err(|e| Error::io("write a resolver's task", e))?;
+        Ok(file)
     }
 
     /// A resolver's turn ended: resolved, the story is merged next (gated on
