@@ -144,6 +144,7 @@ macro_rules! settings {
 
         impl Layers {
             /// The typed configuration: each field read by its row.
+            // One struct literal the table expands to, a field per row: nothing to split.
             pub(crate) fn resolve(&self) -> Config {
                 Config {
                     $($section: {
