@@ -156,13 +156,12 @@ pub(crate) struct RunArgs {
 pub(crate) const FALLBACK_TOOLS: [&str; 7] =
     ["claude", "amp", "codex", "gemini", "opencode", "cursor-agent", "aider"];
 
-pub(crate) fn duration(s: &str) -> Result<String, String> {
+pub(crate) fn duration(s: &str) -> Result<String, crate::config::DurationError> {
     crate::config::parse_duration(s).map(|_| s.to_string())
 }
 
 // clap's value parsers take any error that is `Into<Box<dyn Error>>`:
-// `duration` and `usd` keep a `String` (the text is all clap shows, and
-// `parse_duration` is config's); the commands keep their typed error.
+// each keeps the typed error of the module that knows the syntax.
 pub(crate) fn command(s: &str) -> Result<String, crate::agent::words::WordsError> {
     crate::agent::words::split(s).map(|_| s.to_string())
 }
@@ -171,10 +170,15 @@ pub(crate) fn agent_command(s: &str) -> Result<String, crate::agent::words::Word
     crate::agent::words::command(s).map(|_| s.to_string())
 }
 
-pub(crate) fn usd(s: &str) -> Result<f64, String> {
+/// A cost that is not a non-negative number of dollars.
+#[derive(Debug, thiserror::Error)]
+#[error("expected a non-negative number")]
+pub(crate) struct NotAnAmount;
+
+pub(crate) fn usd(s: &str) -> Result<f64, NotAnAmount> {
     match s.trim().parse::<f64>() {
         Ok(c) if c >= 0.0 && c.is_finite() => Ok(c),
-        _ => Err("expected a non-negative number".into()),
+        _ => Err(NotAnAmount),
     }
 }
 

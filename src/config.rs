@@ -30,7 +30,7 @@ mod types;
 pub use error::ConfigError;
 pub use keys::Config;
 pub(crate) use keys::{AgentConfig, KEYS, Key, decides_trust, env_name};
-pub(crate) use kind::parse_duration;
+pub(crate) use kind::{DurationError, parse_duration};
 pub use layers::Ignored;
 pub(crate) use layers::Layers;
 pub use types::{Color, Progress};

@@ -41,7 +41,7 @@ pub(crate) fn run(g: &Global, args: &RemoteWorkerArgs) -> Result<u8, Error> {
         format!("{host}-{}", std::process::id())
     });
     let lease = match &args.lease {
-        Some(l) => crate::config::parse_duration(l).map_err(Error::Usage)?,
+        Some(l) => crate::config::parse_duration(l).map_err(|e| Error::Usage(e.to_string()))?,
         None => config.worker.lease,
     };
     if lease < std::time::Duration::from_secs(1) {

@@ -113,28 +113,67 @@ pub(super) fn format_from(s: &str) -> Option<Format> {
     })
 }
 
+/// Why a text is not a duration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// A bare number: ralph-claude-code's --timeout counts minutes, so
+    /// either unit would be a guess.
+    #[error("no unit: write \"{0}m\" for minutes or \"{0}s\" for seconds")]
+    NoUnit(String),
+    #[error("{text:?} is not a duration ({reason})")]
+    NotADuration { text: String, reason: String },
+}
+
 /// "30m", "1h 30m", "90s", "0" → a duration.
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let t = text.trim();
     if t == "0" {
         return Ok(Duration::ZERO);
     }
-    // ralph-claude-code's --timeout counts minutes; a bare number here is a
-    // guess either way.
     if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("no unit: write \"{t}m\" for minutes or \"{t}s\" for seconds"));
+        return Err(DurationError::NoUnit(t.to_string()));
     }
-    humantime::parse_duration(t).map_err(|e| format!("{t:?} is not a duration ({e})"))
+    humantime::parse_duration(t)
+        .map_err(|e| DurationError::NotADuration { text: t.to_string(), reason: e.to_string() })
+}
+
+/// Why a value does not fit its key (the line names the key and where).
+#[derive(Debug, thiserror::Error)]
+pub enum ValueError {
+    /// Not of the key's kind; `found` is the value as TOML writes it
+    /// (none for an environment variable's text, which the line shows).
+    #[error("expected {expected}{}", found.as_ref().map(|f| format!(", found {f}")).unwrap_or_default())]
+    Expected { expected: &'static str, found: Option<String> },
+    /// A duration without a unit.
+    #[error("expected {expected}, found {found}: {source}")]
+    Duration { expected: &'static str, found: String, source: DurationError },
+    /// An agent command that cannot be split into words.
+    #[error(transparent)]
+    Words(#[from] crate::agent::words::WordsError),
+    #[error("unknown agent {name:?}: expected {expected}")]
+    UnknownAgent { name: String, expected: &'static str },
+    #[error(
+        "custom cannot be a fallback: the custom command (agent.command) is the configured agent's"
+    )]
+    CustomFallback,
+    #[error("{0:?} is listed twice")]
+    ListedTwice(String),
+}
+
+impl ValueError {
+    fn expected(kind: Kind, found: Option<&toml::Value>) -> ValueError {
+        ValueError::Expected { expected: kind.expected(), found: found.map(|v| v.to_string()) }
+    }
 }
 
 /// Checks a TOML value against a key's type.
-pub(super) fn check(key: &Key, value: &toml::Value) -> Result<(), String> {
+pub(super) fn check(key: &Key, value: &toml::Value) -> Result<(), ValueError> {
     use toml::Value as V;
     if let (Kind::Duration, V::String(s)) = (key.kind, value)
-        && let Err(e) = parse_duration(s)
-        && e.starts_with("no unit")
+        && let Err(source @ DurationError::NoUnit(_)) = parse_duration(s)
     {
-        return Err(format!("expected {}, found {value}: {e}", key.kind.expected()));
+        let (expected, found) = (key.kind.expected(), value.to_string());
+        return Err(ValueError::Duration { expected, found, source });
     }
     let ok = match (key.kind, value) {
         (Kind::Str, V::String(_)) | (Kind::Bool, V::Boolean(_)) => true,
@@ -147,7 +186,7 @@ pub(super) fn check(key: &Key, value: &toml::Value) -> Result<(), String> {
         (Kind::Command, V::String(s)) => crate::agent::words::split(s).is_ok(),
         (Kind::AgentCommand, V::Array(a)) => a.iter().all(V::is_str),
         (Kind::AgentCommand, V::String(s)) => {
-            return crate::agent::words::command(s).map(|_| ()).map_err(|e| e.to_string());
+            return crate::agent::words::command(s).map(|_| ()).map_err(ValueError::from);
         }
         (Kind::Tool, V::String(s)) => tool_from(s).is_some(),
         (Kind::Tools, V::Array(a)) => return check_tools(a),
@@ -165,28 +204,24 @@ pub(super) fn check(key: &Key, value: &toml::Value) -> Result<(), String> {
         (Kind::Forge, V::String(s)) => matches!(s.as_str(), "auto" | "github" | "gitlab"),
         _ => false,
     };
-    if ok { Ok(()) } else { Err(format!("expected {}, found {value}", key.kind.expected())) }
+    if ok { Ok(()) } else { Err(ValueError::expected(key.kind, Some(value))) }
 }
 
 /// A list of fallback agents: known names, each once, no custom command
 /// (that is the configured agent's).
-fn check_tools(items: &[toml::Value]) -> Result<(), String> {
+fn check_tools(items: &[toml::Value]) -> Result<(), ValueError> {
     let mut seen: Vec<Tool> = Vec::new();
     for item in items {
-        let name = item
-            .as_str()
-            .ok_or_else(|| format!("expected {}, found {item}", Kind::Tools.expected()))?;
-        let tool = tool_from(name).ok_or_else(|| {
-            format!("unknown agent {name:?}: expected {}", Kind::Tools.expected())
+        let name = item.as_str().ok_or_else(|| ValueError::expected(Kind::Tools, Some(item)))?;
+        let tool = tool_from(name).ok_or_else(|| ValueError::UnknownAgent {
+            name: name.to_string(),
+            expected: Kind::Tools.expected(),
         })?;
         if tool == Tool::Custom {
-            return Err(
-                "custom cannot be a fallback: the custom command (agent.command) is the configured agent's"
-                    .into(),
-            );
+            return Err(ValueError::CustomFallback);
         }
         if seen.contains(&tool) {
-            return Err(format!("{name:?} is listed twice"));
+            return Err(ValueError::ListedTwice(name.to_string()));
         }
         seen.push(tool);
     }
@@ -194,8 +229,9 @@ fn check_tools(items: &[toml::Value]) -> Result<(), String> {
 }
 
 /// Parses an environment variable's text as a key's value.
-pub(super) fn parse_text(key: &Key, text: &str) -> Result<toml::Value, String> {
+pub(super) fn parse_text(key: &Key, text: &str) -> Result<toml::Value, ValueError> {
     use toml::Value as V;
+    let not_kind = || ValueError::expected(key.kind, None);
     let value = match key.kind {
         Kind::Str
         | Kind::Duration
@@ -214,29 +250,21 @@ pub(super) fn parse_text(key: &Key, text: &str) -> Result<toml::Value, String> {
         Kind::Bool => match text.to_ascii_lowercase().as_str() {
             "1" | "true" | "yes" | "on" => V::Boolean(true),
             "0" | "false" | "no" | "off" => V::Boolean(false),
-            _ => return Err(format!("expected {}", key.kind.expected())),
+            _ => return Err(not_kind()),
         },
-        Kind::Int => V::Integer(
-            text.trim().parse::<i64>().map_err(|_| format!("expected {}", key.kind.expected()))?,
-        ),
-        Kind::Float => V::Float(
-            text.trim().parse::<f64>().map_err(|_| format!("expected {}", key.kind.expected()))?,
-        ),
+        Kind::Int => V::Integer(text.trim().parse::<i64>().map_err(|_| not_kind())?),
+        Kind::Float => V::Float(text.trim().parse::<f64>().map_err(|_| not_kind())?),
         Kind::Ports => V::Array(
             text.split(',')
                 .map(str::trim)
                 .filter(|s| !s.is_empty())
-                .map(|s| {
-                    s.parse::<i64>()
-                        .map(V::Integer)
-                        .map_err(|_| format!("expected {}", key.kind.expected()))
-                })
+                .map(|s| s.parse::<i64>().map(V::Integer).map_err(|_| not_kind()))
                 .collect::<Result<_, _>>()?,
         ),
         // A JSON array of strings, or else items separated by commas.
         Kind::List | Kind::Tools => match crate::agent::words::strings_argv(text) {
             Some(Ok(items)) => V::Array(items.into_iter().map(V::String).collect()),
-            Some(Err(e)) => return Err(e.to_string()),
+            Some(Err(e)) => return Err(e.into()),
             None => V::Array(
                 text.split(',')
                     .map(str::trim)
