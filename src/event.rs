@@ -221,25 +221,10 @@ pub struct StoryReport {
     /// Why a story that looks done does not count, when ralph knows.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
-    /// Iterations spent on it in this run.
-    #[serde(default)]
-    pub iterations: u32,
-    /// What its agents reported spending on it, in USD.
-    #[serde(default)]
-    pub cost_usd: f64,
-    /// The commit a parallel run merged it as.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub commit: Option<String>,
-    /// The agents that ran its iterations, in the order they first did
-    /// (more than one when a fallback agent took over).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub agents: Vec<String>,
-    /// Of its iterations, the resolver iterations (a parallel run).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub resolves: u32,
-    /// Why each of its merge attempts failed (a parallel run), in order.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub merge_failures: Vec<String>,
+    /// What was spent on it and how it landed (flattened: the keys the
+    /// report always had, in their place).
+    #[serde(flatten)]
+    pub work: crate::state::StoryWork,
     /// The gate command that judged it, and where it came from ("default",
     /// ".ralph/config.toml at main", "flag --gate", "its \"verify\"").
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -250,10 +235,6 @@ pub struct StoryReport {
     /// the keys the report always had, last).
     #[serde(flatten)]
     pub findings: crate::oracle::Findings,
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
 }
 
 /// Changes of protected paths an agent made that ralph set back: the
@@ -648,12 +629,14 @@ mod tests {
                     verified: Some(true),
                     passes: true,
                     note: Some("n".into()),
-                    iterations: 2,
-                    cost_usd: 0.5,
-                    commit: Some("abc1234".into()),
-                    agents: vec!["claude".into(), "codex".into()],
-                    resolves: 1,
-                    merge_failures: vec!["conflicts with the run branch in a.txt".into()],
+                    work: crate::state::StoryWork {
+                        iterations: 2,
+                        cost_usd: 0.5,
+                        commit: Some("abc1234".into()),
+                        agents: vec!["claude".into(), "codex".into()],
+                        resolves: 1,
+                        merge_failures: vec!["conflicts with the run branch in a.txt".into()],
+                    },
                     gate: Some("cargo test".into()),
                     gate_source: Some(".ralph/config.toml at main".into()),
                     findings: crate::oracle::Findings {

@@ -117,15 +117,15 @@ mod tests {
     #[test]
     fn state_json_s_tally_keeps_its_keys_and_leaves_out_what_is_empty() {
         writes(&StoryTally::default(), r#"{"iterations":0,"cost_usd":0.0}"#);
-        let tally = StoryTally {
+        let work = crate::state::StoryWork {
             iterations: 2,
             cost_usd: 0.5,
             commit: Some("abc1234".into()),
             agents: vec!["claude".into()],
             resolves: 1,
             merge_failures: vec!["conflict".into()],
-            findings: found(),
         };
+        let tally = StoryTally { work, findings: found() };
         let json = format!(
             r#"{{"iterations":2,"cost_usd":0.5,"commit":"abc1234","agents":["claude"],"resolves":1,"merge_failures":["conflict"],{}}}"#,
             all_found()

@@ -184,13 +184,13 @@ pub fn touched<'a, T>(
 /// What the end of a run lists of a long PRD: a story it worked on,
 /// refused, flagged, gave up, has a word about, verified or merged.
 pub fn run_touched(s: &StoryReport) -> bool {
-    s.iterations > 0
-        || s.resolves > 0
+    s.work.iterations > 0
+        || s.work.resolves > 0
         || s.findings.refused_or_flagged()
-        || !s.merge_failures.is_empty()
+        || !s.work.merge_failures.is_empty()
         || s.note.is_some()
         || s.verified == Some(true)
-        || s.commit.is_some()
+        || s.work.commit.is_some()
         || s.findings.red.is_some()
 }
 

@@ -156,11 +156,31 @@ impl FileMark {
 /// One story's share of a run, for the final report.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StoryTally {
+    /// What was spent on it (flattened: the keys state.json always had).
+    #[serde(flatten)]
+    pub work: StoryWork,
+    /// Its test counts, refusals, flags and check on the base (flattened:
+    /// the keys state.json always had, last).
+    #[serde(flatten)]
+    pub findings: crate::oracle::Findings,
+}
+
+/// What a run spent on one story and how it landed: one owner for
+/// state.json's tally and the run end's report (both flatten it, so their
+/// keys keep their order).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StoryWork {
+    /// Iterations spent on it in this run.
+    #[serde(default)]
     pub iterations: u32,
+    /// What its agents reported spending on it, in USD.
+    #[serde(default)]
     pub cost_usd: f64,
+    /// The commit a parallel run merged it as.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit: Option<String>,
-    /// The agents that ran its iterations, in the order they first did.
+    /// The agents that ran its iterations, in the order they first did
+    /// (more than one when a fallback agent took over).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<String>,
     /// Of its iterations, the resolver iterations of a parallel run.
@@ -169,10 +189,6 @@ pub struct StoryTally {
     /// Why each of its merge attempts failed (a parallel run), in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub merge_failures: Vec<String>,
-    /// Its test counts, refusals, flags and check on the base (flattened:
-    /// the keys state.json always had, last).
-    #[serde(flatten)]
-    pub findings: crate::oracle::Findings,
 }
 
 fn is_zero(n: &u32) -> bool {

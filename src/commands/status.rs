@@ -356,7 +356,7 @@ impl Checkpoint {
                 .chain(state.protected_refused.iter().map(|p| p.story_id.clone()))
                 .collect(),
             tried: tallies
-                .filter(|(_, t)| t.iterations > 0)
+                .filter(|(_, t)| t.work.iterations > 0)
                 .map(|(id, _)| id.clone())
                 .chain(state.last_failure.iter().map(|f| f.story.clone()))
                 .collect(),

@@ -104,8 +104,8 @@ impl Run<'_> {
             resolve: false,
         });
         let tally = self.state.stories.entry(story.id.clone()).or_default();
-        if !tally.agents.iter().any(|a| a == self.kit.agents.current_name()) {
-            tally.agents.push(self.kit.agents.current_name().into());
+        if !tally.work.agents.iter().any(|a| a == self.kit.agents.current_name()) {
+            tally.work.agents.push(self.kit.agents.current_name().into());
         }
         self.clear_stale_git_locks()?;
         let before = match self.kit.reusable_snapshot.take() {

@@ -66,12 +66,7 @@ impl Run<'_> {
                     "its work passed but is not committed (run.commit_leftovers = false)".into()
                 }),
             },
-            iterations: tally.iterations,
-            cost_usd: tally.cost_usd,
-            commit: tally.commit,
-            agents: tally.agents,
-            resolves: tally.resolves,
-            merge_failures: tally.merge_failures,
+            work: tally.work,
             gate: self.gate_command(s).map(|c| crate::gate::display(&c)),
             gate_source: self.gate_command(s).map(|_| match &s.verify {
                 Some(_) => "its \"verify\" in prd.json".to_string(),

@@ -192,9 +192,9 @@ impl Run<'_> {
             });
         }
         let tally = self.state.stories.entry(id.clone()).or_default();
-        tally.cost_usd += c.outcome.cost_usd.unwrap_or(0.0);
+        tally.work.cost_usd += c.outcome.cost_usd.unwrap_or(0.0);
         if j.counts {
-            tally.iterations += 1;
+            tally.work.iterations += 1;
         } else {
             self.state.iteration -= 1;
         }

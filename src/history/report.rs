@@ -400,7 +400,7 @@ fn in_the_end_s_order(
         })
         .filter(|o| o.gate.is_some() || o.findings.refused_or_flagged());
         if s.commit.is_none() {
-            s.commit.clone_from(&st.commit);
+            s.commit.clone_from(&st.work.commit);
         }
         ordered.push(s);
     }

@@ -197,14 +197,14 @@ fn what_the_end_of_a_run_calls_touched() {
     let table: Vec<(&str, fn(&mut StoryReport, &crate::oracle::red::RedEvidence), bool)> = vec![
         ("passing before, a gate, claimed: unchanged", |_, _| {}, false),
         ("no gate at all: unchanged", |s, _| s.verified = None, false),
-        ("worked on", |s, _| s.iterations = 1, true),
-        ("resolved", |s, _| s.resolves = 1, true),
+        ("worked on", |s, _| s.work.iterations = 1, true),
+        ("resolved", |s, _| s.work.resolves = 1, true),
         ("refused", |s, _| s.findings.refused = vec!["iteration 2: tests vanished".into()], true),
         ("flagged", |s, _| s.findings.test_flags = vec!["src/a.rs:3 #[ignore]".into()], true),
         ("given up", |s, _| s.note = Some("given up: conflicts".into()), true),
         ("verified in this run", |s, _| s.verified = Some(true), true),
-        ("merged", |s, _| s.commit = Some("abc1234".into()), true),
-        ("a merge attempt failed", |s, _| s.merge_failures = vec!["conflict".into()], true),
+        ("merged", |s, _| s.work.commit = Some("abc1234".into()), true),
+        ("a merge attempt failed", |s, _| s.work.merge_failures = vec!["conflict".into()], true),
         ("its check passed on the base", |s, r| s.findings.red = Some(r.clone()), true),
     ];
     for (name, change, want) in table {

@@ -98,18 +98,18 @@ fn story_lines(s: &mut String, story: &crate::event::StoryReport) {
         story.title,
         if story.claimed { "yes" } else { "no" }
     ));
-    if let Some(commit) = &story.commit {
+    if let Some(commit) = &story.work.commit {
         s.push_str(&format!(
             " · {} · merged as {}",
-            crate::text::count(story.iterations as usize, "iteration", "iterations"),
+            crate::text::count(story.work.iterations as usize, "iteration", "iterations"),
             &commit[..commit.len().min(7)]
         ));
-        if story.cost_usd > 0.0 {
-            s.push_str(&format!(" · ${:.2}", story.cost_usd));
+        if story.work.cost_usd > 0.0 {
+            s.push_str(&format!(" · ${:.2}", story.work.cost_usd));
         }
     }
-    if story.agents.len() > 1 {
-        s.push_str(&format!(" · by {}", story.agents.join(", ")));
+    if story.work.agents.len() > 1 {
+        s.push_str(&format!(" · by {}", story.work.agents.join(", ")));
     }
     if let Some(note) = &story.note {
         s.push_str(&format!(": {note}"));

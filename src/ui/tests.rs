@@ -61,7 +61,10 @@ fn colour_is_closed_on_every_line() {
             title: "First".into(),
             claimed: true,
             passes: true,
-            agents: vec!["claude".into(), "codex".into()],
+            work: crate::state::StoryWork {
+                agents: vec!["claude".into(), "codex".into()],
+                ..Default::default()
+            },
             ..Default::default()
         }],
         best: None,
@@ -107,7 +110,7 @@ fn the_end_of_a_long_run_lists_the_stories_it_touched() {
         ..Default::default()
     };
     let mut report: Vec<_> = (1..=5000).map(story).collect();
-    report[10].iterations = 2;
+    report[10].work.iterations = 2;
     report[4000].note = Some("given up: conflicts".into());
     let end = |report| Event::RunEnd {
         outcome: crate::event::RunOutcome::MaxIterations,

@@ -322,7 +322,7 @@ impl Run<'_> {
         pool.board.merged.insert(q.story.clone(), sha.clone());
         pool.board.resolving.remove(&q.story);
         pool.board.resolved_with.remove(&q.story);
-        self.state.stories.entry(q.story.clone()).or_default().commit = Some(sha);
+        self.state.stories.entry(q.story.clone()).or_default().work.commit = Some(sha);
         // A remote delivery released the claim in the same push.
         pool.remove_worktree(&self.repo, &q.story, true);
         if self.kit.gate.is_some() {
@@ -350,7 +350,13 @@ impl Run<'_> {
         *pool.board.sent_back.entry(q.story.clone()).or_insert(0) += 1;
         pool.board.resolved_with.remove(&q.story);
         pool.board.failures.entry(q.story.clone()).or_default().push(why.clone());
-        self.state.stories.entry(q.story.clone()).or_default().merge_failures.push(why.clone());
+        self.state
+            .stories
+            .entry(q.story.clone())
+            .or_default()
+            .work
+            .merge_failures
+            .push(why.clone());
         pool.remove_worktree(&self.repo, &q.story, true);
         // Redone from the new tip, not from the pushed attempt.
         pool.peers.drop_branch(&q.branch);

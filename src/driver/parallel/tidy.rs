@@ -251,8 +251,8 @@ impl Run<'_> {
             }
             self.state.note_claimed(story);
             let tally = self.state.stories.entry(story.clone()).or_default();
-            if tally.commit.is_none() && !sha.is_empty() {
-                tally.commit = Some(sha.clone());
+            if tally.work.commit.is_none() && !sha.is_empty() {
+                tally.work.commit = Some(sha.clone());
             }
         }
     }

@@ -19,7 +19,7 @@ impl Run<'_> {
         let Some(slot) = pool.slots.iter_mut().find(|s| s.no == no) else { return };
         // A worker numbers its iterations by its worktree's store, which a
         // redo starts afresh: the story's own count is the one to show.
-        let done = self.state.stories.get(&slot.story).map_or(0, |t| t.iterations);
+        let done = self.state.stories.get(&slot.story).map_or(0, |t| t.work.iterations);
         number_for_story(&mut event, done + 1);
         match &event {
             Event::RunStart { .. } => return,
@@ -29,14 +29,14 @@ impl Run<'_> {
             }
             Event::IterationEnd { result, cost_usd, tokens, agent, .. } => {
                 let tally = self.state.stories.entry(slot.story.clone()).or_default();
-                tally.cost_usd += cost_usd.unwrap_or(0.0);
-                if !agent.is_empty() && !tally.agents.contains(agent) {
-                    tally.agents.push(agent.clone());
+                tally.work.cost_usd += cost_usd.unwrap_or(0.0);
+                if !agent.is_empty() && !tally.work.agents.contains(agent) {
+                    tally.work.agents.push(agent.clone());
                 }
                 if !matches!(result, IterationResult::Transient | IterationResult::Stopped) {
                     self.state.iteration += 1;
-                    tally.iterations += 1;
-                    tally.resolves += u32::from(slot.job != Job::Story);
+                    tally.work.iterations += 1;
+                    tally.work.resolves += u32::from(slot.job != Job::Story);
                 }
                 self.state.cost_usd += cost_usd.unwrap_or(0.0);
                 self.state.tokens += tokens.unwrap_or(0);
