@@ -10,11 +10,15 @@
 //! ralph so both see the same machine: the target is ralph's own
 //! work under a third of ralph.sh's.
 //!
-//! Every project stays on disk until the end: removing one frees its
-//! hundreds of files, and on ext4 without a journal each file made in the
-//! next few minutes scans the inodes freed recently, so one run's cleanup
-//! would be billed to the next run's log and prompt files (ralph.sh makes
-//! none, so only ralph's side would pay for the harness's deletions).
+//! Every project is made before the first measurement and stays on disk
+//! until the end. Made first: ralph's `.git` guard re-reads a file changed
+//! in the last 2 s (git's racy rule) where it otherwise compares stamps, and
+//! a project people run ralph in is older than that; a project made the
+//! moment before its run would have every hook re-read twice an iteration.
+//! Kept: removing one frees its hundreds of files, and on ext4 without a
+//! journal each file made in the next minutes scans the inodes freed
+//! recently, so one run's cleanup would be billed to the next run's log and
+//! prompt files (ralph.sh makes none, so only ralph's side would pay).
 //!
 //! Then the processes ralph creates per iteration, counted with strace:
 //! every fork, vfork and clone without CLONE_THREAD (threads are not
@@ -35,20 +39,25 @@ fn main() {
     let agent = program("true");
     let runs = runs(5);
 
-    // Warm the page cache and the binary.
-    let mut kept = Vec::new();
-    run_loop(&agent, 3, &mut kept);
-
     let bash = which::which("bash").ok();
+    let new = || Project::new(&prd_json(1), NO_BRAKES);
+    let warm_up = new();
+    let projects: Vec<(Project, Project)> = (0..runs).map(|_| (new(), new())).collect();
+    // Older than the guard's racy window, as a project people work in is.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+
+    // Warm the page cache and the binary.
+    run_loop(&warm_up, &agent, 3);
+
     let mut per_spawn = Vec::new();
     let mut per_iteration = Vec::new();
     let mut per_sh_iteration = Vec::new();
-    for _ in 0..runs {
+    for (for_ralph, for_sh) in &projects {
         per_spawn.push(spawn_directly(&agent, ITERATIONS) * 1000.0 / f64::from(ITERATIONS));
-        let ralph = run_loop(&agent, ITERATIONS, &mut kept);
+        let ralph = run_loop(for_ralph, &agent, ITERATIONS);
         per_iteration.push(ralph * 1000.0 / f64::from(ITERATIONS));
         if let Some(bash) = &bash {
-            let sh = run_ralph_sh(bash, &agent, ITERATIONS, &mut kept);
+            let sh = run_ralph_sh(for_sh, bash, &agent, ITERATIONS);
             per_sh_iteration.push(sh * 1000.0 / f64::from(ITERATIONS));
         }
     }
@@ -117,9 +126,8 @@ fn main() {
     }
 }
 
-/// Seconds for `ralph N` with the no-op agent in a fresh project.
-fn run_loop(agent: &std::path::Path, n: u32, kept: &mut Vec<Project>) -> f64 {
-    let project = Project::new(&prd_json(1), NO_BRAKES);
+/// Seconds for `ralph N` with the no-op agent in `project`, unused so far.
+fn run_loop(project: &Project, agent: &std::path::Path, n: u32) -> f64 {
     let mut cmd = project.ralph();
     cmd.arg(n.to_string())
         .arg("--agent-cmd")
@@ -144,19 +152,12 @@ fn run_loop(agent: &std::path::Path, n: u32, kept: &mut Vec<Project>) -> f64 {
         .filter(|f| is_agent_log(&f.file_name().to_string_lossy()))
         .count();
     assert_eq!(iterations, n as usize, "ralph ran fewer iterations than asked");
-    kept.push(project);
     m.wall.as_secs_f64()
 }
 
 /// Seconds for ralph.sh's loop of `n` iterations, with `claude` on its
 /// PATH being `agent` and no sleep between iterations.
-fn run_ralph_sh(
-    bash: &std::path::Path,
-    agent: &std::path::Path,
-    n: u32,
-    kept: &mut Vec<Project>,
-) -> f64 {
-    let project = Project::new(&prd_json(1), NO_BRAKES);
+fn run_ralph_sh(project: &Project, bash: &std::path::Path, agent: &std::path::Path, n: u32) -> f64 {
     let script_dir = project.dir().join("scripts/ralph");
     let bin = project.tmp.path().join("bin");
     std::fs::create_dir_all(&script_dir).unwrap();
@@ -180,7 +181,6 @@ fn run_ralph_sh(
     let m = measure(&mut cmd);
     // Exit 1: the iterations ran out without the completion marker.
     assert_eq!(m.exit_code, Some(1), "ralph.sh did not run its {n} iterations");
-    kept.push(project);
     m.wall.as_secs_f64()
 }
 
