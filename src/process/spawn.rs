@@ -294,6 +294,11 @@ mod tests {
         std::env::vars_os().collect()
     }
 
+    /// `program` with no arguments, no stdin, no death signal, unconfined.
+    fn plain<'a>(program: &'a str, cwd: &'a Path, env: &'a [(OsString, OsString)]) -> Spec<'a> {
+        Spec { program, args: &[], cwd, env, stdin: false, death_signal: None, ruleset: None }
+    }
+
     fn run(spec: &Spec<'_>) -> (ExitStatus, String, String) {
         let mut child = spawn(spec).unwrap();
         if let Some(mut stdin) = child.stdin.take() {
@@ -334,15 +339,7 @@ mod tests {
     fn a_missing_or_unrunnable_program_is_told_as_execvp_tells_it() {
         let dir = tempfile::tempdir().unwrap();
         let env = env();
-        let spec = |program| Spec {
-            program,
-            args: &[],
-            cwd: dir.path(),
-            env: &env,
-            stdin: false,
-            death_signal: None,
-            ruleset: None,
-        };
+        let spec = |program| plain(program, dir.path(), &env);
         let missing = spawn(&spec("ralph-no-such-program")).err().unwrap();
         assert_eq!(missing.kind(), std::io::ErrorKind::NotFound);
         std::fs::write(dir.path().join("plain"), "#!/bin/sh\n").unwrap();
@@ -363,16 +360,7 @@ mod tests {
         std::fs::set_permissions(&script, mode).unwrap();
         let mut env: Vec<_> = env().into_iter().filter(|(k, _)| k != "PATH").collect();
         env.push(("PATH".into(), format!("/nowhere:{}:/usr/bin:/bin", bin.display()).into()));
-        let spec = Spec {
-            program: "only-here",
-            args: &[],
-            cwd: dir.path(),
-            env: &env,
-            stdin: false,
-            death_signal: None,
-            ruleset: None,
-        };
-        let (status, out, _) = run(&spec);
+        let (status, out, _) = run(&plain("only-here", dir.path(), &env));
         assert!(status.success(), "{out}");
         // Nothing blocked, nothing caught; SIGPIPE (bit 13) not ignored.
         let mask = |name: &str| {
