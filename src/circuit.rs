@@ -453,9 +453,9 @@ impl Breaker {
     pub fn save(&mut self, store: &Store) -> io::Result<()> {
         let bytes = store::json_bytes(self)?;
         if self.unsaved.is_empty() {
-            store::write_kept(&store.circuit(), &bytes, false)?;
+            store::write_kept(&store.circuit(), &bytes)?;
         } else {
-            store::write_kept(&store.circuit(), &bytes, true)?;
+            store::write_atomic(&store.circuit(), &bytes)?;
         }
         let path = store.circuit_history();
         for transition in &self.unsaved {

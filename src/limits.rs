@@ -305,7 +305,7 @@ impl Limits {
     pub fn save(&self, store: &Store) -> io::Result<()> {
         // Not fsynced: it is written before every agent call, and a power
         // cut that loses it costs at most a call that meets the limit again.
-        store::write_kept(&store.limits(), &store::json_bytes(self)?, false)
+        store::write_kept(&store.limits(), &store::json_bytes(self)?)
     }
 }
 

@@ -346,7 +346,7 @@ fn replace(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     let mode = fs::metadata(path).ok().map(|m| m.permissions().mode() & 0o7777);
     let tmp = hidden_beside(path, &format!(".tmp{}", std::process::id()))?;
     let result = (|| {
-        let mut file = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+        let mut file = create_temp(&tmp)?;
         if let Some(mode) = mode {
             file.set_permissions(fs::Permissions::from_mode(mode))?;
         }
@@ -363,21 +363,29 @@ fn replace(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     result
 }
 
-/// Like [`write_atomic`] (`durable`) or [`write_replace`], for ralph's own
-/// files in its state folder that are written every iteration (state.json,
-/// circuit.json, limits.json, rules.json). The new content goes into a
-/// spare file kept beside the target (`.<name>.<pid>.spare`), and the two
-/// are swapped in one step ([`crate::process::exchange`]), so the old
-/// version becomes the next write's spare: each write reuses the same two
-/// inodes. A temp file and a rename make one inode and free another every
-/// time, and on ext4 without a journal each inode made scans the ones freed
-/// in the last seconds: that was the loop's largest cost of its own.
+/// Like [`write_replace`] (no fsync), for ralph's own files in its state
+/// folder written every iteration (the agent-phase checkpoint, a circuit
+/// counter's tick, the calls window). The new content goes into a spare
+/// file kept beside the target (`.<name>.<pid>.spare`), and the two are
+/// swapped in one step ([`crate::process::exchange`]), so the old version
+/// becomes the next write's spare: each write reuses the same two inodes.
+/// A temp file and a rename make one inode and free another every time,
+/// and on ext4 without a journal each inode made scans the ones freed in
+/// the last minute: that was the loop's largest cost of its own.
+///
+/// Not for a write a resume relies on ([`write_atomic`] stays a fresh
+/// file, fsynced, then renamed): a spare is written over in place, and if
+/// the swap that made it the spare had not reached the disk when the power
+/// went, the name could still lead to it. A durable write between two of
+/// these commits the earlier swap (an fsync commits the journal), which is
+/// how the checkpoint is written; for a counter's tick a torn file is read
+/// as damaged and rebuilt with a warning, as a lost write would be.
 ///
 /// Never for a file in the work tree: the spare stays until ralph ends
 /// ([`drop_spares`]), where a person would see it. One left by a killed
 /// ralph is removed by the next run ([`remove_dead_spares`]).
-pub fn write_kept(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+pub fn write_kept(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
     let path = &write_target(path);
     let mode = fs::metadata(path).ok().map(|m| m.permissions().mode() & 0o7777);
     let spare = spare_of(path)?;
@@ -385,29 +393,14 @@ pub fn write_kept(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     // process's, and two threads must not fill it at once.
     let mut kept = spares();
     let result = (|| {
-        // Never through a link or into a FIFO someone put in its place.
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(&spare)?;
+        let mut file = open_spare(&spare)?;
         let meta = file.metadata()?;
-        if !meta.is_file() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{} is not a regular file", spare.display()),
-            ));
-        }
         if let Some(mode) = mode.filter(|m| meta.permissions().mode() & 0o7777 != *m) {
             file.set_permissions(fs::Permissions::from_mode(mode))?;
         }
         // Written over, then cut to length: no blocks freed and taken again.
         file.write_all(bytes)?;
         file.set_len(bytes.len() as u64)?;
-        if durable {
-            file.sync_data()?;
-        }
         drop(file);
         match crate::process::exchange(&spare, path) {
             Ok(()) => {
@@ -429,9 +422,38 @@ pub fn write_kept(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     result
 }
 
-/// [`write_kept`] as pretty JSON, durable.
-pub fn write_json_kept<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
-    write_kept(path, &json_bytes(value)?, true)
+/// The spare, open for writing, never through a link or into a FIFO. What
+/// is in its way — a link, a FIFO, a folder (an agent can put one where
+/// state.json was, and the swap brings it here), a spare left read-only by
+/// a swap with a 0444 file — is removed and the spare made anew, once.
+fn open_spare(spare: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let open = || {
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(spare)
+    };
+    match open() {
+        Ok(file) if file.metadata()?.is_file() => return Ok(file),
+        _ => {}
+    }
+    match fs::symlink_metadata(spare) {
+        Ok(m) if m.is_dir() => fs::remove_dir_all(spare)?,
+        Ok(_) => fs::remove_file(spare)?,
+        Err(_) => {}
+    }
+    let file = open()?;
+    if file.metadata()?.is_file() {
+        Ok(file)
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", spare.display()),
+        ))
+    }
 }
 
 const SPARE: &str = ".spare";
@@ -485,6 +507,25 @@ pub fn remove_dead_spares(dir: &Path) {
         if pid != std::process::id() && !crate::process::pid_alive(pid) {
             let _ = fs::remove_file(entry.path());
         }
+    }
+}
+
+/// A new temp file at `tmp`, made here (never opened through a link or
+/// over a file someone put at its name: prd.json's temp file is in the
+/// work tree, where the agent could plant a link to the person's
+/// `~/.bashrc` under it). What is at the name is removed (a link itself,
+/// not its target) and the file made again, once; a folder there stays
+/// and the write fails.
+fn create_temp(tmp: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let create =
+        || OpenOptions::new().write(true).create_new(true).custom_flags(libc::O_NOFOLLOW).open(tmp);
+    match create() {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            fs::remove_file(tmp)?;
+            create()
+        }
+        other => other,
     }
 }
 

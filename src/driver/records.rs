@@ -104,7 +104,7 @@ impl Run<'_> {
         self.state.elapsed_ms = self.elapsed_ms();
         let result = if phase == Phase::Gate {
             store::json_bytes(&self.state)
-                .and_then(|b| store::write_kept(&self.paths.store.state(), &b, false))
+                .and_then(|b| store::write_kept(&self.paths.store.state(), &b))
         } else {
             self.state.save(&self.paths.store)
         };

@@ -58,6 +58,9 @@ struct Plan {
     /// Where `execve` is tried, in order.
     candidates: Vec<CString>,
     argv: Vec<*const libc::c_char>,
+    /// `/bin/sh <candidate> <args>`, for a script without a `#!` line
+    /// (what execvp does on ENOEXEC); the child puts the candidate in.
+    sh_argv: Vec<std::cell::Cell<*const libc::c_char>>,
     envp: Vec<*const libc::c_char>,
     cwd: CString,
     /// What becomes the child's 0, 1 and 2.
@@ -107,9 +110,17 @@ pub fn spawn(spec: &Spec<'_>) -> std::io::Result<Spawned> {
     let with_null = |v: &[CString]| {
         v.iter().map(|s| s.as_ptr()).chain(std::iter::once(std::ptr::null())).collect()
     };
+    let sh = CString::from(c"/bin/sh");
+    let sh_argv = std::iter::once(sh.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .chain(argv_owned[1..].iter().map(|a| a.as_ptr()))
+        .chain(std::iter::once(std::ptr::null()))
+        .map(std::cell::Cell::new)
+        .collect();
     let plan = Plan {
         candidates,
         argv: with_null(&argv_owned),
+        sh_argv,
         envp: with_null(&envp_owned),
         cwd: c(spec.cwd.as_os_str().as_bytes())?,
         stdio: [child_in.as_raw_fd(), out_write.as_raw_fd(), err_write.as_raw_fd()],
@@ -249,8 +260,15 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
             }
         }
         for (target, &fd) in plan.stdio.iter().enumerate() {
-            // dup2 leaves the new descriptor without close-on-exec.
-            if libc::dup2(fd, target as libc::c_int) < 0 {
+            let target = target as libc::c_int;
+            // dup2 leaves the new descriptor without close-on-exec; onto
+            // itself it changes nothing, so the flag is cleared by hand.
+            let rc = if fd == target {
+                libc::fcntl(fd, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(fd, target)
+            };
+            if rc < 0 {
                 fail(errno());
             }
         }
@@ -275,6 +293,13 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
         for candidate in &plan.candidates {
             libc::execve(candidate.as_ptr(), plan.argv.as_ptr(), plan.envp.as_ptr());
             match errno() {
+                libc::ENOEXEC => {
+                    // A script without a `#!` line: the shell runs it.
+                    plan.sh_argv[1].set(candidate.as_ptr());
+                    let argv = plan.sh_argv.as_ptr() as *const *const libc::c_char;
+                    libc::execve(plan.sh_argv[0].get(), argv, plan.envp.as_ptr());
+                    fail(errno())
+                }
                 libc::EACCES => denied = true,
                 libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
                 other => fail(other),
@@ -347,6 +372,21 @@ mod tests {
         assert_eq!(denied.kind(), std::io::ErrorKind::PermissionDenied);
         let gone = Spec { cwd: &dir.path().join("gone"), ..spec("sh") };
         assert_eq!(spawn(&gone).err().unwrap().kind(), std::io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn a_script_without_a_shebang_line_is_run_by_the_shell_as_execvp_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("agent");
+        std::fs::write(&script, "echo \"no shebang: $0 $1\"\n").unwrap();
+        let mode = <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755);
+        std::fs::set_permissions(&script, mode).unwrap();
+        let env = env();
+        let args = ["one".to_string()];
+        let spec = Spec { args: &args, ..plain("./agent", dir.path(), &env) };
+        let (status, out, err) = run(&spec);
+        assert!(status.success(), "{out}{err}");
+        assert_eq!(out, "no shebang: ./agent one\n");
     }
 
     #[test]

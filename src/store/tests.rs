@@ -100,17 +100,17 @@ fn a_kept_write_swaps_in_the_new_content_and_keeps_the_old_as_its_spare() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("state.json");
     // The first write has nothing to swap with: a plain rename.
-    write_kept(&p, b"one, the longer first version", true).unwrap();
+    write_kept(&p, b"one, the longer first version").unwrap();
     assert_eq!(fs::read(&p).unwrap(), b"one, the longer first version");
     fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
-    write_kept(&p, b"two", false).unwrap();
+    write_kept(&p, b"two").unwrap();
     let spare = spare_of(&p).unwrap();
     assert_eq!(fs::read(&p).unwrap(), b"two", "cut to length, not written over");
     assert_eq!(fs::read(&spare).unwrap(), b"one, the longer first version");
     assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600, "mode kept");
     // The third write reuses the spare's inode: no inode made or freed.
     let inodes = [fs::metadata(&p).unwrap().ino(), fs::metadata(&spare).unwrap().ino()];
-    write_kept(&p, b"three", true).unwrap();
+    write_kept(&p, b"three").unwrap();
     assert_eq!(fs::read(&p).unwrap(), b"three");
     assert_eq!(fs::metadata(&p).unwrap().ino(), inodes[1]);
     assert_eq!(fs::metadata(&spare).unwrap().ino(), inodes[0]);
@@ -121,25 +121,59 @@ fn a_kept_write_swaps_in_the_new_content_and_keeps_the_old_as_its_spare() {
 }
 
 #[test]
-fn a_kept_write_never_writes_through_a_link_or_into_a_fifo_at_its_spare() {
+fn a_read_only_file_is_written_every_time_and_stays_read_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("limits.json");
+    write_kept(&p, b"zero").unwrap();
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o444)).unwrap();
+    // After a swap the spare is the 0444 file: it must still take a write.
+    for text in ["one", "two", "three", "four"] {
+        write_kept(&p, text.as_bytes()).unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), text);
+        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o444);
+    }
+}
+
+#[test]
+fn what_is_put_at_the_spare_is_never_written_through_and_never_stops_the_writes() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("circuit.json");
     let victim = dir.path().join("victim");
     fs::write(&victim, "the person's file").unwrap();
-    write_kept(&p, b"one", false).unwrap();
+    write_kept(&p, b"one").unwrap();
     let spare = spare_of(&p).unwrap();
     let _ = fs::remove_file(&spare);
     std::os::unix::fs::symlink(&victim, &spare).unwrap();
-    assert!(write_kept(&p, b"two", false).is_err());
+    write_kept(&p, b"two").unwrap();
     assert_eq!(fs::read_to_string(&victim).unwrap(), "the person's file");
-    assert_eq!(fs::read(&p).unwrap(), b"one");
-    // The link is gone with the failed write: the next one works.
-    write_kept(&p, b"three", false).unwrap();
-    assert_eq!(fs::read(&p).unwrap(), b"three");
-    let _ = fs::remove_file(&spare);
+    assert_eq!(fs::read(&p).unwrap(), b"two");
+    fs::remove_file(&spare).unwrap();
     mkfifo(&spare);
-    assert!(write_kept(&p, b"four", false).is_err(), "refused, not blocked");
-    assert_eq!(fs::read(&p).unwrap(), b"three");
+    write_kept(&p, b"three").unwrap();
+    assert_eq!(fs::read(&p).unwrap(), b"three", "written, not blocked on the FIFO");
+    // A folder put where the file was is swapped to the spare's name by
+    // the next write, and removed by the one after.
+    fs::remove_file(&p).unwrap();
+    fs::create_dir_all(p.join("inside")).unwrap();
+    let _ = write_kept(&p, b"four");
+    write_kept(&p, b"five").unwrap();
+    write_kept(&p, b"six").unwrap();
+    assert_eq!(fs::read(&p).unwrap(), b"six");
+}
+
+#[test]
+fn an_atomic_write_never_writes_through_a_link_at_its_temp_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("prd.json");
+    let victim = dir.path().join("bashrc");
+    fs::write(&victim, "the person's file").unwrap();
+    let tmp = hidden_beside(&p, &format!(".tmp{}", std::process::id())).unwrap();
+    std::os::unix::fs::symlink(&victim, &tmp).unwrap();
+    write_atomic(&p, b"{}").unwrap();
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "the person's file");
+    assert_eq!(fs::read(&p).unwrap(), b"{}");
+    assert!(fs::symlink_metadata(&tmp).is_err(), "the link is gone, the temp renamed");
 }
 
 /// A FIFO at `path`, made by the `mkfifo` program: the tests keep no `unsafe`.

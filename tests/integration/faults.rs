@@ -484,9 +484,9 @@ fn a_checkpoint_that_cannot_be_written_stops_the_run_and_loses_no_verification()
     let p = Project::with_prd(THREE_STORIES);
     p.script("[run *]\nimplement\n");
     // The first iteration's end-of-iteration checkpoint cannot be written,
-    // as on a full disk: its hook puts a directory where ralph's spare
-    // file for state.json is (`store::write_kept`).
-    let hook = r#"sh -c 'test "$RALPH_ITERATION" = 1 && s="$RALPH_PROJECT_DIR/.git/ralph/.state.json.$PPID.spare" && rm -f "$s" && mkdir "$s"; true'"#;
+    // as on a full disk: its hook puts a directory where ralph's temporary
+    // file for state.json goes.
+    let hook = r#"sh -c 'test "$RALPH_ITERATION" = 1 && mkdir "$RALPH_PROJECT_DIR/.git/ralph/.state.json.tmp$PPID"; true'"#;
     p.write(".ralph/config.toml", &format!("[hooks]\non_iteration_end = {hook:?}\n"));
     let r = p.run(&["5", "--gate", "true"]);
     assert_eq!(r.code, code(exit::ENVIRONMENT), "{r:?}");
@@ -500,7 +500,7 @@ fn a_checkpoint_that_cannot_be_written_stops_the_run_and_loses_no_verification()
     );
     // Once there is room again, the resume keeps US-001 verified and goes on.
     for e in std::fs::read_dir(p.path(".git/ralph")).unwrap().flatten() {
-        if e.file_name().to_string_lossy().starts_with(".state.json.") && e.path().is_dir() {
+        if e.file_name().to_string_lossy().starts_with(".state.json.tmp") {
             std::fs::remove_dir(e.path()).unwrap();
         }
     }
