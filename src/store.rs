@@ -386,8 +386,14 @@ fn replace(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
 /// ralph is removed by the next run ([`remove_dead_spares`]).
 pub fn write_kept(path: &Path, bytes: &[u8]) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    let path = &write_target(path);
-    let mode = fs::metadata(path).ok().map(|m| m.permissions().mode() & 0o7777);
+    // Never through a link: ralph's own state files are never one, and
+    // `.git/ralph/` is the agent's to write, so a link there would have
+    // the swap carry a file of the person's in here. The link itself is
+    // swapped out and removed as the spare.
+    let mode = fs::symlink_metadata(path)
+        .ok()
+        .filter(fs::Metadata::is_file)
+        .map(|m| m.permissions().mode() & 0o7777);
     let spare = spare_of(path)?;
     // One writer at a time in this process: the spare's name is the
     // process's, and two threads must not fill it at once.

@@ -163,6 +163,22 @@ fn what_is_put_at_the_spare_is_never_written_through_and_never_stops_the_writes(
 }
 
 #[test]
+fn a_kept_write_replaces_a_link_put_in_the_state_file_s_place_and_leaves_its_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("state.json");
+    let victim = dir.path().join("bashrc");
+    fs::write(&victim, "the person's file").unwrap();
+    std::os::unix::fs::symlink(&victim, &p).unwrap();
+    write_kept(&p, b"one").unwrap();
+    write_kept(&p, b"two").unwrap();
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "the person's file");
+    assert!(fs::symlink_metadata(&p).unwrap().is_file());
+    assert_eq!(fs::read(&p).unwrap(), b"two");
+    drop_spares();
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "the person's file");
+}
+
+#[test]
 fn an_atomic_write_never_writes_through_a_link_at_its_temp_name() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("prd.json");
