@@ -143,14 +143,8 @@ impl Sink for OutSink {
     fn write(&mut self, chunk: &[u8]) {
         self.lines.push(chunk, &self.log);
         let mut analyzer = lock(&self.analyzer);
-        let (display, denials) = (&mut self.display, &mut self.denials);
-        self.splitter.push(chunk, &mut |line, len| {
-            analyzer.feed_part(line, len);
-            denials.line(line);
-            if let Some(d) = display.as_mut() {
-                d.show(line);
-            }
-        });
+        let mut each = out_line(&mut analyzer, &mut self.denials, &mut self.display);
+        self.splitter.push(chunk, &mut each);
     }
 
     fn stopping(&mut self) {
@@ -168,14 +162,24 @@ impl Sink for OutSink {
     fn finish(&mut self) {
         self.lines.flush(&self.log);
         let mut analyzer = lock(&self.analyzer);
-        let (display, denials) = (&mut self.display, &mut self.denials);
-        self.splitter.finish(&mut |line, len| {
-            analyzer.feed_part(line, len);
-            denials.line(line);
-            if let Some(d) = display.as_mut() {
-                d.show(line);
-            }
-        });
+        let mut each = out_line(&mut analyzer, &mut self.denials, &mut self.display);
+        self.splitter.finish(&mut each);
+    }
+}
+
+/// What each line of the agent's stdout goes to: the analyser, the
+/// sandbox's denial reader, the live display.
+fn out_line<'a>(
+    analyzer: &'a mut Analyzer,
+    denials: &'a mut crate::sandbox::Denials,
+    display: &'a mut Option<Display>,
+) -> impl FnMut(&[u8], usize) + 'a {
+    move |line, len| {
+        analyzer.feed_part(line, len);
+        denials.line(line);
+        if let Some(d) = display.as_mut() {
+            d.show(line);
+        }
     }
 }
 
