@@ -455,7 +455,7 @@ impl Breaker {
         if self.unsaved.is_empty() {
             store::write_kept(&store.circuit(), &bytes)?;
         } else {
-            store::write_atomic(&store.circuit(), &bytes)?;
+            store::write_own(&store.circuit(), &bytes)?;
         }
         let path = store.circuit_history();
         for transition in &self.unsaved {

@@ -247,7 +247,7 @@ impl RunState {
     }
 
     pub fn save(&self, store: &Store) -> io::Result<()> {
-        store::write_json(&store.state(), self)
+        store::write_json_own(&store.state(), self)
     }
 
     /// The checkpoint of a run that did not end, if there is one. A damaged

@@ -283,7 +283,21 @@ fn key(rel: &str) -> String {
 /// rename in a power cut leaves the previous version, which is consistent,
 /// and syncing the folder would double the cost of every checkpoint.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace(&write_target(path), bytes, true)
+}
+
+/// [`write_atomic`] for ralph's own files in `.git/ralph/`: never through
+/// a link. The agent may write that folder, and a link it put at
+/// state.json's name must not aim ralph's write at a file of the person's;
+/// the link itself is replaced. (prd.json and progress.txt, which a person
+/// may link elsewhere on purpose, keep [`write_atomic`].)
+pub fn write_own(path: &Path, bytes: &[u8]) -> io::Result<()> {
     replace(path, bytes, true)
+}
+
+/// [`write_own`] of pretty JSON.
+pub fn write_json_own<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
+    write_own(path, &json_bytes(value)?)
 }
 
 /// Like [`write_atomic`] without the fsync: still never a half-written file
@@ -291,7 +305,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// the write. For files that only record or inform (a prompt copy, the
 /// agent's process group, the calls-per-hour window).
 pub fn write_replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    replace(path, bytes, false)
+    replace(&write_target(path), bytes, false)
 }
 
 /// Opens a file for reading without ever blocking: an agent can leave a
@@ -339,11 +353,15 @@ fn write_target(path: &Path) -> PathBuf {
     }
 }
 
+/// Replaces `path` itself (a link there is replaced, not followed: the
+/// callers that follow one resolve it first with [`write_target`]).
 fn replace(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    let path = &write_target(path);
     // The new file keeps the old one's mode (a 0444 prd.json stays 0444).
-    let mode = fs::metadata(path).ok().map(|m| m.permissions().mode() & 0o7777);
+    let mode = fs::symlink_metadata(path)
+        .ok()
+        .filter(fs::Metadata::is_file)
+        .map(|m| m.permissions().mode() & 0o7777);
     let tmp = hidden_beside(path, &format!(".tmp{}", std::process::id()))?;
     let result = (|| {
         let mut file = create_temp(&tmp)?;

@@ -653,7 +653,7 @@ pub fn update<T>(
     let result = change(&mut rules)?;
     if rules != before {
         rules.revision = rules.revision.saturating_add(1);
-        store::write_json(&store.rules(), &rules).map_err(io("write", store.rules()))?;
+        store::write_json_own(&store.rules(), &rules).map_err(io("write", store.rules()))?;
     }
     // Dropping `lock` releases it.
     Ok(result)

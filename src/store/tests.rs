@@ -179,6 +179,26 @@ fn a_kept_write_replaces_a_link_put_in_the_state_file_s_place_and_leaves_its_tar
 }
 
 #[test]
+fn ralph_s_own_files_replace_a_link_at_their_name_and_the_person_s_follow_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("bashrc");
+    fs::write(&victim, "the person's file").unwrap();
+    let state = dir.path().join("state.json");
+    std::os::unix::fs::symlink(&victim, &state).unwrap();
+    write_own(&state, b"{}").unwrap();
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "the person's file");
+    assert!(fs::symlink_metadata(&state).unwrap().is_file());
+    // A prd.json the person linked elsewhere stays a link, its target written.
+    let shared = dir.path().join("shared-prd.json");
+    fs::write(&shared, "old").unwrap();
+    let prd = dir.path().join("prd.json");
+    std::os::unix::fs::symlink(&shared, &prd).unwrap();
+    write_atomic(&prd, b"new").unwrap();
+    assert!(fs::symlink_metadata(&prd).unwrap().file_type().is_symlink());
+    assert_eq!(fs::read_to_string(&shared).unwrap(), "new");
+}
+
+#[test]
 fn an_atomic_write_never_writes_through_a_link_at_its_temp_name() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("prd.json");
