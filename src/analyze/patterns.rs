@@ -126,9 +126,15 @@ impl Default for Zone {
 
 /// The compiled error texts, plus the local zone for reset times. Cloning
 /// shares the compiled regexes (and their match caches).
+///
+/// The built-in texts are compiled the first time a text is classified, not
+/// when a run starts: they are ~60 case-insensitive Unicode regexes, about
+/// as much CPU as the rest of a run's setup, and a run whose agents print no
+/// error never needs them. The person's extras are compiled at once, so an
+/// invalid one stops the run before the first agent.
 #[derive(Debug, Clone)]
 pub struct Patterns {
-    kinds: Arc<[Vec<Regex>; 6]>,
+    extra: Arc<[Vec<Regex>; 6]>,
     zone: Zone,
 }
 
@@ -242,7 +248,7 @@ const BUILTIN: [(PatternKind, &[&str]); 6] = [
     ),
 ];
 
-static BUILTIN_PATTERNS: LazyLock<Patterns> = LazyLock::new(|| {
+static BUILTIN_REGEXES: LazyLock<[Vec<Regex>; 6]> = LazyLock::new(|| {
     let mut kinds: [Vec<Regex>; 6] = Default::default();
     for (kind, texts) in BUILTIN {
         for text in texts {
@@ -250,13 +256,15 @@ static BUILTIN_PATTERNS: LazyLock<Patterns> = LazyLock::new(|| {
             kinds[kind as usize].push(regex);
         }
     }
-    Patterns { kinds: Arc::new(kinds), zone: Zone::default() }
+    kinds
 });
+
+static NO_EXTRA: LazyLock<Arc<[Vec<Regex>; 6]>> = LazyLock::new(Arc::default);
 
 impl Default for Patterns {
     /// The built-in texts, local zone UTC.
     fn default() -> Self {
-        BUILTIN_PATTERNS.clone()
+        Patterns { extra: NO_EXTRA.clone(), zone: Zone::default() }
     }
 }
 
@@ -270,7 +278,10 @@ impl Patterns {
     /// The built-in texts plus `extra`; an invalid regex is an error naming
     /// its kind and text.
     pub(crate) fn new(extra: &PatternTexts) -> Result<Patterns, PatternError> {
-        let mut kinds = (*BUILTIN_PATTERNS.kinds).clone();
+        if PatternKind::ALL.iter().all(|&kind| extra.of(kind).is_empty()) {
+            return Ok(Patterns::default());
+        }
+        let mut kinds: [Vec<Regex>; 6] = Default::default();
         for kind in PatternKind::ALL {
             for text in extra.of(kind) {
                 let regex = Regex::new(text).map_err(|source| PatternError {
@@ -281,7 +292,7 @@ impl Patterns {
                 kinds[kind as usize].push(regex);
             }
         }
-        Ok(Patterns { kinds: Arc::new(kinds), zone: Zone::default() })
+        Ok(Patterns { extra: Arc::new(kinds), zone: Zone::default() })
     }
 
     /// The zone that times without one (Codex, Claude's `resets 5pm`) are in.
@@ -303,8 +314,9 @@ impl Patterns {
 
     /// The line of `text` where a pattern of `kind` matches.
     pub(crate) fn matches<'t>(&self, kind: PatternKind, text: &'t str) -> Option<&'t str> {
-        self.kinds[kind as usize]
+        BUILTIN_REGEXES[kind as usize]
             .iter()
+            .chain(&self.extra[kind as usize])
             .find_map(|regex| regex.find(text).map(|found| line_around(text, found.start())))
     }
 }
