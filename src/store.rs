@@ -7,9 +7,11 @@
 //! project's `.ralph/` in the work tree keeps only what is the user's
 //! (`config.toml`, `prompt.md`) and the handoff the agent writes.
 //!
-//! Every write goes through [`write_atomic`]: a temp file in the same
-//! folder, fsync, rename. A `kill -9` at any instant leaves either the old or
-//! the new file, never half of one.
+//! Every write is whole or not at all: a `kill -9` at any instant leaves
+//! either the old or the new file, never half of one. The person's files
+//! (prd.json, progress.txt) are written as a temp file in the same folder,
+//! fsync, rename ([`write_atomic`]); ralph's own files in its state folder,
+//! written every iteration, reuse two spare inodes ([`kept`]).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -290,9 +292,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// a link. The agent may write that folder, and a link it put at
 /// state.json's name must not aim ralph's write at a file of the person's;
 /// the link itself is replaced. (prd.json and progress.txt, which a person
-/// may link elsewhere on purpose, keep [`write_atomic`].)
+/// may link elsewhere on purpose, keep [`write_atomic`].) Written as
+/// [`kept::write_durable`] writes: into a spare swapped in, the folder
+/// fsynced as well, no inode made or freed.
 pub fn write_own(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    replace(path, bytes, true)
+    kept::write_durable(path, bytes)
 }
 
 /// [`write_own`] of pretty JSON.
@@ -381,112 +385,6 @@ fn replace(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     result
 }
 
-/// Like [`write_replace`] (no fsync), for ralph's own files in its state
-/// folder written every iteration (the agent-phase checkpoint, a circuit
-/// counter's tick, the calls window). The new content goes into a spare
-/// file kept beside the target (`.<name>.<pid>.spare`), and the two are
-/// swapped in one step ([`crate::process::exchange`]), so the old version
-/// becomes the next write's spare: each write reuses the same two inodes.
-/// A temp file and a rename make one inode and free another every time,
-/// and on ext4 without a journal each inode made scans the ones freed in
-/// the last minute: that was the loop's largest cost of its own.
-///
-/// Not for a write a resume relies on ([`write_atomic`] stays a fresh
-/// file, fsynced, then renamed): a spare is written over in place, and if
-/// the swap that made it the spare had not reached the disk when the power
-/// went, the name could still lead to it. A durable write between two of
-/// these commits the earlier swap (an fsync commits the journal), which is
-/// how the checkpoint is written; for a counter's tick a torn file is read
-/// as damaged and rebuilt with a warning, as a lost write would be.
-///
-/// Never for a file in the work tree: the spare stays until ralph ends
-/// ([`drop_spares`]), where a person would see it. One left by a killed
-/// ralph is removed by the next run ([`remove_dead_spares`]).
-pub fn write_kept(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    // Never through a link: ralph's own state files are never one, and
-    // `.git/ralph/` is the agent's to write, so a link there would have
-    // the swap carry a file of the person's in here. The link itself is
-    // swapped out and removed as the spare.
-    let mode = fs::symlink_metadata(path)
-        .ok()
-        .filter(fs::Metadata::is_file)
-        .map(|m| m.permissions().mode() & 0o7777);
-    let spare = spare_of(path)?;
-    // One writer at a time in this process: the spare's name is the
-    // process's, and two threads must not fill it at once.
-    let mut kept = spares();
-    let result = (|| {
-        let mut file = open_spare(&spare)?;
-        let meta = file.metadata()?;
-        if let Some(mode) = mode.filter(|m| meta.permissions().mode() & 0o7777 != *m) {
-            file.set_permissions(fs::Permissions::from_mode(mode))?;
-        }
-        // Written over, then cut to length: no blocks freed and taken again.
-        file.write_all(bytes)?;
-        file.set_len(bytes.len() as u64)?;
-        drop(file);
-        match crate::process::exchange(&spare, path) {
-            Ok(()) => {
-                kept.insert(spare.clone());
-                Ok(())
-            }
-            // No file to swap with yet, or a file system that cannot swap.
-            Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::Unsupported) => {
-                kept.remove(&spare);
-                fs::rename(&spare, path)
-            }
-            Err(e) => Err(e),
-        }
-    })();
-    if result.is_err() {
-        kept.remove(&spare);
-        let _ = fs::remove_file(&spare);
-    }
-    result
-}
-
-/// The spare, open for writing, never through a link or into a FIFO. What
-/// is in its way — a link, a FIFO, a folder (an agent can put one where
-/// state.json was, and the swap brings it here), a spare left read-only by
-/// a swap with a 0444 file — is removed and the spare made anew, once.
-fn open_spare(spare: &Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let open = || {
-        OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(spare)
-    };
-    match open() {
-        Ok(file) if file.metadata()?.is_file() => return Ok(file),
-        _ => {}
-    }
-    match fs::symlink_metadata(spare) {
-        Ok(m) if m.is_dir() => fs::remove_dir_all(spare)?,
-        Ok(_) => fs::remove_file(spare)?,
-        Err(_) => {}
-    }
-    let file = open()?;
-    if file.metadata()?.is_file() {
-        Ok(file)
-    } else {
-        Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{} is not a regular file", spare.display()),
-        ))
-    }
-}
-
-const SPARE: &str = ".spare";
-
-/// `.<name>.<pid>.spare` beside `path`.
-fn spare_of(path: &Path) -> io::Result<PathBuf> {
-    hidden_beside(path, &format!(".{}{SPARE}", std::process::id()))
-}
-
 /// `.<name><suffix>` in `path`'s folder: a temp file or a spare of it.
 fn hidden_beside(path: &Path, suffix: &str) -> io::Result<PathBuf> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
@@ -497,41 +395,6 @@ fn hidden_beside(path: &Path, suffix: &str) -> io::Result<PathBuf> {
     hidden.push(name);
     hidden.push(suffix);
     Ok(dir.join(hidden))
-}
-
-/// The spares this process keeps.
-fn spares() -> std::sync::MutexGuard<'static, std::collections::BTreeSet<PathBuf>> {
-    static SPARES: std::sync::Mutex<std::collections::BTreeSet<PathBuf>> =
-        std::sync::Mutex::new(std::collections::BTreeSet::new());
-    SPARES.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Removes the spares [`write_kept`] kept: ralph is ending.
-pub fn drop_spares() {
-    for spare in std::mem::take(&mut *spares()) {
-        let _ = fs::remove_file(spare);
-    }
-}
-
-/// Removes the spares in `dir` that a ralph no longer running left (it was
-/// killed): `.<name>.<pid>.spare` whose pid is gone.
-pub fn remove_dead_spares(dir: &Path) {
-    let Ok(entries) = fs::read_dir(dir) else { return };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .filter(|n| n.starts_with('.'))
-            .and_then(|n| n.strip_suffix(SPARE))
-            .and_then(|n| n.rsplit_once('.'))
-            .and_then(|(_, pid)| pid.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid != std::process::id() && !crate::process::pid_alive(pid) {
-            let _ = fs::remove_file(entry.path());
-        }
-    }
 }
 
 /// A new temp file at `tmp`, made here (never opened through a link or
@@ -671,8 +534,10 @@ pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> io::Result<(Vec<T>, usize
     Ok((values, bad))
 }
 
+mod kept;
 mod lock;
 
+pub use kept::{drop_spares, remove_dead_spares, write_kept};
 pub use lock::{Holder, Lock, LockError, PreviousHolder, lock_holder};
 
 #[cfg(test)]

@@ -104,7 +104,7 @@ fn a_kept_write_swaps_in_the_new_content_and_keeps_the_old_as_its_spare() {
     assert_eq!(fs::read(&p).unwrap(), b"one, the longer first version");
     fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
     write_kept(&p, b"two").unwrap();
-    let spare = spare_of(&p).unwrap();
+    let spare = kept::spare_of(&p, kept::Slot::Cached).unwrap();
     assert_eq!(fs::read(&p).unwrap(), b"two", "cut to length, not written over");
     assert_eq!(fs::read(&spare).unwrap(), b"one, the longer first version");
     assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600, "mode kept");
@@ -115,7 +115,7 @@ fn a_kept_write_swaps_in_the_new_content_and_keeps_the_old_as_its_spare() {
     assert_eq!(fs::metadata(&p).unwrap().ino(), inodes[1]);
     assert_eq!(fs::metadata(&spare).unwrap().ino(), inodes[0]);
     assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600, "mode kept");
-    drop_spares();
+    kept::drop_spares_in(dir.path());
     assert!(!spare.exists(), "ralph ending removes its spares");
     assert_eq!(fs::read(&p).unwrap(), b"three");
 }
@@ -142,7 +142,7 @@ fn what_is_put_at_the_spare_is_never_written_through_and_never_stops_the_writes(
     let victim = dir.path().join("victim");
     fs::write(&victim, "the person's file").unwrap();
     write_kept(&p, b"one").unwrap();
-    let spare = spare_of(&p).unwrap();
+    let spare = kept::spare_of(&p, kept::Slot::Cached).unwrap();
     let _ = fs::remove_file(&spare);
     std::os::unix::fs::symlink(&victim, &spare).unwrap();
     write_kept(&p, b"two").unwrap();
@@ -174,7 +174,7 @@ fn a_kept_write_replaces_a_link_put_in_the_state_file_s_place_and_leaves_its_tar
     assert_eq!(fs::read_to_string(&victim).unwrap(), "the person's file");
     assert!(fs::symlink_metadata(&p).unwrap().is_file());
     assert_eq!(fs::read(&p).unwrap(), b"two");
-    drop_spares();
+    kept::drop_spares_in(dir.path());
     assert_eq!(fs::read_to_string(&victim).unwrap(), "the person's file");
 }
 
@@ -223,14 +223,84 @@ fn spares_of_a_killed_ralph_are_removed_and_no_others() {
     let dir = tempfile::tempdir().unwrap();
     // A pid that cannot be running: above the kernel's pid limit.
     let dead = dir.path().join(".state.json.4194305.spare");
+    let dead_durable = dir.path().join(".state.json.durable.4194305.spare");
     let mine = dir.path().join(format!(".state.json.{}.spare", std::process::id()));
     let alive =
         dir.path().join(format!(".rules.json.{}.spare", std::os::unix::process::parent_id()));
     let other = dir.path().join(".notes.spare.txt");
-    for f in [&dead, &mine, &alive, &other] {
+    for f in [&dead, &dead_durable, &mine, &alive, &other] {
         fs::write(f, "x").unwrap();
     }
     remove_dead_spares(dir.path());
-    assert!(!dead.exists());
+    assert!(!dead.exists() && !dead_durable.exists());
     assert!(mine.exists() && alive.exists() && other.exists());
+}
+
+#[test]
+fn durable_writes_reuse_their_inodes_and_cached_ones_never_fill_the_committed_one() {
+    use std::collections::BTreeSet;
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("state.json");
+    let inodes = || -> BTreeSet<u64> {
+        fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().metadata().unwrap().ino()).collect()
+    };
+    // The committed version must be whole in whichever file holds its inode.
+    let committed_holds = |ino: u64, text: &str| {
+        let holder = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|f| fs::metadata(f).unwrap().ino() == ino)
+            .expect("the committed inode is kept");
+        assert_eq!(fs::read_to_string(holder).unwrap(), text);
+    };
+    write_own(&p, b"d0").unwrap();
+    write_kept(&p, b"c0").unwrap();
+    write_own(&p, b"d1").unwrap();
+    write_kept(&p, b"c1").unwrap();
+    let steady = inodes();
+    for round in 2..6 {
+        let durable = format!("d{round}");
+        write_own(&p, durable.as_bytes()).unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), durable);
+        let committed = fs::metadata(&p).unwrap().ino();
+        // Two cached writes in a row, as a gate phase makes: the second
+        // finds the committed inode in its spare and leaves it alone.
+        for cached in ["a", "b"] {
+            write_kept(&p, cached.as_bytes()).unwrap();
+            assert_eq!(fs::read_to_string(&p).unwrap(), cached);
+            committed_holds(committed, &durable);
+        }
+        if round == 2 {
+            continue;
+        }
+        // One cached write between durable ones (the loop's rhythm) makes
+        // and frees no inode.
+        write_own(&p, b"x").unwrap();
+        let before = inodes();
+        write_kept(&p, b"y").unwrap();
+        write_own(&p, b"z").unwrap();
+        write_kept(&p, b"w").unwrap();
+        assert_eq!(inodes(), before, "round {round}");
+    }
+    assert_eq!(steady.len(), 3, "the file and its two spares: {steady:?}");
+    kept::drop_spares_in(dir.path());
+    let left: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, ["state.json"], "ralph ending removes both spares");
+}
+
+#[test]
+fn a_durable_write_is_never_made_through_a_link_at_its_spare() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("circuit.json");
+    let victim = dir.path().join("victim");
+    fs::write(&victim, "the person's file").unwrap();
+    write_own(&p, b"one").unwrap();
+    let spare = kept::spare_of(&p, kept::Slot::Durable).unwrap();
+    let _ = fs::remove_file(&spare);
+    std::os::unix::fs::symlink(&victim, &spare).unwrap();
+    write_own(&p, b"two").unwrap();
+    write_own(&p, b"three").unwrap();
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "the person's file");
+    assert_eq!(fs::read(&p).unwrap(), b"three");
 }

@@ -484,9 +484,10 @@ fn a_checkpoint_that_cannot_be_written_stops_the_run_and_loses_no_verification()
     let p = Project::with_prd(THREE_STORIES);
     p.script("[run *]\nimplement\n");
     // The first iteration's end-of-iteration checkpoint cannot be written,
-    // as on a full disk: its hook puts a directory where ralph's temporary
-    // file for state.json goes.
-    let hook = r#"sh -c 'test "$RALPH_ITERATION" = 1 && mkdir "$RALPH_PROJECT_DIR/.git/ralph/.state.json.tmp$PPID"; true'"#;
+    // as on a full disk: its hook sets ralph's file-size limit below the
+    // checkpoint's size (ralph ignores SIGXFSZ, so the write fails with
+    // EFBIG), above the line the run's end appends to the empty runs.jsonl.
+    let hook = r#"sh -c 'test "$RALPH_ITERATION" = 1 && prlimit --pid "$PPID" --fsize=400; true'"#;
     p.write(".ralph/config.toml", &format!("[hooks]\non_iteration_end = {hook:?}\n"));
     let r = p.run(&["5", "--gate", "true"]);
     assert_eq!(r.code, code(exit::ENVIRONMENT), "{r:?}");
@@ -498,12 +499,8 @@ fn a_checkpoint_that_cannot_be_written_stops_the_run_and_loses_no_verification()
         1,
         "the run's end is not on record"
     );
-    // Once there is room again, the resume keeps US-001 verified and goes on.
-    for e in std::fs::read_dir(p.path(".git/ralph")).unwrap().flatten() {
-        if e.file_name().to_string_lossy().starts_with(".state.json.tmp") {
-            std::fs::remove_dir(e.path()).unwrap();
-        }
-    }
+    // Once there is room again (a new process, with no limit), the resume
+    // keeps US-001 verified and goes on.
     let r = p.run(&["5", "--gate", "true"]);
     assert_eq!(r.code, code(exit::COMPLETE), "{r:?}");
     assert!(!r.stdout.contains("marked unfinished again"), "{r:?}");
