@@ -97,6 +97,24 @@ impl Run<'_> {
         })
     }
 
+    /// Writes the checkpoint at an iteration's end, where the page cache is
+    /// enough: it survives ralph being killed, and only a power cut can
+    /// lose it. What a power cut must not lose was written durably before
+    /// ([`Self::save_checkpoint`]: the write-ahead of a story's verdict and
+    /// ralph's commit); losing the rest leaves the checkpoint of the
+    /// iteration's start, and the resume runs that iteration again. An
+    /// fsync here was a third of the loop's own time per iteration. Failing
+    /// (a full disk) is the end of the run, as for a durable write.
+    pub(super) fn save_iteration_end(&mut self, phase: Phase) -> Result<(), Error> {
+        self.state.phase = phase;
+        self.state.elapsed_ms = self.elapsed_ms();
+        store::json_bytes(&self.state)
+            .and_then(|b| store::write_kept(&self.paths.store.state(), &b))
+            .map_err(|e| {
+                Error::io(format!("write the checkpoint {}", self.paths.store.state().display()), e)
+            })
+    }
+
     /// Writes the checkpoint where it only informs (`ralph status`, the
     /// end of a run): not fsynced for the gate phase, a failure a warning.
     pub(super) fn checkpoint(&mut self, phase: Phase) {

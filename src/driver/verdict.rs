@@ -240,7 +240,7 @@ impl Run<'_> {
             }
             Next::Continue | Next::Stop(Stop::Budget) => {}
         }
-        self.save_checkpoint(Phase::Idle)?;
+        self.save_iteration_end(Phase::Idle)?;
         if let Some(signals) = &j.breaker {
             // An open breaker stops the loop at its next turn, unless every
             // story is done by then.
