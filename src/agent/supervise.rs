@@ -1,12 +1,14 @@
-//! Supervising one child process: its own process group, output drained on
-//! two threads, wall-clock and idle timeouts, SIGTERM → grace → SIGKILL, and
-//! an end to every process it leaves behind.
+//! Supervising one child process: its own process group, output drained
+//! and the child reaped on one thread ([`pumps`]), wall-clock and idle
+//! timeouts, SIGTERM → grace → SIGKILL, and an end to every process it
+//! leaves behind.
 //!
 //! ```text
-//!  spawn (setpgid 0) ──► stdin writer thread (prompt, then close)
-//!        │               stdout pump ─► Sink   stderr pump ─► Sink
+//!  spawn (setpgid 0) ──► prompt written (a thread only if it overflows the pipe)
+//!        │
 //!        ▼
-//!  waiter thread: child.wait() ──► channel ──► supervise loop
+//!  pump thread: poll(stdout, stderr, pidfd) ─► Sinks
+//!               child reaped ──► channel ──► supervise loop
 //!                                              (ticks: signals, timeout,
 //!                                               idle, deadline)
 //!  stop: Sink::stopping ─ killpg TERM ─ grace ─ killpg KILL
@@ -20,13 +22,11 @@
 //! carries ralph's instance in its environment, and the watchdog is told
 //! each child's process group.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::ExitStatus;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -34,7 +34,9 @@ use crate::analyze::StopReason;
 use crate::process::{self, Signal};
 
 pub mod brief;
+mod pumps;
 pub use brief::run_brief;
+use pumps::Pumps;
 
 /// How often the supervisor looks at signals and timers while it waits.
 const TICK: Duration = Duration::from_millis(50);
@@ -173,11 +175,7 @@ pub fn run_watched<O: Sink, E: Sink>(
     if let (Some(bytes), Some(stdin)) = (spec.stdin.clone(), child.stdin) {
         write_stdin(bytes, stdin);
     }
-    let pumps = Pumps::start(child.stdout, child.stderr, out, err, start);
-    let (done_tx, done_rx) = mpsc::channel::<io::Result<ExitStatus>>();
-    thread::spawn(move || {
-        let _ = done_tx.send(process::spawn::wait(pid));
-    });
+    let (pumps, done_rx) = Pumps::start(pid, (child.stdout, child.stderr), (out, err), start);
     let limits = spec.limits;
     let ending = wait_or_stop(pgid, &limits, start, &pumps, &done_rx, watch);
     // One grace for everything: a child that was stopped has had its
@@ -188,7 +186,7 @@ pub fn run_watched<O: Sink, E: Sink>(
     };
     let leftovers = sweep(pgid, sweep_grace);
     crate::watchdog::forget_group(pgid);
-    let (out, err) = pumps.drain(watch);
+    let (out, err) = pumps.drain(&mut || watch(Supervised::Tick));
     let status = ending.status;
     let finished = Finished {
         exit_code: status.and_then(|s| s.code()),
@@ -269,58 +267,6 @@ fn write_stdin(bytes: Vec<u8>, mut stdin: std::fs::File) {
     }
 }
 
-/// The child's output on its way to the sinks, one pump thread per pipe.
-struct Pumps<O, E> {
-    out: Arc<Mutex<Option<O>>>,
-    err: Arc<Mutex<Option<E>>>,
-    /// When either last showed a sign of life, in ms since the start.
-    activity: Arc<AtomicU64>,
-    /// One message as each pump ends.
-    ended: mpsc::Receiver<()>,
-}
-
-impl<O: Sink, E: Sink> Pumps<O, E> {
-    fn start(stdout: std::fs::File, stderr: std::fs::File, out: O, err: E, start: Instant) -> Self {
-        let activity = Arc::new(AtomicU64::new(0));
-        let (ended_tx, ended) = mpsc::channel::<()>();
-        let out = Arc::new(Mutex::new(Some(out)));
-        let err = Arc::new(Mutex::new(Some(err)));
-        spawn_pump(stdout, out.clone(), activity.clone(), start, ended_tx.clone());
-        spawn_pump(stderr, err.clone(), activity.clone(), start, ended_tx);
-        Pumps { out, err, activity, ended }
-    }
-
-    /// Since the start, when the child last showed a sign of life.
-    fn last_activity(&self) -> Duration {
-        Duration::from_millis(self.activity.load(Ordering::Relaxed))
-    }
-
-    fn tell_stopping(&self) {
-        tell_stopping(&self.out);
-        tell_stopping(&self.err);
-    }
-
-    /// The sinks, finished, once the pumps have read what is left. The
-    /// pipes close once every process holding them is gone; a process
-    /// outside our reach could hold them forever, so the wait is bounded.
-    fn drain(self, watch: &mut dyn FnMut(Supervised)) -> (O, E) {
-        let until = Instant::now() + Duration::from_secs(2);
-        for _ in 0..2 {
-            let left = until.saturating_duration_since(Instant::now());
-            if self.ended.recv_timeout(left).is_err() {
-                break;
-            }
-        }
-        watch(Supervised::Tick);
-        let (Some(mut out), Some(mut err)) = (take(&self.out), take(&self.err)) else {
-            unreachable!("sinks are only taken here");
-        };
-        out.finish();
-        err.finish();
-        (out, err)
-    }
-}
-
 /// How the wait ended: the child's status, why ralph stopped it, and when
 /// the grace it was given runs out.
 struct Ending {
@@ -387,45 +333,6 @@ fn stop_reason(
     } else {
         None
     }
-}
-
-fn tell_stopping<S: Sink>(sink: &Mutex<Option<S>>) {
-    if let Some(s) = sink.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-        s.stopping();
-    }
-}
-
-fn take<S>(sink: &Mutex<Option<S>>) -> Option<S> {
-    sink.lock().unwrap_or_else(|p| p.into_inner()).take()
-}
-
-fn spawn_pump<R: Read + Send + 'static, S: Sink>(
-    mut reader: R,
-    sink: Arc<Mutex<Option<S>>>,
-    activity: Arc<AtomicU64>,
-    start: Instant,
-    done: mpsc::Sender<()>,
-) {
-    thread::spawn(move || {
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            match reader.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => {
-                    let mut sink = sink.lock().unwrap_or_else(|p| p.into_inner());
-                    if sink.as_ref().is_none_or(|s| s.is_sign_of_life(&buf[..n])) {
-                        activity.store(start.elapsed().as_millis() as u64, Ordering::Relaxed);
-                    }
-                    if let Some(s) = sink.as_mut() {
-                        s.write(&buf[..n]);
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => break,
-            }
-        }
-        let _ = done.send(());
-    });
 }
 
 /// SIGTERM to the group, wait out the grace period (a second Ctrl-C cuts
@@ -511,7 +418,7 @@ pub fn sweep(pgid: i32, grace: Duration) -> usize {
 /// supervise children must not run at the same time as each other.
 #[cfg(test)]
 pub(crate) fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -574,6 +481,25 @@ mod tests {
         assert_eq!(f.stopped, None);
         assert_eq!(out.0.text(), "out\n");
         assert_eq!(err.0.text(), "err\n");
+    }
+
+    #[test]
+    fn the_child_is_reaped_while_what_it_left_still_holds_its_pipes() {
+        let _serial = serial();
+        // The background sleep keeps stdout open after the shell exits: the
+        // exit is seen at once, and the sweep ends the sleep. Were the exit
+        // seen only once the pipes closed, the sleep would have ended on its
+        // own first and nothing would be left to end.
+        let args = sh("sleep 30 & echo started; exit 4");
+        let (f, out, _) = run(
+            &spec(&args, limits(60_000)),
+            TailSink(Tail::new(100)),
+            TailSink(Tail::new(100)),
+            &mut || {},
+        )
+        .unwrap();
+        assert_eq!((f.exit_code, f.stopped, f.leftovers), (Some(4), None, 1));
+        assert_eq!(out.0.text(), "started\n");
     }
 
     #[test]
