@@ -19,11 +19,13 @@
 //!   took from the name, which the folder's fsync took off the name on disk:
 //!   filling it never touches what the disk's name leads to.
 //! - A cached write never fills the committed inode: when its spare holds
-//!   it (the second cached write after a durable one), it writes a fresh
-//!   file and renames it instead, so a power cut leaves the committed
-//!   version whole whatever else was lost. A cached version itself can be
-//!   torn by a power cut, as one written any other way can be lost; the
-//!   files written this way are read as damaged then, and rebuilt.
+//!   it (the second cached write after a durable one), the committed inode
+//!   is parked at `.<name>.parked.<pid>.spare` and what was parked there (a
+//!   version older than the committed one) or a new file is filled, so a
+//!   power cut leaves the committed version whole whatever else was lost.
+//!   A cached version itself can be torn by a power cut, as one written any
+//!   other way can be lost; the files written this way are read as damaged
+//!   then, and rebuilt.
 //!
 //! Never for a file in the work tree: the spares stay until ralph ends
 //! ([`drop_spares`]), where a person would see them. Those of a killed
@@ -36,7 +38,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use super::{hidden_beside, replace};
+use super::hidden_beside;
 
 /// What ralph knows of one file it writes this way.
 #[derive(Debug, Default)]
@@ -50,6 +52,9 @@ struct Kept {
 pub(super) enum Slot {
     Cached,
     Durable,
+    /// Where the committed inode waits, out of the cached spare's way,
+    /// for the next durable write to commit another.
+    Parked,
 }
 
 /// Like [`super::write_replace`] (no fsync), for ralph's own files in its
@@ -85,13 +90,16 @@ fn write(path: &Path, bytes: &[u8], slot: Slot) -> io::Result<()> {
     let durable = slot == Slot::Durable;
     let result = (|| {
         let mut file = open_spare(&spare)?;
-        let meta = file.metadata()?;
-        let inode = (meta.dev(), meta.ino());
-        if !durable && kept.committed == Some(inode) {
-            // The spare holds the version a power cut must leave whole.
+        let mut meta = file.metadata()?;
+        if !durable && kept.committed == Some((meta.dev(), meta.ino())) {
+            // The spare holds the version a power cut must leave whole: it
+            // is parked, and what was parked (or a new file) is filled.
             drop(file);
-            return replace(path, bytes, false);
+            swap_or_move(&spare, &spare_of(path, Slot::Parked)?)?;
+            file = open_spare(&spare)?;
+            meta = file.metadata()?;
         }
+        let inode = (meta.dev(), meta.ino());
         if let Some(mode) = mode.filter(|m| meta.permissions().mode() & 0o7777 != *m) {
             file.set_permissions(fs::Permissions::from_mode(mode))?;
         }
@@ -102,14 +110,7 @@ fn write(path: &Path, bytes: &[u8], slot: Slot) -> io::Result<()> {
             file.sync_data()?;
         }
         drop(file);
-        match crate::process::exchange(&spare, path) {
-            Ok(()) => {}
-            // No file to swap with yet, or a file system that cannot swap.
-            Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::Unsupported) => {
-                fs::rename(&spare, path)?;
-            }
-            Err(e) => return Err(e),
-        }
+        swap_or_move(&spare, path)?;
         if durable {
             sync_folder(path)?;
             kept.committed = Some(inode);
@@ -120,6 +121,17 @@ fn write(path: &Path, bytes: &[u8], slot: Slot) -> io::Result<()> {
         let _ = fs::remove_file(&spare);
     }
     result
+}
+
+/// Swaps `from` and `to`, or moves `from` to `to` where there is nothing
+/// to swap with yet or the file system cannot swap.
+fn swap_or_move(from: &Path, to: &Path) -> io::Result<()> {
+    match crate::process::exchange(from, to) {
+        Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::Unsupported) => {
+            fs::rename(from, to)
+        }
+        other => other,
+    }
 }
 
 /// Commits the names in `path`'s folder to disk.
@@ -164,11 +176,13 @@ fn open_spare(spare: &Path) -> io::Result<File> {
 
 const SPARE: &str = ".spare";
 
-/// `.<name>.<pid>.spare` or `.<name>.durable.<pid>.spare` beside `path`.
+/// `.<name>.<pid>.spare`, `.<name>.durable.<pid>.spare` or
+/// `.<name>.parked.<pid>.spare` beside `path`.
 pub(super) fn spare_of(path: &Path, slot: Slot) -> io::Result<PathBuf> {
     let kind = match slot {
         Slot::Cached => "",
         Slot::Durable => ".durable",
+        Slot::Parked => ".parked",
     };
     hidden_beside(path, &format!("{kind}.{}{SPARE}", std::process::id()))
 }
@@ -195,7 +209,7 @@ fn drop_where(pick: impl Fn(&Path) -> bool) {
     let picked: Vec<PathBuf> = registry.keys().filter(|p| pick(p)).cloned().collect();
     for path in picked {
         registry.remove(&path);
-        for slot in [Slot::Cached, Slot::Durable] {
+        for slot in [Slot::Cached, Slot::Durable, Slot::Parked] {
             if let Ok(spare) = spare_of(&path, slot) {
                 let _ = fs::remove_file(spare);
             }
