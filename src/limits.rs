@@ -162,9 +162,11 @@ impl Limits {
 
     /// Records a usage limit; returns the time calls may resume. That is
     /// `resets_at` plus [`USAGE_GUARD`], or `now + fallback_wait` plus the
-    /// guard when the reset time is unknown or not in the future (a reset
-    /// time already past means it was misread; trusting it would call again
-    /// at once, hit the limit and loop).
+    /// guard when the reset time is unknown or long past (a reset time
+    /// minutes past means it was misread; trusting it would call again at
+    /// once, hit the limit and loop). One that passed moments ago
+    /// ([`JUST_RESET`]) passed while ralph read it: calls resume after the
+    /// guard.
     pub fn set_usage_limit(
         &mut self,
         resets_at: Option<DateTime<Utc>>,
@@ -326,12 +328,22 @@ fn delta(d: Duration) -> TimeDelta {
 
 /// When a usage limit that resets at `resets_at` lets the agent be called
 /// again: see [`Limits::set_usage_limit`].
+/// How long ago a reset time may be and still be read as the limit having
+/// just reset: the CLI's words (often to the second or the minute) took
+/// that long to reach the verdict, a loaded machine included. One further
+/// back was misread.
+const JUST_RESET: Duration = Duration::from_secs(60);
+
 fn resume_after(
     resets_at: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
     fallback_wait: Duration,
 ) -> DateTime<Utc> {
-    let reset = resets_at.filter(|&at| at > now).unwrap_or_else(|| later(now, fallback_wait));
+    let reset = match resets_at {
+        Some(at) if at > now => at,
+        Some(at) if until(at, now) <= JUST_RESET => now,
+        _ => later(now, fallback_wait),
+    };
     later(reset, USAGE_GUARD)
 }
 

@@ -96,8 +96,8 @@ fn usage_limit_resume_time() {
     let cases: &[(&str, Option<i64>, i64)] = &[
         ("reset time given", Some(120), 120),
         ("reset time unknown", None, 60),
-        ("reset time already past", Some(-5), 60),
-        ("reset time now", Some(0), 60),
+        ("reset time minutes past: misread", Some(-5), 60),
+        ("reset time now", Some(0), 0),
     ];
     for (name, resets_at, expected) in cases {
         let mut limits = Limits::new();
@@ -105,6 +105,18 @@ fn usage_limit_resume_time() {
         let expected = min(*expected) + TimeDelta::seconds(2);
         assert_eq!(resume, expected, "{name}");
         assert_eq!(limits.usage_resume_at(), Some(expected), "{name}");
+    }
+}
+
+#[test]
+fn a_reset_that_passed_while_ralph_read_it_resumes_after_the_guard() {
+    let hour = Duration::from_secs(3600);
+    let guard = TimeDelta::seconds(2);
+    for (ago, resume) in [(1, t0() + guard), (59, t0() + guard), (61, min(60) + guard)] {
+        let mut limits = Limits::new();
+        let at = t0() - TimeDelta::seconds(ago);
+        assert_eq!(limits.set_usage_limit(Some(at), t0(), hour), resume, "{ago} s ago");
+        assert_eq!(limits.set_agent_usage_limit("codex", Some(at), t0(), hour), resume);
     }
 }
 
