@@ -787,7 +787,9 @@ fn monitor_runs_the_loop_in_a_detached_tmux_session_with_three_panes() {
         return;
     }
     let p = Project::with_prd(ONE_STORY);
-    p.script(WORKING_AGENT);
+    // The agent takes a while, so the watching panes are still there to be
+    // counted: a loop of a few milliseconds ends before `list-panes` runs.
+    p.script("[run *]\nprint reading the code\nsleep 3\nimplement\n");
     // A tmux server of its own, so the test neither sees nor disturbs a person's sessions.
     let sockets = p.tmp.path().join("tmux");
     std::fs::create_dir_all(&sockets).unwrap();
