@@ -445,11 +445,10 @@ impl Breaker {
 
     /// Writes `circuit.json` atomically, then appends the transitions made
     /// since the last save to the history. The state file comes first: it is
-    /// what the next run acts on; the history is the record.
-    /// Writes `circuit.json` and appends pending transitions to the
-    /// history. A state change is written durably (fsync); a counter that
-    /// merely ticked is not: losing the tick to a power cut costs one
-    /// iteration of patience, and the fsync would cost every iteration.
+    /// what the next run acts on; the history is the record. A state change
+    /// is written durably (fsync); a counter that merely ticked is not:
+    /// losing the tick to a power cut costs one iteration of patience, and
+    /// the fsync would cost every iteration.
     pub fn save(&mut self, store: &Store) -> io::Result<()> {
         let bytes = store::json_bytes(self)?;
         if self.unsaved.is_empty() {

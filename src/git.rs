@@ -554,9 +554,9 @@ impl Repo {
                 ));
             }
         }
-        let (Some(&old), Some(&new)) =
-            (before.tips.get(run_branch), self.refs().tips.get(run_branch))
-        else {
+        // Read again, alone: switching back above may have made the branch.
+        let new = self.repo.refname_to_id(&format!("refs/heads/{run_branch}")).ok();
+        let (Some(&old), Some(new)) = (before.tips.get(run_branch), new) else {
             return out;
         };
         if old == new || self.repo.graph_descendant_of(new, old).unwrap_or(false) {
