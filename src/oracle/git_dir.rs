@@ -25,8 +25,8 @@ pub enum Entry {
     Other,
 }
 
-/// The guarded files of a git directory: `config` and `hooks/*`, by their
-/// path relative to it.
+/// The guarded files of a git directory: `config` and `hooks/*` but the
+/// inert `*.sample`, by their path relative to it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Mark(pub BTreeMap<String, Entry>);
 
@@ -64,6 +64,9 @@ impl Stamp {
 #[derive(Debug, Default)]
 pub struct Cache(BTreeMap<PathBuf, (Stamp, Entry)>);
 
+/// What `git init` names the hooks it leaves as examples, never run.
+const SAMPLE: &str = ".sample";
+
 /// A file changed this recently may change again within the same tick of
 /// its clock (git's "racy" files): it is read every time.
 const RACY: Duration = Duration::from_secs(2);
@@ -85,7 +88,15 @@ fn mark_at(git_dir: &Path, cache: &mut Cache, now: SystemTime) -> Mark {
     add("config".into());
     if let Ok(hooks) = std::fs::read_dir(git_dir.join("hooks")) {
         for h in hooks.flatten() {
-            add(format!("hooks/{}", h.file_name().to_string_lossy()));
+            let name = h.file_name();
+            let name = name.to_string_lossy();
+            // git runs a hook by its exact name, never `<hook>.sample`: the
+            // samples `git init` leaves are inert whatever is in them, and
+            // one renamed to run is a new name here. Not reading them saves
+            // a dozen stats twice an iteration.
+            if !name.ends_with(SAMPLE) {
+                add(format!("hooks/{name}"));
+            }
         }
     }
     Mark(files)
@@ -270,6 +281,24 @@ mod tests {
         assert_eq!(mark(git), before);
         let mode = std::fs::metadata(git.join("hooks/pre-commit")).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o755);
+    }
+
+    #[test]
+    fn the_inert_samples_are_not_guarded_and_one_renamed_to_run_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = dir.path();
+        std::fs::create_dir(git.join("hooks")).unwrap();
+        std::fs::write(git.join("config"), "[core]\n").unwrap();
+        std::fs::write(git.join("hooks/pre-commit.sample"), "#!/bin/sh\nexit 0\n").unwrap();
+        let before = mark(git);
+        assert_eq!(before.0.keys().collect::<Vec<_>>(), ["config"]);
+        std::fs::write(git.join("hooks/pre-commit.sample"), "#!/bin/sh\nevil\n").unwrap();
+        assert!(changed(&before, &mark(git)).is_empty(), "git never runs a sample");
+        std::fs::rename(git.join("hooks/pre-commit.sample"), git.join("hooks/pre-commit")).unwrap();
+        let paths = changed(&before, &mark(git));
+        assert_eq!(paths, ["hooks/pre-commit"]);
+        assert!(set_back(git, &before, &paths).is_empty());
+        assert!(!git.join("hooks/pre-commit").exists(), "the hook made to run is removed");
     }
 
     #[test]
