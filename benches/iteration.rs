@@ -19,6 +19,10 @@
 //! journal each file made in the next minutes scans the inodes freed
 //! recently, so one run's cleanup would be billed to the next run's log and
 //! prompt files (ralph.sh makes none, so only ralph's side would pay).
+//! For the same reason, run it on a disk that has been quiet for about 5
+//! minutes: ext4 without a journal skips inodes freed in the last 60 s
+//! (300 s while their buffers are dirty), so right after a test suite (or
+//! this bench's own cleanup) the figure climbs by half.
 //!
 //! Then the processes ralph creates per iteration, counted with strace:
 //! every fork, vfork and clone without CLONE_THREAD (threads are not

@@ -246,8 +246,15 @@ impl RunState {
         }
     }
 
+    /// Writes the checkpoint durably: on disk when this returns.
     pub fn save(&self, store: &Store) -> io::Result<()> {
         store::write_json_own(&store.state(), self)
+    }
+
+    /// Writes the checkpoint to the page cache only ([`store::write_kept`]):
+    /// it survives ralph being killed; a power cut may lose it.
+    pub fn save_cached(&self, store: &Store) -> io::Result<()> {
+        store::write_kept(&store.state(), &store::json_bytes(self)?)
     }
 
     /// The checkpoint of a run that did not end, if there is one. A damaged

@@ -11,7 +11,7 @@
 //! either the old or the new file, never half of one. The person's files
 //! (prd.json, progress.txt) are written as a temp file in the same folder,
 //! fsync, rename ([`write_atomic`]); ralph's own files in its state folder,
-//! written every iteration, reuse two spare inodes ([`kept`]).
+//! written every iteration, swap with spares beside them ([`kept`]).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};

@@ -570,8 +570,7 @@ fn agent_watcher<'a>(
     move |e: AgentEvent| match e {
         AgentEvent::Spawned(pid) => {
             snapshot.agent_pgid = Some(pid as i32);
-            let _ = crate::store::json_bytes(&snapshot)
-                .and_then(|b| crate::store::write_kept(&store.state(), &b));
+            let _ = snapshot.save_cached(&store);
         }
         AgentEvent::Output(text) => reporter.emit(&Event::AgentOutput { iteration: n, text }),
         AgentEvent::Stopping { reason, grace } => reporter.emit(&Event::Notice {

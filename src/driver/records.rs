@@ -85,16 +85,13 @@ impl Run<'_> {
         }
     }
 
-    /// Writes the checkpoint durably (fsync): entering and leaving an
-    /// iteration, and a verdict that verified a story, are what a resume
-    /// after a crash or a power cut relies on. It failing (a full disk) is
-    /// the end of the run: going on would make the next resume undo work.
+    /// Writes the checkpoint durably (fsync): entering an iteration and
+    /// the write-ahead of a story's verdict and ralph's commit, the run's
+    /// start and its stops, are what a resume after a crash or a power cut
+    /// relies on. It failing (a full disk) is the end of the run: going on
+    /// would make the next resume undo work.
     pub(super) fn save_checkpoint(&mut self, phase: Phase) -> Result<(), Error> {
-        self.state.phase = phase;
-        self.state.elapsed_ms = self.elapsed_ms();
-        self.state.save(&self.paths.store).map_err(|e| {
-            Error::io(format!("write the checkpoint {}", self.paths.store.state().display()), e)
-        })
+        self.write_checkpoint(phase, true).map_err(|e| self.checkpoint_error(e))
     }
 
     /// Writes the checkpoint at an iteration's end, where the page cache is
@@ -106,29 +103,29 @@ impl Run<'_> {
     /// fsync here was a third of the loop's own time per iteration. Failing
     /// (a full disk) is the end of the run, as for a durable write.
     pub(super) fn save_iteration_end(&mut self, phase: Phase) -> Result<(), Error> {
-        self.state.phase = phase;
-        self.state.elapsed_ms = self.elapsed_ms();
-        store::json_bytes(&self.state)
-            .and_then(|b| store::write_kept(&self.paths.store.state(), &b))
-            .map_err(|e| {
-                Error::io(format!("write the checkpoint {}", self.paths.store.state().display()), e)
-            })
+        self.write_checkpoint(phase, false).map_err(|e| self.checkpoint_error(e))
     }
 
     /// Writes the checkpoint where it only informs (`ralph status`, the
     /// end of a run): not fsynced for the gate phase, a failure a warning.
     pub(super) fn checkpoint(&mut self, phase: Phase) {
-        self.state.phase = phase;
-        self.state.elapsed_ms = self.elapsed_ms();
-        let result = if phase == Phase::Gate {
-            store::json_bytes(&self.state)
-                .and_then(|b| store::write_kept(&self.paths.store.state(), &b))
-        } else {
-            self.state.save(&self.paths.store)
-        };
-        if let Err(e) = result {
+        if let Err(e) = self.write_checkpoint(phase, phase != Phase::Gate) {
             self.warn(format!("cannot write {}: {e}", self.paths.store.state().display()));
         }
+    }
+
+    fn write_checkpoint(&mut self, phase: Phase, durable: bool) -> std::io::Result<()> {
+        self.state.phase = phase;
+        self.state.elapsed_ms = self.elapsed_ms();
+        if durable {
+            self.state.save(&self.paths.store)
+        } else {
+            self.state.save_cached(&self.paths.store)
+        }
+    }
+
+    fn checkpoint_error(&self, e: std::io::Error) -> Error {
+        Error::io(format!("write the checkpoint {}", self.paths.store.state().display()), e)
     }
 
     /// Run time so far: what earlier processes of this run spent, plus

@@ -9,9 +9,10 @@
 //! spare the next write fills.
 //!
 //! A spare is written over in place, so which inode may be filled is the
-//! whole design. Two spares per file, `.<name>.<pid>.spare` for writes a
-//! power cut may lose ([`write_kept`]) and `.<name>.durable.<pid>.spare`
-//! for the ones it must not ([`write_durable`]):
+//! whole design. A file has up to three spares: `.<name>.<pid>.spare` for
+//! writes a power cut may lose ([`write_kept`]), `.<name>.durable.<pid>.spare`
+//! for the ones it must not ([`write_durable`]), and
+//! `.<name>.parked.<pid>.spare`:
 //!
 //! - A durable write fills its spare, fsyncs it, swaps it in and fsyncs
 //!   the folder, so the name leads to the new inode on disk too; that inode
@@ -47,7 +48,7 @@ struct Kept {
     committed: Option<(u64, u64)>,
 }
 
-/// Which of a file's two spares a write fills.
+/// Which of a file's spares a write fills, or where one waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Slot {
     Cached,
