@@ -72,7 +72,9 @@ fn assert_ralph_files_parse(p: &Project, context: &str) {
         }
     }
     if let Ok(dir) = std::fs::read_dir(p.path(".git/ralph/lessons")) {
-        for e in dir.flatten() {
+        // A hidden `.<file>.tmp<pid>` is a write a kill cut short before its
+        // rename: never read, never a lesson.
+        for e in dir.flatten().filter(|e| !e.file_name().to_string_lossy().starts_with('.')) {
             let text = std::fs::read_to_string(e.path()).unwrap();
             serde_json::from_str::<serde_json::Value>(&text)
                 .unwrap_or_else(|err| panic!("{context}: lesson file: {err}"));
